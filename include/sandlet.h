@@ -1,0 +1,141 @@
+/*
+ * sandlet.h - the servlet API: everything a servlet author includes.
+ *
+ * A servlet is a shared object that defines one descriptor with
+ * SL_SERVLET().  sandlet loads it into a sandboxed worker process, calls
+ * init once, then service once per request, then destroy when the worker
+ * stops.  A worker serves one request at a time, so servlet code need not
+ * be thread-safe.
+ *
+ * Memory: every string this API returns lives in the request's arena and
+ * stays valid until the response is finished; servlets never free it.
+ * Errors: functions that can fail return 0 on success and a negative errno
+ * value on failure, so that callers can test "< 0" uniformly.
+ *
+ * This header must stay plain C11 and must never expose the layout of a
+ * request or response: the structs are opaque so the ABI can grow.
+ */
+#ifndef SANDLET_H
+#define SANDLET_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped whenever sl_servlet or a function signature changes
+ * incompatibly; a worker refuses a servlet built for another ABI. */
+#define SL_ABI_VERSION 1
+
+#if defined(__GNUC__)
+#define SL_EXPORT       __attribute__((visibility("default")))
+#define SL_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define SL_EXPORT
+#define SL_PRINTF(f, a)
+#endif
+
+typedef struct sl_request sl_request;   /* one parsed HTTP request */
+typedef struct sl_response sl_response; /* the response being built */
+typedef struct sl_context sl_context;   /* what init receives */
+
+/* How a servlet keeps state across requests of one client. */
+typedef enum sl_session_mode {
+    SL_SESSION_NONE = 0,
+    SL_SESSION_MEMORY = 1,
+    SL_SESSION_DATABASE = 2,
+} sl_session_mode;
+
+/*
+ * The descriptor.  service returns the HTTP status (100..599); a value out
+ * of range answers 500.  init returns 0, or a negative value to refuse to
+ * start (the worker then reports the servlet as failed).
+ */
+typedef struct sl_servlet {
+    int (*init)(sl_context *ctx);
+    int (*service)(sl_request *rq, sl_response *rs);
+    void (*destroy)(void);
+    sl_session_mode session;
+} sl_servlet;
+
+/*
+ * Defines the servlet descriptor of this shared object:
+ *
+ *     SL_SERVLET(hello) = { .service = hello };
+ *
+ * The name is for logs; the worker finds the descriptor by a fixed symbol.
+ */
+#define SL_SERVLET(name)                                                                           \
+    SL_EXPORT const unsigned sl_servlet_abi = SL_ABI_VERSION;                                      \
+    SL_EXPORT const char sl_servlet_name[] = #name;                                                \
+    SL_EXPORT const sl_servlet sl_servlet_descriptor
+
+/* ---- init ------------------------------------------------------------ */
+
+/* The value of "param NAME VALUE" in the servlet's configuration block, or
+ * fallback when it has none. */
+const char *sl_context_param(const sl_context *ctx, const char *name, const char *fallback);
+
+/* ---- request --------------------------------------------------------- */
+
+const char *sl_method(const sl_request *rq); /* "GET", "POST", ... */
+const char *sl_target(const sl_request *rq); /* as sent: path and query */
+const char *sl_path(const sl_request *rq);   /* target before '?', not decoded */
+const char *sl_query(const sl_request *rq);  /* after '?', "" when none */
+const char *sl_peer(const sl_request *rq);   /* client address, "ip:port" */
+/* HTTP version as 10 * major + minor: 10 or 11. */
+int sl_http_version(const sl_request *rq);
+
+/* First header with this name (case-insensitive), or NULL. */
+const char *sl_header(const sl_request *rq, const char *name);
+
+/* URL-decoded value of a query parameter, or fallback when absent. */
+const char *sl_param(sl_request *rq, const char *name, const char *fallback);
+
+/* Raw request body; may contain NUL bytes.  *len receives its length. */
+const void *sl_body(const sl_request *rq, size_t *len);
+
+/* ---- per-request memory ---------------------------------------------- */
+
+/* Memory freed automatically when the response is finished.  NULL only
+ * when the worker is out of memory. */
+void *sl_alloc(sl_request *rq, size_t size);
+char *sl_strdup(sl_request *rq, const char *s);
+char *sl_sprintf(sl_request *rq, const char *fmt, ...) SL_PRINTF(2, 3);
+
+/* HTML-escape text for element content and attribute values (& < > " ').
+ * Returns "" rather than NULL when s is NULL or memory is short, so that
+ * it can be used directly as a printf argument. */
+const char *sl_html(sl_request *rq, const char *s);
+
+/* ---- response -------------------------------------------------------- */
+
+/* Replace (set) or append (add) a response header.  Refuses names that
+ * are not HTTP tokens and values holding CR, LF or NUL (-EINVAL), and
+ * headers the server owns (Content-Length, Transfer-Encoding, Connection,
+ * Date).  Fails with -EALREADY once the head was flushed. */
+int sl_set_header(sl_response *rs, const char *name, const char *value);
+int sl_add_header(sl_response *rs, const char *name, const char *value);
+int sl_set_content_type(sl_response *rs, const char *type);
+
+/* Set the status now; otherwise service's return value is used. */
+int sl_set_status(sl_response *rs, int status);
+
+/* Binary-safe body output. */
+int sl_write(sl_response *rs, const void *data, size_t len);
+int sl_puts(sl_response *rs, const char *s);
+int sl_printf(sl_response *rs, const char *fmt, ...) SL_PRINTF(2, 3);
+int sl_vprintf(sl_response *rs, const char *fmt, va_list ap) SL_PRINTF(2, 0);
+
+/* Send the head and what was written so far to the client now.  After the
+ * first flush the response is streamed (chunked on HTTP/1.1) and headers
+ * and status can no longer change. */
+int sl_flush(sl_response *rs);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SANDLET_H */

@@ -1,0 +1,281 @@
+/*
+ * response.c - building a response: status, headers, body, streaming.
+ *
+ * Output is buffered until the servlet returns, flushes, or passes
+ * SANDLET_LIB_AUTOFLUSH bytes; then it goes to the driver's sink.  This
+ * file must never let a header through that could split the response
+ * (CR, LF, NUL) or that the server owns (framing headers): the acceptor
+ * checks again, but a servlet should learn of its mistake here, from a
+ * return code.
+ */
+#include "config.h"
+
+#include "lib/servlet.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+void sandlet_lib_response_init(sl_response *rs, sl_request *rq, sandlet_lib_sink sink, void *ctx)
+{
+    memset(rs, 0, sizeof(*rs));
+    rs->rq = rq;
+    rs->sink = sink;
+    rs->sink_ctx = ctx;
+    sandlet_lib_response_reset(rs);
+}
+
+void sandlet_lib_response_reset(sl_response *rs)
+{
+    rs->status = 0;
+    rs->headers = NULL;
+    rs->nheaders = 0;
+    rs->cap_headers = 0;
+    rs->body_len = 0;
+    rs->head_sent = false;
+    rs->error = 0;
+}
+
+void sandlet_lib_response_free(sl_response *rs)
+{
+    free(rs->body);
+    rs->body = NULL;
+    rs->body_cap = 0;
+    rs->body_len = 0;
+}
+
+static bool is_tchar(unsigned char c)
+{
+    /* RFC 9110 token characters. */
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+        return true;
+    return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+bool sandlet_lib_header_valid(const char *name, size_t name_len, const char *value,
+                              size_t value_len)
+{
+    if (name_len == 0)
+        return false;
+    for (size_t i = 0; i < name_len; i++)
+        if (!is_tchar((unsigned char)name[i]))
+            return false;
+    for (size_t i = 0; i < value_len; i++) {
+        unsigned char c = (unsigned char)value[i];
+        if (c == '\r' || c == '\n' || c == '\0' || (c < 0x20 && c != '\t') || c == 0x7f)
+            return false;
+    }
+    return true;
+}
+
+bool sandlet_lib_header_reserved(const char *name, size_t name_len)
+{
+    static const char *const reserved[] = {"Content-Length", "Transfer-Encoding", "Connection",
+                                           "Date", "Keep-Alive", "Upgrade", "Trailer"};
+    for (size_t i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
+        if (strlen(reserved[i]) == name_len && strncasecmp(reserved[i], name, name_len) == 0)
+            return true;
+    return false;
+}
+
+static int check_header(const sl_response *rs, const char *name, const char *value)
+{
+    if (!name || !value)
+        return -EINVAL;
+    if (rs->head_sent)
+        return -EALREADY;
+    size_t nl = strlen(name);
+    if (!sandlet_lib_header_valid(name, nl, value, strlen(value)) ||
+        sandlet_lib_header_reserved(name, nl))
+        return -EINVAL;
+    return 0;
+}
+
+int sl_add_header(sl_response *rs, const char *name, const char *value)
+{
+    int rc = check_header(rs, name, value);
+    if (rc < 0)
+        return rc;
+    if (rs->nheaders == rs->cap_headers) {
+        size_t ncap = rs->cap_headers ? rs->cap_headers * 2 : 8;
+        sandlet_lib_header *p = sl_alloc(rs->rq, ncap * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        if (rs->nheaders)
+            memcpy(p, rs->headers, rs->nheaders * sizeof(*p));
+        rs->headers = p;
+        rs->cap_headers = ncap;
+    }
+    const char *n = sl_strdup(rs->rq, name);
+    const char *v = sl_strdup(rs->rq, value);
+    if (!n || !v)
+        return -ENOMEM;
+    rs->headers[rs->nheaders].name = n;
+    rs->headers[rs->nheaders].value = v;
+    rs->nheaders++;
+    return 0;
+}
+
+int sl_set_header(sl_response *rs, const char *name, const char *value)
+{
+    int rc = check_header(rs, name, value);
+    if (rc < 0)
+        return rc;
+    /* Drop earlier values of the same header, keeping the order of the
+     * others. */
+    size_t o = 0;
+    for (size_t i = 0; i < rs->nheaders; i++)
+        if (strcasecmp(rs->headers[i].name, name) != 0)
+            rs->headers[o++] = rs->headers[i];
+    rs->nheaders = o;
+    return sl_add_header(rs, name, value);
+}
+
+int sl_set_content_type(sl_response *rs, const char *type)
+{
+    return sl_set_header(rs, "Content-Type", type);
+}
+
+int sl_set_status(sl_response *rs, int status)
+{
+    if (status < 100 || status > 599)
+        return -EINVAL;
+    if (rs->head_sent)
+        return -EALREADY;
+    rs->status = status;
+    return 0;
+}
+
+static int emit(sl_response *rs, bool end)
+{
+    if (rs->error)
+        return rs->error;
+    sandlet_lib_output out = {
+        .head = !rs->head_sent,
+        .status = rs->status ? rs->status : 200,
+        .headers = rs->headers,
+        .nheaders = rs->nheaders,
+        .body = rs->body,
+        .body_len = rs->body_len,
+        .end = end,
+    };
+    int rc = rs->sink(rs->sink_ctx, &out);
+    rs->head_sent = true;
+    rs->body_len = 0;
+    if (rc < 0)
+        rs->error = rc;
+    return rc;
+}
+
+int sl_write(sl_response *rs, const void *data, size_t len)
+{
+    if (rs->error)
+        return rs->error;
+    if (len == 0)
+        return 0;
+    if (len > rs->body_cap - rs->body_len) {
+        if (rs->body_len + len > SANDLET_LIB_AUTOFLUSH) {
+            /* Stream rather than grow without bound. */
+            if (rs->body_len && emit(rs, false) < 0)
+                return rs->error;
+            if (len > SANDLET_LIB_AUTOFLUSH) {
+                sandlet_lib_output out = {
+                    .head = !rs->head_sent,
+                    .status = rs->status ? rs->status : 200,
+                    .headers = rs->headers,
+                    .nheaders = rs->nheaders,
+                    .body = data,
+                    .body_len = len,
+                    .end = false,
+                };
+                int rc = rs->sink(rs->sink_ctx, &out);
+                rs->head_sent = true;
+                if (rc < 0)
+                    rs->error = rc;
+                return rc;
+            }
+        }
+        if (len > rs->body_cap - rs->body_len) {
+            size_t ncap = rs->body_cap ? rs->body_cap : 4096;
+            while (ncap - rs->body_len < len)
+                ncap *= 2;
+            uint8_t *p = realloc(rs->body, ncap);
+            if (!p) {
+                rs->error = -ENOMEM;
+                return rs->error;
+            }
+            rs->body = p;
+            rs->body_cap = ncap;
+        }
+    }
+    memcpy(rs->body + rs->body_len, data, len);
+    rs->body_len += len;
+    return 0;
+}
+
+int sl_puts(sl_response *rs, const char *s)
+{
+    return s ? sl_write(rs, s, strlen(s)) : 0;
+}
+
+int sl_vprintf(sl_response *rs, const char *fmt, va_list ap)
+{
+    char small[512];
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(small, sizeof(small), fmt, ap);
+    if (n < 0) {
+        va_end(ap2);
+        return -EINVAL;
+    }
+    if ((size_t)n < sizeof(small)) {
+        va_end(ap2);
+        return sl_write(rs, small, (size_t)n);
+    }
+    char *big = malloc((size_t)n + 1);
+    if (!big) {
+        va_end(ap2);
+        return -ENOMEM;
+    }
+    vsnprintf(big, (size_t)n + 1, fmt, ap2);
+    va_end(ap2);
+    int rc = sl_write(rs, big, (size_t)n);
+    free(big);
+    return rc;
+}
+
+int sl_printf(sl_response *rs, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = sl_vprintf(rs, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int sl_flush(sl_response *rs)
+{
+    return emit(rs, false);
+}
+
+int sandlet_lib_response_finish(sl_response *rs, int status)
+{
+    if (!rs->status)
+        rs->status = status;
+    return emit(rs, true);
+}
+
+int sandlet_lib_run(const sl_servlet *servlet, sl_request *rq, sl_response *rs)
+{
+    int status = servlet->service ? servlet->service(rq, rs) : 500;
+    if (status < 100 || status > 599) {
+        status = 500;
+        if (!rs->head_sent) {
+            rs->status = 500;
+            rs->body_len = 0;
+        }
+    }
+    return sandlet_lib_response_finish(rs, status);
+}

@@ -1,0 +1,134 @@
+/*
+ * servlet.h - libsandlet's private side: what sandletd's worker loop (and
+ * the test harness) use to build a request, run a servlet and collect its
+ * output.  The sandlet_lib_ functions are exported from libsandlet.so but
+ * are not part of the servlet API and may change between releases.
+ *
+ * Nothing here knows about frames or sockets: output leaves through the
+ * sink a driver installs, so the same servlet code runs in a worker and
+ * in-process under a test.
+ */
+#ifndef SANDLET_LIB_SERVLET_H
+#define SANDLET_LIB_SERVLET_H
+
+#include <sandlet.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- arena.c ---------------------------------------------------------- */
+
+typedef struct sandlet_arena_chunk sandlet_arena_chunk;
+typedef struct sandlet_arena {
+    sandlet_arena_chunk *head; /* newest chunk first */
+    sandlet_arena_chunk *keep; /* first chunk, kept across resets */
+    size_t used;               /* bytes handed out since the last reset */
+    size_t limit;              /* 0: unlimited */
+} sandlet_arena;
+
+void sandlet_lib_arena_init(sandlet_arena *a, size_t limit);
+void *sandlet_lib_arena_alloc(sandlet_arena *a, size_t size);
+/* Frees everything but the first chunk, which is reused. */
+void sandlet_lib_arena_reset(sandlet_arena *a);
+void sandlet_lib_arena_free(sandlet_arena *a);
+
+/* ---- request.c -------------------------------------------------------- */
+
+typedef struct sandlet_lib_header {
+    const char *name;
+    const char *value;
+} sandlet_lib_header;
+
+struct sl_request {
+    sandlet_arena arena;
+    const char *method;
+    const char *target;
+    const char *path;
+    const char *query;
+    const char *peer;
+    int version;
+    sandlet_lib_header *headers;
+    size_t nheaders;
+    size_t cap_headers;
+    const uint8_t *body;
+    size_t body_len;
+    /* Parsed lazily on first sl_param call. */
+    sandlet_lib_header *params;
+    size_t nparams;
+    bool params_parsed;
+};
+
+struct sl_context {
+    const sandlet_lib_header *params;
+    size_t nparams;
+};
+
+/* Prepares rq for a new request; strings passed to the setters are not
+ * copied and must outlive the request (the worker's frame buffer does). */
+void sandlet_lib_request_init(sl_request *rq);
+void sandlet_lib_request_reset(sl_request *rq);
+void sandlet_lib_request_free(sl_request *rq);
+int sandlet_lib_request_set(sl_request *rq, const char *method, const char *target,
+                            size_t target_len, const char *peer, int version);
+int sandlet_lib_request_add_header(sl_request *rq, const char *name, const char *value);
+void sandlet_lib_request_set_body(sl_request *rq, const void *body, size_t len);
+
+/* Decodes %XX and '+' into a new string in the arena; NULL on
+ * memory shortage.  Invalid escapes are kept literally. */
+char *sandlet_lib_url_decode(sandlet_arena *a, const char *s, size_t len);
+
+/* ---- response.c ------------------------------------------------------- */
+
+/* One piece of output handed to the sink: the head once (first call),
+ * then body data; end marks the last call of a response. */
+typedef struct sandlet_lib_output {
+    bool head; /* status and headers are in this call */
+    int status;
+    const sandlet_lib_header *headers;
+    size_t nheaders;
+    const void *body;
+    size_t body_len;
+    bool end;
+} sandlet_lib_output;
+
+typedef int (*sandlet_lib_sink)(void *ctx, const sandlet_lib_output *out);
+
+/* Body bytes buffered before the response is streamed on its own. */
+#define SANDLET_LIB_AUTOFLUSH (256u * 1024u)
+
+struct sl_response {
+    sl_request *rq; /* owns the arena used for headers */
+    int status;
+    sandlet_lib_header *headers;
+    size_t nheaders;
+    size_t cap_headers;
+    uint8_t *body; /* malloc'd, kept across requests */
+    size_t body_len;
+    size_t body_cap;
+    bool head_sent;
+    int error; /* sticky: first sink or memory failure */
+    sandlet_lib_sink sink;
+    void *sink_ctx;
+};
+
+void sandlet_lib_response_init(sl_response *rs, sl_request *rq, sandlet_lib_sink sink, void *ctx);
+/* Clears per-request state; keeps the body buffer's memory. */
+void sandlet_lib_response_reset(sl_response *rs);
+void sandlet_lib_response_free(sl_response *rs);
+/* Ends the response with the servlet's return value as status (unless
+ * sl_set_status chose one).  Returns 0 or the sticky error. */
+int sandlet_lib_response_finish(sl_response *rs, int status);
+
+/* Runs one servlet on rq: service, then finish.  A status outside
+ * 100..599 becomes 500. */
+int sandlet_lib_run(const sl_servlet *servlet, sl_request *rq, sl_response *rs);
+
+/* True when name is an HTTP token and value holds no CR, LF or NUL: the
+ * rule both libsandlet and the acceptor enforce on response headers. */
+bool sandlet_lib_header_valid(const char *name, size_t name_len, const char *value,
+                              size_t value_len);
+/* Headers the server writes itself and servlets may not set. */
+bool sandlet_lib_header_reserved(const char *name, size_t name_len);
+
+#endif /* SANDLET_LIB_SERVLET_H */

@@ -1,0 +1,169 @@
+/*
+ * acceptor.h - the acceptor process's private index: the server, client
+ * connections (http.c) and the per-sandbox worker pools (pool.c).
+ *
+ * The acceptor is one libuv loop that owns every client connection.  It
+ * never runs servlet code and never trusts a worker: everything a worker
+ * sends is checked as if it came from the network.
+ */
+#ifndef SANDLET_ACCEPTOR_H
+#define SANDLET_ACCEPTOR_H
+
+#include "loop/conf.h"
+#include "sandbox/frame.h"
+
+#include <llhttp.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+/* Fixed limits of this first cut; later made configurable. */
+#define SANDLET_MAX_HEADER_BYTES (64u * 1024u)
+#define SANDLET_MAX_HEADERS      100
+#define SANDLET_MAX_BODY         (16u * 1024u * 1024u)
+/* Stop reading a worker while this much is waiting to go to the client. */
+#define SANDLET_WRITE_HIGH_WATER (1u * 1024u * 1024u)
+#define SANDLET_SHUTDOWN_MS      10000
+
+typedef struct sandlet_server sandlet_server;
+typedef struct sandlet_conn sandlet_conn;
+typedef struct sandlet_pool sandlet_pool;
+typedef struct sandlet_worker sandlet_worker;
+
+/* ---- http.c ----------------------------------------------------------- */
+
+typedef struct sandlet_hdr_ref {
+    uint32_t name, name_len, value, value_len; /* offsets into conn->head */
+} sandlet_hdr_ref;
+
+enum sandlet_conn_state {
+    CONN_READING, /* reading a request (or idle between requests) */
+    CONN_WAITING, /* request handed to a pool: queued or at a worker */
+    CONN_SENDING, /* response head sent, body streaming from a worker */
+    CONN_CLOSING,
+};
+
+struct sandlet_conn {
+    uv_tcp_t tcp;
+    sandlet_server *srv;
+    sandlet_conn *prev, *next; /* all connections, for shutdown */
+    enum sandlet_conn_state state;
+    llhttp_t parser;
+    sandlet_buf in;   /* received, not yet parsed */
+    bool reading;     /* uv_read_start is in effect */
+    bool peer_closed; /* EOF seen */
+    /* The request being parsed or served. */
+    sandlet_buf head; /* method, target and header strings, NUL-separated */
+    sandlet_hdr_ref hdrs[SANDLET_MAX_HEADERS];
+    unsigned nhdrs;
+    uint32_t target, target_len;
+    bool in_value; /* last header callback was a value */
+    sandlet_buf body;
+    const sandlet_servlet_conf *servlet;
+    size_t servlet_index;
+    int error_status; /* set by a parser callback to answer with an error */
+    bool keep_alive;
+    uint8_t http_major, http_minor;
+    /* Queue link while waiting for a worker. */
+    sandlet_conn *qnext;
+    sandlet_pool *pool;
+    sandlet_worker *worker;
+    /* Response framing. */
+    bool chunked;
+    bool head_only; /* HEAD request: no body bytes go out */
+    size_t pending_writes;
+    char peer[64];
+    char reqline[160]; /* "GET /path HTTP/1.1", truncated, for logs */
+};
+
+void sandlet_http_accept(uv_stream_t *listener, int status);
+/* Response side, called by pool.c with what the worker sent. */
+int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, bool end);
+int sandlet_conn_response_body(sandlet_conn *c, const uint8_t *data, size_t len, bool end);
+/* Answers with a short error page (when nothing was sent yet) or cuts the
+ * connection (when a response was under way). */
+void sandlet_conn_fail(sandlet_conn *c, int status);
+/* Bytes queued to the client but not yet written. */
+size_t sandlet_conn_write_backlog(const sandlet_conn *c);
+/* Closes idle connections and marks busy ones to close when done. */
+void sandlet_http_shutdown(sandlet_server *srv);
+const char *sandlet_http_date(sandlet_server *srv);
+
+/* ---- pool.c ----------------------------------------------------------- */
+
+enum sandlet_worker_state { W_DOWN, W_STARTING, W_IDLE, W_BUSY, W_DYING };
+
+struct sandlet_worker {
+    sandlet_pool *pool;
+    unsigned slot;
+    uint32_t gen;
+    pid_t pid;
+    enum sandlet_worker_state state;
+    uv_pipe_t pipe;
+    bool pipe_open;
+    bool reading;
+    bool writing;   /* a request write is in flight */
+    bool exited;    /* the supervisor reported its exit */
+    uv_write_t wreq;
+    sandlet_buf in;  /* frames from the worker */
+    sandlet_buf out; /* frames to the worker */
+    sandlet_conn *conn; /* request being served; NULL if its client left */
+    uint32_t req_id;
+    bool got_head;
+    bool discard; /* client gone: drop the rest of this response */
+    char reqline[160];
+    char servlet[96];
+    uv_timer_t restart;
+    unsigned failures; /* consecutive deaths without a served request */
+    uint64_t served;
+};
+
+struct sandlet_pool {
+    sandlet_server *srv;
+    size_t index;
+    const sandlet_sandbox_conf *conf;
+    sandlet_worker *workers;
+    sandlet_conn *qhead, *qtail;
+    size_t queued;
+};
+
+int sandlet_pools_start(sandlet_server *srv);
+/* Hands a parsed request to its sandbox: a worker now, or the queue. */
+void sandlet_pool_submit(sandlet_pool *p, sandlet_conn *c);
+/* The client of c went away while c waited or was served. */
+void sandlet_pool_forget(sandlet_conn *c);
+/* The client drained below the high-water mark: read the worker again. */
+void sandlet_pool_resume(sandlet_conn *c);
+void sandlet_pools_stop(sandlet_server *srv);
+/* A report from the supervisor about one worker. */
+struct sandlet_ctl;
+void sandlet_pool_control(sandlet_server *srv, const struct sandlet_ctl *m);
+void sandlet_pools_free(sandlet_server *srv);
+
+/* ---- main.c ------------------------------------------------------------ */
+
+struct sandlet_server {
+    uv_loop_t *loop;
+    sandlet_conf *conf;
+    uv_tcp_t *listeners;
+    size_t nlisteners;
+    sandlet_pool *pools;
+    sandlet_conn *conns;
+    size_t nconns;
+    int ctl;
+    uv_poll_t ctl_poll;
+    pid_t supervisor;
+    bool stopping;
+    uint32_t next_id;
+    time_t date_sec;
+    char date[40];
+};
+
+/* Sends a control message to the supervisor; logs and returns the error. */
+int sandlet_server_control(sandlet_server *srv, uint32_t type, uint32_t sandbox, uint32_t slot,
+                           uint32_t gen, int fd, int32_t status);
+/* Called whenever a connection or worker finishes during shutdown. */
+void sandlet_server_check_stopped(sandlet_server *srv);
+
+#endif /* SANDLET_ACCEPTOR_H */

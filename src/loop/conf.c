@@ -1,0 +1,1048 @@
+/*
+ * conf.c - sandlet.conf: tokenizer, parser, defaults and request routing
+ * over the result (conf.h documents the format).
+ *
+ * The parser is table-driven: each directive names the block it belongs
+ * to, its argument count and a handler, so the grammar lives in one place.
+ * Every read is bounded by the given length, text from the file reaches an
+ * error message only through "%s" after being made printable, and every
+ * allocation failure unwinds without leaks.  This file never touches the
+ * network or processes: apart from reading the file in sandlet_conf_load it
+ * only turns text into a sandlet_conf.
+ */
+#include "config.h"
+
+#include "conf.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A configuration this big is a mistake (or /dev/zero), not a site. */
+#define CONF_MAX_BYTES (1024 * 1024)
+/* At most this much file text is quoted in a message, so one bad token
+ * cannot push the location and the explanation out of a short buffer. */
+#define SHOWN_MAX 48
+#define MAX_ARGS  2
+
+enum tok_type { T_EOF, T_WORD, T_STRING, T_LBRACE, T_RBRACE, T_SEMI };
+
+typedef struct token {
+    enum tok_type type;
+    char *text; /* decoded, NUL-terminated; only for T_WORD and T_STRING */
+    int line;
+    int col;
+} token;
+
+enum ctx { CTX_NONE, CTX_TOP, CTX_SANDBOX, CTX_SERVLET };
+
+/* Directives allowed once per block remember the line that set them. */
+enum slot {
+    SLOT_NONE,
+    SLOT_USER,
+    SLOT_DOCROOT,
+    SLOT_WORKERS,
+    SLOT_QUEUE,
+    SLOT_LIBRARY,
+    SLOT_SANDBOX,
+    SLOT_COUNT
+};
+
+/* A servlet's "sandbox NAME", kept until the whole file is read so that a
+ * sandbox may be declared after the servlets that use it. */
+typedef struct sandbox_ref {
+    char *name; /* NULL: SANDLET_DEFAULT_SANDBOX */
+    int line;
+    int col;
+} sandbox_ref;
+
+typedef struct parser {
+    const char *p;
+    const char *end;
+    int line;
+    int col;
+    const char *name;
+    const char *basedir;
+    sandlet_conf *conf;
+    sandbox_ref *refs; /* parallel to conf->servlets */
+    size_t cur;        /* the sandbox or servlet whose block is open */
+    int seen[SLOT_COUNT];
+    char *err;
+    size_t errlen;
+} parser;
+
+typedef struct directive {
+    const char *name;
+    enum ctx ctx;
+    unsigned nargs;
+    const char *usage; /* arguments, for messages */
+    enum slot slot;    /* SLOT_NONE: repeatable */
+    enum ctx block;    /* CTX_NONE: ends with ';', else opens this block */
+    int (*open)(parser *ps, const token *dir, token *args);
+    int (*close)(parser *ps, const token *dir);
+} directive;
+
+static int do_listen(parser *ps, const token *dir, token *args);
+static int do_user(parser *ps, const token *dir, token *args);
+static int do_docroot(parser *ps, const token *dir, token *args);
+static int open_sandbox(parser *ps, const token *dir, token *args);
+static int open_servlet(parser *ps, const token *dir, token *args);
+static int close_servlet(parser *ps, const token *dir);
+static int do_workers(parser *ps, const token *dir, token *args);
+static int do_queue(parser *ps, const token *dir, token *args);
+static int do_library(parser *ps, const token *dir, token *args);
+static int do_use_sandbox(parser *ps, const token *dir, token *args);
+static int do_param(parser *ps, const token *dir, token *args);
+
+/* Order matters only for messages: "expected" lists follow it. */
+static const directive directives[] = {
+    {"listen", CTX_TOP, 1, "ADDR:PORT", SLOT_NONE, CTX_NONE, do_listen, NULL},
+    {"user", CTX_TOP, 1, "NAME", SLOT_USER, CTX_NONE, do_user, NULL},
+    {"docroot", CTX_TOP, 1, "DIR", SLOT_DOCROOT, CTX_NONE, do_docroot, NULL},
+    {"sandbox", CTX_TOP, 1, "NAME { ... }", SLOT_NONE, CTX_SANDBOX, open_sandbox, NULL},
+    {"servlet", CTX_TOP, 1, "PATH { ... }", SLOT_NONE, CTX_SERVLET, open_servlet, close_servlet},
+    {"workers", CTX_SANDBOX, 1, "N", SLOT_WORKERS, CTX_NONE, do_workers, NULL},
+    {"queue", CTX_SANDBOX, 1, "N", SLOT_QUEUE, CTX_NONE, do_queue, NULL},
+    {"library", CTX_SERVLET, 1, "FILE", SLOT_LIBRARY, CTX_NONE, do_library, NULL},
+    {"sandbox", CTX_SERVLET, 1, "NAME", SLOT_SANDBOX, CTX_NONE, do_use_sandbox, NULL},
+    {"param", CTX_SERVLET, 2, "NAME VALUE", SLOT_NONE, CTX_NONE, do_param, NULL},
+};
+#define NDIRECTIVES (sizeof(directives) / sizeof(directives[0]))
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static char *dupn(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+/* Makes room for element n of an array holding n elements.  The capacity
+ * is implied by n (4, 8, 16, ...), so the public structs need no capacity
+ * fields.  Returns the (possibly moved) array, or NULL when out of memory,
+ * in which case the old array is untouched. */
+static void *reserve(void *arr, size_t n, size_t size)
+{
+    if (n != 0 && (n < 4 || (n & (n - 1)) != 0))
+        return arr;
+    size_t cap = n == 0 ? 4 : n * 2;
+    if (cap < n || cap > SIZE_MAX / size)
+        return NULL;
+    return realloc(arr, cap * size);
+}
+
+/* Copies s for a message: control and non-ASCII bytes become '?', so a
+ * hostile file cannot send escape sequences to a terminal or a log, and
+ * long text is cut with "...". */
+static const char *shown(char *buf, size_t size, const char *s)
+{
+    size_t i = 0;
+    for (; s[i] && i + 1 < size; i++) {
+        unsigned char c = (unsigned char)s[i];
+        buf[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+    }
+    buf[i] = '\0';
+    if (s[i] && size >= 4)
+        memcpy(buf + size - 4, "...", 4);
+    return buf;
+}
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static int fail(parser *ps, int line, int col, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Writes "FILE:LINE:COL: message" and returns -EINVAL. */
+static int fail(parser *ps, int line, int col, const char *fmt, ...)
+{
+    if (!ps->err || ps->errlen == 0)
+        return -EINVAL;
+    int n = snprintf(ps->err, ps->errlen, "%s:%d:%d: ", ps->name, line, col);
+    if (n >= 0 && (size_t)n < ps->errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(ps->err + n, ps->errlen - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    return -EINVAL;
+}
+
+static int nomem(parser *ps)
+{
+    set_err(ps->err, ps->errlen, "%s:%d:%d: out of memory while reading the configuration",
+            ps->name, ps->line, ps->col);
+    return -ENOMEM;
+}
+
+/* What the parser found instead of what it expected, for messages. */
+static const char *what(const token *t, char *buf, size_t size)
+{
+    char s[SHOWN_MAX];
+    switch (t->type) {
+    case T_EOF:
+        return "end of file";
+    case T_LBRACE:
+        return "'{'";
+    case T_RBRACE:
+        return "'}'";
+    case T_SEMI:
+        return "';'";
+    case T_WORD:
+        snprintf(buf, size, "'%s'", shown(s, sizeof(s), t->text));
+        return buf;
+    case T_STRING:
+        snprintf(buf, size, "string \"%s\"", shown(s, sizeof(s), t->text));
+        return buf;
+    }
+    return "?";
+}
+
+static const char *where(enum ctx ctx)
+{
+    switch (ctx) {
+    case CTX_SANDBOX:
+        return "in sandbox block";
+    case CTX_SERVLET:
+        return "in servlet block";
+    default:
+        return "at top level";
+    }
+}
+
+/* "listen, user, docroot, sandbox or servlet", straight from the table. */
+static const char *expected_list(enum ctx ctx, char *buf, size_t size)
+{
+    size_t total = 0, i = 0, pos = 0;
+    for (size_t k = 0; k < NDIRECTIVES; k++)
+        total += directives[k].ctx == ctx;
+    buf[0] = '\0';
+    for (size_t k = 0; k < NDIRECTIVES && pos < size; k++) {
+        if (directives[k].ctx != ctx)
+            continue;
+        const char *sep = i == 0 ? "" : i + 1 == total ? " or " : ", ";
+        int n = snprintf(buf + pos, size - pos, "%s%s", sep, directives[k].name);
+        if (n < 0)
+            break;
+        pos += (size_t)n;
+        i++;
+    }
+    return buf;
+}
+
+static const directive *find_directive(const char *name, enum ctx ctx)
+{
+    for (size_t k = 0; k < NDIRECTIVES; k++)
+        if (directives[k].ctx == ctx && strcmp(directives[k].name, name) == 0)
+            return &directives[k];
+    return NULL;
+}
+
+static size_t find_sandbox(const sandlet_conf *conf, const char *name)
+{
+    for (size_t i = 0; i < conf->nsandboxes; i++)
+        if (strcmp(conf->sandboxes[i].name, name) == 0)
+            return i;
+    return SIZE_MAX;
+}
+
+/* Strict decimal: digits only, so "+1", " 1", "1x" and "0x10" are all
+ * refused, unlike strtoul.  Returns 0, -1 for not a number, -2 for out of
+ * range. */
+static int parse_uint(const char *s, unsigned long min, unsigned long max, unsigned *out)
+{
+    unsigned long v = 0;
+    bool big = false;
+    if (!*s)
+        return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return -1;
+        if (!big)
+            v = v * 10 + (unsigned long)(*s - '0');
+        if (v > max)
+            big = true;
+    }
+    if (big || v < min)
+        return -2;
+    *out = (unsigned)v;
+    return 0;
+}
+
+/* ---- tokenizer ---------------------------------------------------------- */
+
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+static bool is_word(char c)
+{
+    return !is_space(c) && c != '{' && c != '}' && c != ';' && c != '#' && c != '"';
+}
+
+/* Columns count bytes, so a tab or a UTF-8 sequence advances by its size. */
+static void advance(parser *ps)
+{
+    if (*ps->p == '\n') {
+        ps->line++;
+        ps->col = 1;
+    } else {
+        ps->col++;
+    }
+    ps->p++;
+}
+
+static int lex_string(parser *ps, token *t)
+{
+    advance(ps); /* the opening quote */
+    /* A first pass finds the end and checks the escapes, so that the copy
+     * is sized exactly; a string holds no newline, so offsets are columns. */
+    size_t n = 0;
+    const char *q = ps->p;
+    for (;;) {
+        if (q == ps->end)
+            return fail(ps, t->line, t->col,
+                        "unterminated string (expected '\"' before end of file)");
+        char c = *q;
+        if (c == '"')
+            break;
+        if (c == '\n')
+            return fail(ps, t->line, t->col,
+                        "unterminated string (expected '\"' before end of line)");
+        if (c == '\0')
+            return fail(ps, ps->line, ps->col + (int)(q - ps->p),
+                        "NUL byte in string (expected text)");
+        if (c == '\\') {
+            if (q + 1 == ps->end)
+                return fail(ps, t->line, t->col,
+                            "unterminated string (expected '\"' before end of file)");
+            if (q[1] != '"' && q[1] != '\\') {
+                unsigned char e = (unsigned char)q[1];
+                return fail(ps, ps->line, ps->col + (int)(q - ps->p),
+                            "unknown escape '\\%c' in string (expected \\\" or \\\\)",
+                            e >= 0x21 && e < 0x7f ? e : '?');
+            }
+            q++;
+        }
+        q++;
+        n++;
+    }
+    char *s = malloc(n + 1);
+    if (!s)
+        return nomem(ps);
+    for (size_t i = 0; i < n; i++) {
+        if (*ps->p == '\\')
+            advance(ps);
+        s[i] = *ps->p;
+        advance(ps);
+    }
+    s[n] = '\0';
+    advance(ps); /* the closing quote */
+    t->type = T_STRING;
+    t->text = s;
+    return 0;
+}
+
+static int lex(parser *ps, token *t)
+{
+    t->text = NULL;
+    while (ps->p < ps->end) {
+        if (is_space(*ps->p)) {
+            advance(ps);
+        } else if (*ps->p == '#') {
+            while (ps->p < ps->end && *ps->p != '\n')
+                advance(ps);
+        } else {
+            break;
+        }
+    }
+    t->line = ps->line;
+    t->col = ps->col;
+    if (ps->p == ps->end) {
+        t->type = T_EOF;
+        return 0;
+    }
+    switch (*ps->p) {
+    case '{':
+        t->type = T_LBRACE;
+        advance(ps);
+        return 0;
+    case '}':
+        t->type = T_RBRACE;
+        advance(ps);
+        return 0;
+    case ';':
+        t->type = T_SEMI;
+        advance(ps);
+        return 0;
+    case '"':
+        return lex_string(ps, t);
+    }
+    const char *start = ps->p;
+    while (ps->p < ps->end && is_word(*ps->p)) {
+        /* A NUL would silently cut the word short once it is a C string. */
+        if (*ps->p == '\0')
+            return fail(ps, ps->line, ps->col, "NUL byte in word (expected text)");
+        advance(ps);
+    }
+    t->type = T_WORD;
+    t->text = dupn(start, (size_t)(ps->p - start));
+    return t->text ? 0 : nomem(ps);
+}
+
+/* ---- directives ----------------------------------------------------------- */
+
+/* Adds "1.2.3.4:80" or "[::1]:80"; line and col locate it for messages. */
+static int add_listen(parser *ps, const char *s, int line, int col)
+{
+    char sh[SHOWN_MAX], sh2[SHOWN_MAX];
+    char host[INET6_ADDRSTRLEN];
+    const char *h, *hend, *port;
+    int af;
+
+    if (s[0] == '[') {
+        af = AF_INET6;
+        h = s + 1;
+        hend = strchr(h, ']');
+        if (!hend)
+            return fail(ps, line, col,
+                        "missing ']' in listen '%s' (expected [IPV6]:PORT, e.g. [::1]:8080)",
+                        shown(sh, sizeof(sh), s));
+        if (hend[1] != ':')
+            return fail(ps, line, col,
+                        "missing ':PORT' after ']' in listen '%s' (expected [IPV6]:PORT, "
+                        "e.g. [::1]:8080)",
+                        shown(sh, sizeof(sh), s));
+        port = hend + 2;
+    } else {
+        af = AF_INET;
+        h = s;
+        hend = strchr(s, ':');
+        if (!hend)
+            return fail(ps, line, col,
+                        "missing ':PORT' in listen '%s' (expected ADDR:PORT, e.g. "
+                        "127.0.0.1:8080 or [::1]:8080)",
+                        shown(sh, sizeof(sh), s));
+        if (strchr(hend + 1, ':'))
+            return fail(ps, line, col,
+                        "too many ':' in listen '%s' (expected ADDR:PORT; IPv6 addresses go "
+                        "in brackets, e.g. [::1]:8080)",
+                        shown(sh, sizeof(sh), s));
+        port = hend + 1;
+    }
+
+    size_t hlen = (size_t)(hend - h);
+    if (hlen >= sizeof(host))
+        hlen = sizeof(host) - 1; /* too long to be valid: inet_pton refuses the cut */
+    memcpy(host, h, hlen);
+    host[hlen] = '\0';
+    unsigned char addr[sizeof(struct in6_addr)];
+    if (hlen == 0 || (size_t)(hend - h) >= sizeof(host) || inet_pton(af, host, addr) != 1)
+        return fail(ps, line, col, "invalid %s address '%s' in listen (expected a numeric %s)",
+                    af == AF_INET ? "IPv4" : "IPv6", shown(sh, sizeof(sh), host),
+                    af == AF_INET ? "IPv4 address like 127.0.0.1 or [IPV6]"
+                                  : "IPv6 address like [::1]");
+
+    unsigned p;
+    if (parse_uint(port, 0, 65535, &p) != 0)
+        return fail(ps, line, col, "invalid port '%s' in listen '%s' (expected 0..65535)",
+                    shown(sh, sizeof(sh), port), shown(sh2, sizeof(sh2), s));
+
+    sandlet_conf *c = ps->conf;
+    sandlet_listen_conf *l = reserve(c->listens, c->nlistens, sizeof(*l));
+    if (!l)
+        return nomem(ps);
+    c->listens = l;
+    char *copy = dupn(host, hlen);
+    if (!copy)
+        return nomem(ps);
+    l[c->nlistens++] = (sandlet_listen_conf){.host = copy, .port = p, .line = line};
+    return 0;
+}
+
+static int do_listen(parser *ps, const token *dir, token *args)
+{
+    (void)dir;
+    return add_listen(ps, args[0].text, args[0].line, args[0].col);
+}
+
+/* Takes a non-empty argument for a single-valued string field. */
+static int take_string(parser *ps, const token *dir, token *arg, const char *meta, char **field)
+{
+    if (!arg->text[0])
+        return fail(ps, arg->line, arg->col, "empty argument for '%s' (expected '%s %s;')",
+                    dir->text, dir->text, meta);
+    *field = arg->text;
+    arg->text = NULL;
+    return 0;
+}
+
+static int do_user(parser *ps, const token *dir, token *args)
+{
+    return take_string(ps, dir, &args[0], "NAME", &ps->conf->user);
+}
+
+static int do_docroot(parser *ps, const token *dir, token *args)
+{
+    return take_string(ps, dir, &args[0], "DIR", &ps->conf->docroot);
+}
+
+static int add_sandbox(parser *ps, char *name, int line)
+{
+    sandlet_conf *c = ps->conf;
+    sandlet_sandbox_conf *s = reserve(c->sandboxes, c->nsandboxes, sizeof(*s));
+    if (!s)
+        return nomem(ps);
+    c->sandboxes = s;
+    ps->cur = c->nsandboxes;
+    s[c->nsandboxes++] = (sandlet_sandbox_conf){.name = name,
+                                                .workers = SANDLET_DEFAULT_WORKERS,
+                                                .queue = SANDLET_DEFAULT_QUEUE,
+                                                .line = line};
+    return 0;
+}
+
+static int open_sandbox(parser *ps, const token *dir, token *args)
+{
+    char sh[SHOWN_MAX];
+    token *name = &args[0];
+    if (!name->text[0])
+        return fail(ps, name->line, name->col,
+                    "empty sandbox name (expected 'sandbox NAME { ... }')");
+    size_t i = find_sandbox(ps->conf, name->text);
+    if (i != SIZE_MAX)
+        return fail(ps, name->line, name->col,
+                    "duplicate sandbox '%s' (already defined at line %d; expected a new name)",
+                    shown(sh, sizeof(sh), name->text), ps->conf->sandboxes[i].line);
+    int rc = add_sandbox(ps, name->text, dir->line);
+    if (rc == 0)
+        name->text = NULL;
+    return rc;
+}
+
+static int number(parser *ps, const token *dir, const token *arg, unsigned long min,
+                  unsigned long max, unsigned *out)
+{
+    char sh[SHOWN_MAX];
+    int rc = parse_uint(arg->text, min, max, out);
+    if (rc == -1)
+        return fail(ps, arg->line, arg->col,
+                    "invalid number '%s' for '%s' (expected a decimal number %lu..%lu)",
+                    shown(sh, sizeof(sh), arg->text), dir->text, min, max);
+    if (rc == -2)
+        return fail(ps, arg->line, arg->col, "'%s %s' out of range (expected %lu..%lu)", dir->text,
+                    shown(sh, sizeof(sh), arg->text), min, max);
+    return 0;
+}
+
+static int do_workers(parser *ps, const token *dir, token *args)
+{
+    return number(ps, dir, &args[0], 1, SANDLET_MAX_WORKERS, &ps->conf->sandboxes[ps->cur].workers);
+}
+
+static int do_queue(parser *ps, const token *dir, token *args)
+{
+    return number(ps, dir, &args[0], 0, 65535, &ps->conf->sandboxes[ps->cur].queue);
+}
+
+/* A path ending in slash-star is a prefix route, stored without its '*';
+ * any other '*' is refused rather than guessed at, as is text no request
+ * path can ever match. */
+static int check_path(parser *ps, const token *arg, bool *prefix)
+{
+    char sh[SHOWN_MAX];
+    const char *s = arg->text;
+    size_t len = strlen(s);
+    if (s[0] != '/')
+        return fail(ps, arg->line, arg->col, "servlet path '%s' must start with '/'",
+                    shown(sh, sizeof(sh), s));
+    *prefix = len >= 2 && s[len - 1] == '*' && s[len - 2] == '/';
+    for (size_t i = 0; i < len - (*prefix ? 1 : 0); i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '*')
+            return fail(ps, arg->line, arg->col,
+                        "'*' in servlet path '%s' (expected it only as a trailing '/*')",
+                        shown(sh, sizeof(sh), s));
+        if (c <= 0x20 || c == 0x7f || c == '?' || c == '#')
+            return fail(ps, arg->line, arg->col,
+                        "invalid character in servlet path '%s' (expected no space, control "
+                        "character, '?' or '#')",
+                        shown(sh, sizeof(sh), s));
+    }
+    return 0;
+}
+
+static int open_servlet(parser *ps, const token *dir, token *args)
+{
+    char sh[SHOWN_MAX];
+    sandlet_conf *c = ps->conf;
+    token *path = &args[0];
+    bool prefix = false;
+    int rc = check_path(ps, path, &prefix);
+    if (rc)
+        return rc;
+    if (prefix)
+        path->text[strlen(path->text) - 1] = '\0';
+    for (size_t i = 0; i < c->nservlets; i++)
+        if (c->servlets[i].prefix == prefix && strcmp(c->servlets[i].path, path->text) == 0)
+            return fail(ps, path->line, path->col,
+                        "duplicate servlet path '%s%s' (already defined at line %d; expected "
+                        "each path once)",
+                        shown(sh, sizeof(sh), path->text), prefix ? "*" : "", c->servlets[i].line);
+
+    sandlet_servlet_conf *s = reserve(c->servlets, c->nservlets, sizeof(*s));
+    if (!s)
+        return nomem(ps);
+    c->servlets = s;
+    sandbox_ref *r = reserve(ps->refs, c->nservlets, sizeof(*r));
+    if (!r)
+        return nomem(ps);
+    ps->refs = r;
+    ps->cur = c->nservlets;
+    r[c->nservlets] = (sandbox_ref){0};
+    s[c->nservlets++] = (sandlet_servlet_conf){
+        .path = path->text, .prefix = prefix, .sandbox = SIZE_MAX, .line = dir->line};
+    path->text = NULL;
+    return 0;
+}
+
+static int close_servlet(parser *ps, const token *dir)
+{
+    char sh[SHOWN_MAX];
+    const sandlet_servlet_conf *s = &ps->conf->servlets[ps->cur];
+    if (!s->library)
+        return fail(ps, dir->line, dir->col,
+                    "servlet '%s%s' has no library (expected 'library FILE;' in its block)",
+                    shown(sh, sizeof(sh), s->path), s->prefix ? "*" : "");
+    return 0;
+}
+
+static int do_library(parser *ps, const token *dir, token *args)
+{
+    token *file = &args[0];
+    if (!file->text[0])
+        return fail(ps, file->line, file->col,
+                    "empty library path (expected '%s FILE;' naming a shared object)", dir->text);
+    char *lib;
+    const char *base = ps->basedir;
+    if (file->text[0] == '/' || !base || !base[0]) {
+        lib = file->text;
+        file->text = NULL;
+    } else {
+        size_t blen = strlen(base), flen = strlen(file->text);
+        bool slash = base[blen - 1] == '/';
+        lib = malloc(blen + !slash + flen + 1);
+        if (!lib)
+            return nomem(ps);
+        memcpy(lib, base, blen);
+        if (!slash)
+            lib[blen++] = '/';
+        memcpy(lib + blen, file->text, flen + 1);
+    }
+    ps->conf->servlets[ps->cur].library = lib;
+    return 0;
+}
+
+static int do_use_sandbox(parser *ps, const token *dir, token *args)
+{
+    token *name = &args[0];
+    if (!name->text[0])
+        return fail(ps, name->line, name->col, "empty sandbox name (expected '%s NAME;')",
+                    dir->text);
+    sandbox_ref *r = &ps->refs[ps->cur];
+    *r = (sandbox_ref){.name = name->text, .line = name->line, .col = name->col};
+    name->text = NULL;
+    return 0;
+}
+
+static int do_param(parser *ps, const token *dir, token *args)
+{
+    if (!args[0].text[0])
+        return fail(ps, args[0].line, args[0].col,
+                    "empty parameter name (expected '%s NAME VALUE;')", dir->text);
+    sandlet_servlet_conf *s = &ps->conf->servlets[ps->cur];
+    sandlet_param *p = reserve(s->params, s->nparams, sizeof(*p));
+    if (!p)
+        return nomem(ps);
+    s->params = p;
+    p[s->nparams++] = (sandlet_param){.name = args[0].text, .value = args[1].text};
+    args[0].text = NULL;
+    args[1].text = NULL;
+    return 0;
+}
+
+/* ---- grammar -------------------------------------------------------------- */
+
+static int parse_block(parser *ps, enum ctx ctx, const token *opener, const char *label);
+
+/* "workers 4", for "expected ';' after ..." messages. */
+static const char *statement_text(const directive *d, const token *args, char *buf, size_t size)
+{
+    char sh[SHOWN_MAX];
+    size_t pos = (size_t)snprintf(buf, size, "%s", d->name);
+    for (unsigned i = 0; i < d->nargs && pos < size; i++)
+        pos += (size_t)snprintf(buf + pos, size - pos, " %s", shown(sh, sizeof(sh), args[i].text));
+    return buf;
+}
+
+static int unknown_directive(parser *ps, enum ctx ctx, const token *dir)
+{
+    char sh[SHOWN_MAX], list[128];
+    const directive *other = NULL;
+    for (size_t k = 0; k < NDIRECTIVES && !other; k++)
+        if (strcmp(directives[k].name, dir->text) == 0)
+            other = &directives[k];
+    expected_list(ctx, list, sizeof(list));
+    if (!other)
+        return fail(ps, dir->line, dir->col, "unknown directive '%s' %s (expected %s)",
+                    shown(sh, sizeof(sh), dir->text), where(ctx), list);
+    return fail(ps, dir->line, dir->col, "'%s' is not allowed %s (expected %s%s)", other->name,
+                where(ctx), list,
+                ctx != CTX_TOP && other->ctx == CTX_TOP ? "; is a '}' missing?" : "");
+}
+
+static int statement(parser *ps, enum ctx ctx, const token *dir)
+{
+    char found[SHOWN_MAX + 16], text[3 * SHOWN_MAX + 8], label[SHOWN_MAX];
+    token args[MAX_ARGS] = {{0}};
+    token term = {0};
+    int rc = 0;
+
+    const directive *d = find_directive(dir->text, ctx);
+    if (!d)
+        return unknown_directive(ps, ctx, dir);
+
+    for (unsigned i = 0; i < d->nargs; i++) {
+        rc = lex(ps, &args[i]);
+        if (rc)
+            goto out;
+        if (args[i].type != T_WORD && args[i].type != T_STRING) {
+            rc = fail(ps, args[i].line, args[i].col,
+                      "missing argument for '%s' (expected '%s %s'), found %s", d->name, d->name,
+                      d->usage, what(&args[i], found, sizeof(found)));
+            goto out;
+        }
+    }
+    rc = lex(ps, &term);
+    if (rc)
+        goto out;
+    enum tok_type want = d->block == CTX_NONE ? T_SEMI : T_LBRACE;
+    if (term.type != want) {
+        rc = fail(ps, term.line, term.col, "expected '%c' after '%s', found %s",
+                  want == T_SEMI ? ';' : '{', statement_text(d, args, text, sizeof(text)),
+                  what(&term, found, sizeof(found)));
+        goto out;
+    }
+    if (d->slot != SLOT_NONE && ps->seen[d->slot]) {
+        rc = fail(ps, dir->line, dir->col,
+                  "duplicate '%s' %s (already set at line %d; expected "
+                  "it at most once)",
+                  d->name, where(ctx), ps->seen[d->slot]);
+        goto out;
+    }
+
+    if (d->block == CTX_NONE) {
+        rc = d->open(ps, dir, args);
+        if (rc == 0 && d->slot != SLOT_NONE)
+            ps->seen[d->slot] = dir->line;
+        goto out;
+    }
+    shown(label, sizeof(label), args[0].text);
+    for (size_t k = 0; k < NDIRECTIVES; k++)
+        if (directives[k].ctx == d->block)
+            ps->seen[directives[k].slot] = 0;
+    rc = d->open(ps, dir, args);
+    if (rc == 0)
+        rc = parse_block(ps, d->block, dir, label);
+    if (rc == 0 && d->close)
+        rc = d->close(ps, dir);
+out:
+    for (unsigned i = 0; i < MAX_ARGS; i++)
+        free(args[i].text);
+    free(term.text);
+    return rc;
+}
+
+/* Statements up to the block's '}' (or the end of the file at top level). */
+static int parse_block(parser *ps, enum ctx ctx, const token *opener, const char *label)
+{
+    char found[SHOWN_MAX + 16];
+    for (;;) {
+        token t;
+        int rc = lex(ps, &t);
+        if (rc)
+            return rc;
+        switch (t.type) {
+        case T_EOF:
+            if (ctx == CTX_TOP)
+                return 0;
+            /* The opening line is what the reader must look for. */
+            return fail(ps, opener->line, opener->col,
+                        "unterminated %s block '%s' (expected '}' before end of file)",
+                        opener->text, label);
+        case T_RBRACE:
+            if (ctx != CTX_TOP)
+                return 0;
+            return fail(ps, t.line, t.col, "unexpected '}' at top level (no block is open)");
+        case T_WORD:
+            rc = statement(ps, ctx, &t);
+            free(t.text);
+            if (rc)
+                return rc;
+            break;
+        default:
+            rc = fail(ps, t.line, t.col, "expected a directive %s, found %s", where(ctx),
+                      what(&t, found, sizeof(found)));
+            free(t.text);
+            return rc;
+        }
+    }
+}
+
+/* Runs once the whole file is read: sandboxes may follow their servlets. */
+static int resolve_sandboxes(parser *ps)
+{
+    char sh[SHOWN_MAX], sh2[SHOWN_MAX];
+    sandlet_conf *c = ps->conf;
+    size_t dflt = find_sandbox(c, SANDLET_DEFAULT_SANDBOX);
+    for (size_t i = 0; i < c->nservlets; i++) {
+        const sandbox_ref *r = &ps->refs[i];
+        if (r->name && strcmp(r->name, SANDLET_DEFAULT_SANDBOX) != 0) {
+            c->servlets[i].sandbox = find_sandbox(c, r->name);
+            if (c->servlets[i].sandbox == SIZE_MAX)
+                return fail(ps, r->line, r->col,
+                            "servlet '%s' uses undefined sandbox '%s' (expected the name of a "
+                            "'sandbox NAME { ... }' block)",
+                            shown(sh, sizeof(sh), c->servlets[i].path),
+                            shown(sh2, sizeof(sh2), r->name));
+            continue;
+        }
+        if (dflt == SIZE_MAX) {
+            char *name = dupn(SANDLET_DEFAULT_SANDBOX, strlen(SANDLET_DEFAULT_SANDBOX));
+            if (!name)
+                return nomem(ps);
+            int rc = add_sandbox(ps, name, 0);
+            if (rc) {
+                free(name);
+                return rc;
+            }
+            dflt = c->nsandboxes - 1;
+        }
+        c->servlets[i].sandbox = dflt;
+    }
+    return 0;
+}
+
+/* ---- public API ----------------------------------------------------------- */
+
+int sandlet_conf_parse(const char *text, size_t len, const char *name, const char *basedir,
+                       sandlet_conf **out, char *err, size_t errlen)
+{
+    parser ps = {.line = 1,
+                 .col = 1,
+                 .name = name ? name : "(config)",
+                 .basedir = basedir,
+                 .err = errlen ? err : NULL,
+                 .errlen = err ? errlen : 0};
+    int rc;
+
+    if (ps.err)
+        ps.err[0] = '\0';
+    if (!out)
+        return -EINVAL;
+    *out = NULL;
+    if (!text && len)
+        return -EINVAL;
+    /* The same bound as sandlet_conf_load's; it also keeps every line and
+     * column number well within an int. */
+    if (len > CONF_MAX_BYTES) {
+        set_err(ps.err, ps.errlen, "%s: too large (%zu bytes; expected at most %d)", ps.name, len,
+                CONF_MAX_BYTES);
+        return -EFBIG;
+    }
+    ps.p = text ? text : "";
+    ps.end = ps.p + len;
+
+    ps.conf = calloc(1, sizeof(*ps.conf));
+    if (!ps.conf)
+        return nomem(&ps);
+    ps.conf->file = dupn(ps.name, strlen(ps.name));
+    rc = ps.conf->file ? 0 : nomem(&ps);
+    if (rc == 0)
+        rc = parse_block(&ps, CTX_TOP, NULL, NULL);
+    if (rc == 0)
+        rc = resolve_sandboxes(&ps);
+    if (rc == 0 && ps.conf->nlistens == 0)
+        rc = add_listen(&ps, SANDLET_DEFAULT_LISTEN, 0, 0);
+
+    for (size_t i = 0; i < ps.conf->nservlets; i++)
+        free(ps.refs[i].name);
+    free(ps.refs);
+    if (rc) {
+        sandlet_conf_free(ps.conf);
+        return rc;
+    }
+    *out = ps.conf;
+    return 0;
+}
+
+/* Reads at most CONF_MAX_BYTES + 1 bytes, enough to tell "too large". */
+static int read_file(const char *path, char **buf, size_t *len, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        set_err(err, errlen, "%s: cannot read: %s", path, strerror(e));
+        return -e;
+    }
+    size_t cap = 0, n = 0;
+    char *b = NULL;
+    int rc = 0;
+    for (;;) {
+        if (n == cap) {
+            if (cap > CONF_MAX_BYTES) {
+                set_err(err, errlen,
+                        "%s: cannot read: larger than 1 MiB (expected a configuration file "
+                        "of at most %d bytes)",
+                        path, CONF_MAX_BYTES);
+                rc = -EFBIG;
+                break;
+            }
+            size_t ncap = cap ? cap * 2 : 16384;
+            if (ncap > CONF_MAX_BYTES + 1)
+                ncap = CONF_MAX_BYTES + 1;
+            char *nb = realloc(b, ncap);
+            if (!nb) {
+                set_err(err, errlen, "%s: cannot read: out of memory", path);
+                rc = -ENOMEM;
+                break;
+            }
+            b = nb;
+            cap = ncap;
+        }
+        ssize_t r = read(fd, b + n, cap - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            set_err(err, errlen, "%s: cannot read: %s", path, strerror(e));
+            rc = -e;
+            break;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    if (rc) {
+        free(b);
+        return rc;
+    }
+    *buf = b;
+    *len = n;
+    return 0;
+}
+
+int sandlet_conf_load(const char *path, sandlet_conf **out, char *err, size_t errlen)
+{
+    char *text = NULL, *dir;
+    size_t len = 0;
+
+    if (err && errlen)
+        err[0] = '\0';
+    if (!out || !path)
+        return -EINVAL;
+    *out = NULL;
+    int rc = read_file(path, &text, &len, err, errlen);
+    if (rc)
+        return rc;
+
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        dir = dupn(".", 1);
+    else if (slash == path)
+        dir = dupn("/", 1);
+    else
+        dir = dupn(path, (size_t)(slash - path));
+    if (!dir) {
+        free(text);
+        set_err(err, errlen, "%s: out of memory", path);
+        return -ENOMEM;
+    }
+    rc = sandlet_conf_parse(text, len, path, dir, out, err, errlen);
+    free(dir);
+    free(text);
+    return rc;
+}
+
+void sandlet_conf_free(sandlet_conf *conf)
+{
+    if (!conf)
+        return;
+    for (size_t i = 0; i < conf->nlistens; i++)
+        free(conf->listens[i].host);
+    for (size_t i = 0; i < conf->nsandboxes; i++)
+        free(conf->sandboxes[i].name);
+    for (size_t i = 0; i < conf->nservlets; i++) {
+        sandlet_servlet_conf *s = &conf->servlets[i];
+        for (size_t j = 0; j < s->nparams; j++) {
+            free(s->params[j].name);
+            free(s->params[j].value);
+        }
+        free(s->params);
+        free(s->path);
+        free(s->library);
+    }
+    free(conf->listens);
+    free(conf->sandboxes);
+    free(conf->servlets);
+    free(conf->file);
+    free(conf->user);
+    free(conf->docroot);
+    free(conf);
+}
+
+const sandlet_servlet_conf *sandlet_conf_route(const sandlet_conf *conf, const char *path,
+                                               size_t len)
+{
+    const sandlet_servlet_conf *best = NULL;
+    size_t bestlen = 0;
+
+    if (!conf || (!path && len))
+        return NULL;
+    for (size_t i = 0; i < conf->nservlets; i++) {
+        const sandlet_servlet_conf *s = &conf->servlets[i];
+        size_t n = strlen(s->path);
+        if (n > len || memcmp(s->path, path, n) != 0)
+            continue;
+        if (!s->prefix && n == len)
+            return s;
+        if (s->prefix && (!best || n > bestlen)) {
+            best = s;
+            bestlen = n;
+        }
+    }
+    return best;
+}

@@ -1,0 +1,91 @@
+/*
+ * conf.h - sandlet.conf: the parsed configuration and its parser.
+ *
+ * The format (documented in README.md until sandlet.conf.5 exists):
+ *
+ *   # comment to end of line
+ *   listen 127.0.0.1:8080;          # repeatable; IPv6 as [::1]:8080
+ *   user sandlet;                   # drop to this user when started as root
+ *   docroot /var/www/sandlet;
+ *   sandbox shop {
+ *       workers 4;                  # 1..256, default 2
+ *       queue 256;                  # waiting requests, 0..65535, default 1024
+ *   }
+ *   servlet /hello {                # exact path; "/app/" + "*" matches a prefix
+ *       library hello.so;           # relative to the config file's folder
+ *       sandbox shop;               # default: "default" (created on demand)
+ *       param greeting "Hello";     # passed to init, repeatable
+ *   }
+ *
+ * Tokens are words or double-quoted strings (with \" and \\ escapes).
+ * Every error message has the form "FILE:LINE:COL: what was wrong and what
+ * was expected".  This file must never touch the network or processes: it
+ * only turns text into a sandlet_conf.
+ */
+#ifndef SANDLET_CONF_H
+#define SANDLET_CONF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define SANDLET_DEFAULT_LISTEN   "127.0.0.1:8080"
+#define SANDLET_DEFAULT_WORKERS  2
+#define SANDLET_MAX_WORKERS      256
+#define SANDLET_DEFAULT_QUEUE    1024
+#define SANDLET_DEFAULT_SANDBOX  "default"
+
+typedef struct sandlet_param {
+    char *name;
+    char *value;
+} sandlet_param;
+
+typedef struct sandlet_listen_conf {
+    char *host;    /* numeric address, no brackets: "127.0.0.1", "::1" */
+    unsigned port; /* 0..65535; 0 asks the kernel for a free port */
+    int line;
+} sandlet_listen_conf;
+
+typedef struct sandlet_sandbox_conf {
+    char *name;
+    unsigned workers;
+    unsigned queue;
+    int line;
+} sandlet_sandbox_conf;
+
+typedef struct sandlet_servlet_conf {
+    char *path;    /* without the trailing "*" for prefix routes */
+    bool prefix;   /* configured with a trailing "/" "*" */
+    char *library; /* absolute path */
+    size_t sandbox; /* index into sandlet_conf.sandboxes */
+    sandlet_param *params;
+    size_t nparams;
+    int line;
+} sandlet_servlet_conf;
+
+typedef struct sandlet_conf {
+    char *file; /* as given, for messages */
+    char *user; /* NULL: stay the user we were started as */
+    char *docroot;
+    sandlet_listen_conf *listens;
+    size_t nlistens;
+    sandlet_sandbox_conf *sandboxes;
+    size_t nsandboxes;
+    sandlet_servlet_conf *servlets;
+    size_t nservlets;
+} sandlet_conf;
+
+/* Parses text (len bytes, need not be NUL-terminated).  name is used in
+ * messages; relative library paths are resolved against basedir.  On
+ * failure returns a negative errno value and writes one line to err. */
+int sandlet_conf_parse(const char *text, size_t len, const char *name, const char *basedir,
+                       sandlet_conf **out, char *err, size_t errlen);
+/* Reads and parses a file; relative paths resolve against its folder. */
+int sandlet_conf_load(const char *path, sandlet_conf **out, char *err, size_t errlen);
+void sandlet_conf_free(sandlet_conf *conf);
+
+/* The servlet serving path (the request path before '?'), or NULL.
+ * Exact routes win over prefix routes; the longest prefix wins. */
+const sandlet_servlet_conf *sandlet_conf_route(const sandlet_conf *conf, const char *path,
+                                               size_t len);
+
+#endif /* SANDLET_CONF_H */

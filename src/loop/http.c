@@ -1,0 +1,701 @@
+/*
+ * http.c - client connections: read, parse with llhttp, route, answer.
+ *
+ * One request per connection is in progress at a time: parsing pauses at
+ * the end of each message and resumes when its response is queued, which
+ * keeps pipelined responses in order whatever served them.  This file is
+ * the only one that writes HTTP; a worker's status and headers are
+ * re-validated here before they reach a client, so no servlet can split a
+ * response or corrupt the connection.  It must never block and never trust
+ * a length it did not check.
+ */
+#include "config.h"
+
+#include "loop/acceptor.h"
+#include "lib/servlet.h"
+#include "loop/log.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define READ_CHUNK      (64u * 1024u)
+/* Unparsed input held while a request is served (pipelining). */
+#define IN_LIMIT        (SANDLET_MAX_HEADER_BYTES + 2 * READ_CHUNK)
+#define SERVER_HEADER   "Server: sandlet/" PACKAGE_VERSION "\r\n"
+
+typedef struct wreq {
+    uv_write_t req;
+    sandlet_conn *c;
+    size_t len;
+    char data[];
+} wreq;
+
+static llhttp_settings_t settings;
+static bool settings_ready;
+
+static void conn_close(sandlet_conn *c);
+static void process_input(sandlet_conn *c);
+
+/* ---- small helpers ----------------------------------------------------- */
+
+const char *sandlet_http_date(sandlet_server *srv)
+{
+    time_t now = time(NULL);
+    if (now != srv->date_sec) {
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(srv->date, sizeof(srv->date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        srv->date_sec = now;
+    }
+    return srv->date;
+}
+
+static const char *reason(int status)
+{
+    switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 201: return "Created";
+    case 202: return "Accepted";
+    case 204: return "No Content";
+    case 206: return "Partial Content";
+    case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 303: return "See Other";
+    case 304: return "Not Modified";
+    case 307: return "Temporary Redirect";
+    case 308: return "Permanent Redirect";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 410: return "Gone";
+    case 411: return "Length Required";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 415: return "Unsupported Media Type";
+    case 416: return "Range Not Satisfiable";
+    case 422: return "Unprocessable Content";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    default: break;
+    }
+    if (status < 200)
+        return "Informational";
+    if (status < 300)
+        return "Success";
+    if (status < 400)
+        return "Redirection";
+    if (status < 500)
+        return "Client Error";
+    return "Server Error";
+}
+
+static bool body_allowed(int status)
+{
+    return status >= 200 && status != 204 && status != 304;
+}
+
+size_t sandlet_conn_write_backlog(const sandlet_conn *c)
+{
+    return uv_stream_get_write_queue_size((const uv_stream_t *)&c->tcp);
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+static void on_closed(uv_handle_t *h);
+
+static void after_shutdown(uv_shutdown_t *req, int status)
+{
+    (void)status;
+    sandlet_conn *c = req->data;
+    free(req);
+    if (!uv_is_closing((uv_handle_t *)&c->tcp))
+        uv_close((uv_handle_t *)&c->tcp, on_closed);
+}
+
+/* Ends the connection once everything queued has been written: FIN first,
+ * so that the client reads the whole last response. */
+static void finish_close(sandlet_conn *c)
+{
+    if (c->pending_writes || uv_is_closing((uv_handle_t *)&c->tcp))
+        return;
+    uv_shutdown_t *req = malloc(sizeof(*req));
+    if (req) {
+        req->data = c;
+        if (uv_shutdown(req, (uv_stream_t *)&c->tcp, after_shutdown) == 0)
+            return;
+        free(req);
+    }
+    uv_close((uv_handle_t *)&c->tcp, on_closed);
+}
+
+static void after_write(uv_write_t *req, int status)
+{
+    wreq *w = (wreq *)req;
+    sandlet_conn *c = w->c;
+    free(w);
+    c->pending_writes--;
+    if (status < 0 && c->state != CONN_CLOSING) {
+        conn_close(c);
+        return;
+    }
+    if (c->state == CONN_CLOSING) {
+        finish_close(c);
+        return;
+    }
+    if (c->worker && sandlet_conn_write_backlog(c) < SANDLET_WRITE_HIGH_WATER / 2)
+        sandlet_pool_resume(c);
+}
+
+/* Queues the concatenation of up to three pieces as one write. */
+static int conn_write(sandlet_conn *c, const void *a, size_t alen, const void *b, size_t blen,
+                      const void *d, size_t dlen)
+{
+    if (c->state == CONN_CLOSING)
+        return -ECONNRESET;
+    size_t len = alen + blen + dlen;
+    if (len == 0)
+        return 0;
+    wreq *w = malloc(sizeof(*w) + len);
+    if (!w)
+        return -ENOMEM;
+    w->c = c;
+    w->len = len;
+    memcpy(w->data, a, alen);
+    if (blen)
+        memcpy(w->data + alen, b, blen);
+    if (dlen)
+        memcpy(w->data + alen + blen, d, dlen);
+    uv_buf_t buf = uv_buf_init(w->data, (unsigned)len);
+    int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &buf, 1, after_write);
+    if (rc < 0) {
+        free(w);
+        return rc;
+    }
+    c->pending_writes++;
+    return 0;
+}
+
+/* ---- request lifecycle --------------------------------------------------- */
+
+static void reset_request(sandlet_conn *c)
+{
+    sandlet_buf_reset(&c->head);
+    sandlet_buf_reset(&c->body);
+    c->nhdrs = 0;
+    c->target = c->target_len = 0;
+    c->in_value = false;
+    c->servlet = NULL;
+    c->error_status = 0;
+    c->worker = NULL;
+    c->pool = NULL;
+    c->chunked = false;
+    c->head_only = false;
+    c->reqline[0] = '\0';
+}
+
+/* The response to the current request is fully queued. */
+static void request_done(sandlet_conn *c)
+{
+    if (c->state == CONN_CLOSING)
+        return;
+    reset_request(c);
+    if (!c->keep_alive || c->srv->stopping || c->peer_closed) {
+        conn_close(c);
+        return;
+    }
+    c->state = CONN_READING;
+    llhttp_resume(&c->parser);
+    process_input(c);
+}
+
+/* A response written by the acceptor itself: error pages, 404. */
+static void simple_response(sandlet_conn *c, int status, bool close)
+{
+    char body[256];
+    int blen = snprintf(body, sizeof(body),
+                        "<!DOCTYPE html>\n<title>%d %s</title>\n<h1>%d %s</h1>\n", status,
+                        reason(status), status, reason(status));
+    if (blen < 0 || (size_t)blen >= sizeof(body))
+        blen = 0;
+    if (close)
+        c->keep_alive = false;
+    char head[512];
+    int hlen = snprintf(head, sizeof(head),
+                        "HTTP/1.1 %d %s\r\nDate: %s\r\n" SERVER_HEADER
+                        "Content-Type: text/html; charset=utf-8\r\nContent-Length: %d\r\n%s\r\n",
+                        status, reason(status), sandlet_http_date(c->srv), blen,
+                        c->keep_alive ? (c->http_minor == 0 ? "Connection: keep-alive\r\n" : "")
+                                      : "Connection: close\r\n");
+    if (hlen < 0 || (size_t)hlen >= sizeof(head)) {
+        conn_close(c);
+        return;
+    }
+    if (conn_write(c, head, (size_t)hlen, body, c->head_only ? 0 : (size_t)blen, NULL, 0) < 0) {
+        conn_close(c);
+        return;
+    }
+    request_done(c);
+}
+
+void sandlet_conn_fail(sandlet_conn *c, int status)
+{
+    c->worker = NULL;
+    c->pool = NULL;
+    if (c->state == CONN_WAITING) {
+        simple_response(c, status, false);
+        return;
+    }
+    /* Part of a response went out: the only honest signal left is to cut
+     * the connection, so that the client does not take it as complete. */
+    conn_close(c);
+}
+
+/* ---- response from a worker --------------------------------------------- */
+
+int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, bool end)
+{
+    sandlet_buf h;
+    sandlet_buf_init(&h, SANDLET_MAX_HEADER_BYTES);
+    char line[128];
+    int n = snprintf(line, sizeof(line), "HTTP/1.1 %u %s\r\nDate: %s\r\n" SERVER_HEADER,
+                     r->status, reason(r->status), sandlet_http_date(c->srv));
+    sandlet_buf_put(&h, line, (size_t)n);
+    sandlet_reader it = r->headers;
+    uint16_t left = r->nheaders;
+    sandlet_wire_header wh;
+    while (sandlet_wire_headers_next(&it, &left, &wh)) {
+        size_t nl = strlen(wh.name), vl = strlen(wh.value);
+        if (!sandlet_lib_header_valid(wh.name, nl, wh.value, vl) ||
+            sandlet_lib_header_reserved(wh.name, nl)) {
+            sandlet_buf_free(&h);
+            return -EPROTO;
+        }
+        sandlet_buf_put(&h, wh.name, nl);
+        sandlet_buf_put(&h, ": ", 2);
+        sandlet_buf_put(&h, wh.value, vl);
+        sandlet_buf_put(&h, "\r\n", 2);
+    }
+    bool has_body = body_allowed(r->status);
+    uint64_t length = end ? r->body_len : r->content_length;
+    if (length != SANDLET_LENGTH_UNKNOWN && end && length != r->body_len) {
+        sandlet_buf_free(&h);
+        return -EPROTO;
+    }
+    if (!has_body && r->body_len) {
+        sandlet_buf_free(&h);
+        return -EPROTO;
+    }
+    c->chunked = false;
+    if (has_body && length != SANDLET_LENGTH_UNKNOWN) {
+        n = snprintf(line, sizeof(line), "Content-Length: %" PRIu64 "\r\n", length);
+        sandlet_buf_put(&h, line, (size_t)n);
+    } else if (has_body && c->http_minor >= 1 && c->http_major == 1) {
+        c->chunked = true;
+        sandlet_buf_put(&h, "Transfer-Encoding: chunked\r\n", 28);
+    } else if (has_body) {
+        /* HTTP/1.0 without a length: the end of the body is the close. */
+        c->keep_alive = false;
+    }
+    if (!c->keep_alive)
+        sandlet_buf_put(&h, "Connection: close\r\n", 19);
+    else if (c->http_minor == 0)
+        sandlet_buf_put(&h, "Connection: keep-alive\r\n", 24);
+    sandlet_buf_put(&h, "\r\n", 2);
+    if (h.error) {
+        int err = h.error;
+        sandlet_buf_free(&h);
+        return err == -EMSGSIZE ? -EPROTO : err;
+    }
+    c->state = CONN_SENDING;
+    int rc;
+    if (c->chunked || c->head_only || !has_body) {
+        rc = conn_write(c, h.data, h.len, NULL, 0, NULL, 0);
+        sandlet_buf_free(&h);
+        if (rc == 0 && has_body)
+            rc = sandlet_conn_response_body(c, r->body, r->body_len, end);
+        else if (rc == 0 && end)
+            request_done(c);
+        return rc;
+    }
+    /* The common case: head and whole body in one write. */
+    rc = conn_write(c, h.data, h.len, r->body, r->body_len, NULL, 0);
+    sandlet_buf_free(&h);
+    if (rc == 0 && end)
+        request_done(c);
+    return rc;
+}
+
+int sandlet_conn_response_body(sandlet_conn *c, const uint8_t *data, size_t len, bool end)
+{
+    int rc = 0;
+    if (c->head_only) {
+        /* Nothing to send for HEAD. */
+    } else if (c->chunked) {
+        char size[24];
+        int n = len ? snprintf(size, sizeof(size), "%zx\r\n", len) : 0;
+        const char *tail = end ? (len ? "\r\n0\r\n\r\n" : "0\r\n\r\n") : "\r\n";
+        size_t tlen = end ? (len ? 7 : 5) : (len ? 2 : 0);
+        rc = conn_write(c, size, (size_t)n, data, len, tail, tlen);
+    } else {
+        rc = conn_write(c, data, len, NULL, 0, NULL, 0);
+    }
+    if (rc == 0 && end)
+        request_done(c);
+    return rc;
+}
+
+/* ---- llhttp callbacks ---------------------------------------------------- */
+
+static sandlet_conn *conn_of(llhttp_t *p)
+{
+    return p->data;
+}
+
+/* Appends to the request head, refusing past the header-size limit. */
+static int head_put(sandlet_conn *c, const char *at, size_t len, int status)
+{
+    sandlet_buf_put(&c->head, at, len);
+    if (c->head.error) {
+        c->error_status = c->head.error == -EMSGSIZE ? status : 500;
+        return -1;
+    }
+    return 0;
+}
+
+static int on_message_begin(llhttp_t *p)
+{
+    reset_request(conn_of(p));
+    return 0;
+}
+
+static int on_url(llhttp_t *p, const char *at, size_t len)
+{
+    sandlet_conn *c = conn_of(p);
+    if (c->target_len == 0)
+        c->target = (uint32_t)c->head.len;
+    c->target_len += (uint32_t)len;
+    return head_put(c, at, len, 414);
+}
+
+static int on_url_complete(llhttp_t *p)
+{
+    return head_put(conn_of(p), "", 1, 414);
+}
+
+static int on_header_field(llhttp_t *p, const char *at, size_t len)
+{
+    sandlet_conn *c = conn_of(p);
+    if (c->nhdrs == 0 || c->in_value) {
+        if (c->nhdrs == SANDLET_MAX_HEADERS) {
+            c->error_status = 431;
+            return -1;
+        }
+        sandlet_hdr_ref *h = &c->hdrs[c->nhdrs++];
+        memset(h, 0, sizeof(*h));
+        h->name = (uint32_t)c->head.len;
+        c->in_value = false;
+    }
+    c->hdrs[c->nhdrs - 1].name_len += (uint32_t)len;
+    return head_put(c, at, len, 431);
+}
+
+static int on_header_field_complete(llhttp_t *p)
+{
+    sandlet_conn *c = conn_of(p);
+    if (head_put(c, "", 1, 431) < 0)
+        return -1;
+    c->hdrs[c->nhdrs - 1].value = (uint32_t)c->head.len;
+    c->in_value = true;
+    return 0;
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t len)
+{
+    sandlet_conn *c = conn_of(p);
+    c->hdrs[c->nhdrs - 1].value_len += (uint32_t)len;
+    return head_put(c, at, len, 431);
+}
+
+static int on_header_value_complete(llhttp_t *p)
+{
+    return head_put(conn_of(p), "", 1, 431);
+}
+
+static int on_headers_complete(llhttp_t *p)
+{
+    sandlet_conn *c = conn_of(p);
+    c->http_major = llhttp_get_http_major(p);
+    c->http_minor = llhttp_get_http_minor(p);
+    c->keep_alive = llhttp_should_keep_alive(p);
+    c->head_only = llhttp_get_method(p) == HTTP_HEAD;
+    if (c->target_len == 0 || c->head.len == 0) {
+        c->error_status = 400;
+        return -1;
+    }
+    const char *target = (const char *)c->head.data + c->target;
+    snprintf(c->reqline, sizeof(c->reqline), "%s %.*s HTTP/%u.%u",
+             llhttp_method_name(llhttp_get_method(p)), (int)(c->target_len > 100 ? 100 : c->target_len),
+             target, c->http_major, c->http_minor);
+    if ((p->flags & F_CONTENT_LENGTH) && p->content_length > SANDLET_MAX_BODY) {
+        c->error_status = 413;
+        return -1;
+    }
+    const char *q = memchr(target, '?', c->target_len);
+    size_t plen = q ? (size_t)(q - target) : c->target_len;
+    c->servlet = sandlet_conf_route(c->srv->conf, target, plen);
+    if (c->servlet)
+        c->servlet_index = (size_t)(c->servlet - c->srv->conf->servlets);
+    return 0;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t len)
+{
+    sandlet_conn *c = conn_of(p);
+    if (len > SANDLET_MAX_BODY - c->body.len) {
+        c->error_status = 413;
+        return -1;
+    }
+    sandlet_buf_put(&c->body, at, len);
+    if (c->body.error) {
+        c->error_status = 500;
+        return -1;
+    }
+    return 0;
+}
+
+static int on_message_complete(llhttp_t *p)
+{
+    (void)p;
+    /* Stop here: the rest of the input waits until this request is
+     * answered, which keeps pipelined responses in order. */
+    return HPE_PAUSED;
+}
+
+static void init_settings(void)
+{
+    llhttp_settings_init(&settings);
+    settings.on_message_begin = on_message_begin;
+    settings.on_url = on_url;
+    settings.on_url_complete = on_url_complete;
+    settings.on_header_field = on_header_field;
+    settings.on_header_field_complete = on_header_field_complete;
+    settings.on_header_value = on_header_value;
+    settings.on_header_value_complete = on_header_value_complete;
+    settings.on_headers_complete = on_headers_complete;
+    settings.on_body = on_body;
+    settings.on_message_complete = on_message_complete;
+    settings_ready = true;
+}
+
+/* ---- input -------------------------------------------------------------- */
+
+static void dispatch(sandlet_conn *c)
+{
+    if (!c->servlet) {
+        c->state = CONN_WAITING;
+        simple_response(c, 404, false);
+        return;
+    }
+    c->state = CONN_WAITING;
+    sandlet_pool_submit(&c->srv->pools[c->servlet->sandbox], c);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)suggested;
+    sandlet_conn *c = h->data;
+    size_t room = c->in.limit - c->in.len;
+    size_t want = room < READ_CHUNK ? room : READ_CHUNK;
+    if (want == 0 || sandlet_buf_reserve(&c->in, want) < 0) {
+        *buf = uv_buf_init(NULL, 0);
+        return;
+    }
+    *buf = uv_buf_init((char *)c->in.data + c->in.len, (unsigned)want);
+}
+
+static void set_reading(sandlet_conn *c, bool on)
+{
+    if (on == c->reading || c->state == CONN_CLOSING)
+        return;
+    if (on && uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, on_read) < 0) {
+        conn_close(c);
+        return;
+    }
+    if (!on)
+        uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = on;
+}
+
+static void process_input(sandlet_conn *c)
+{
+    while (c->state == CONN_READING && c->in.len > 0) {
+        const char *data = (const char *)c->in.data;
+        llhttp_errno_t err = llhttp_execute(&c->parser, data, c->in.len);
+        if (err == HPE_OK) {
+            sandlet_buf_reset(&c->in);
+            break;
+        }
+        if (err == HPE_PAUSED) {
+            size_t used = (size_t)(llhttp_get_error_pos(&c->parser) - data);
+            sandlet_buf_consume(&c->in, used);
+            set_reading(c, false);
+            dispatch(c);
+            continue;
+        }
+        int status = c->error_status ? c->error_status : 400;
+        sandlet_debug("%s: bad request (%s): answering %d", c->peer,
+                      llhttp_errno_name(err), status);
+        c->state = CONN_WAITING;
+        simple_response(c, status, true);
+        return;
+    }
+    if (c->state == CONN_READING) {
+        if (c->peer_closed) {
+            conn_close(c);
+            return;
+        }
+        set_reading(c, true);
+    }
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    (void)buf;
+    sandlet_conn *c = s->data;
+    if (nread > 0) {
+        c->in.len += (size_t)nread;
+        process_input(c);
+        return;
+    }
+    if (nread == 0)
+        return;
+    if (nread == UV_EOF && c->state != CONN_READING) {
+        c->peer_closed = true;
+        set_reading(c, false);
+        return;
+    }
+    conn_close(c);
+}
+
+/* ---- connections -------------------------------------------------------- */
+
+static void on_closed(uv_handle_t *h)
+{
+    sandlet_conn *c = h->data;
+    sandlet_server *srv = c->srv;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        srv->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    srv->nconns--;
+    sandlet_buf_free(&c->in);
+    sandlet_buf_free(&c->head);
+    sandlet_buf_free(&c->body);
+    free(c);
+    sandlet_server_check_stopped(srv);
+}
+
+static void conn_close(sandlet_conn *c)
+{
+    if (c->state == CONN_CLOSING) {
+        finish_close(c);
+        return;
+    }
+    if (c->pool)
+        sandlet_pool_forget(c);
+    c->state = CONN_CLOSING;
+    if (c->reading) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = false;
+    }
+    /* A write error or reset means nothing more can be delivered. */
+    if (c->peer_closed && c->pending_writes == 0) {
+        uv_close((uv_handle_t *)&c->tcp, on_closed);
+        return;
+    }
+    finish_close(c);
+}
+
+void sandlet_http_accept(uv_stream_t *listener, int status)
+{
+    sandlet_server *srv = listener->data;
+    if (status < 0) {
+        sandlet_log_errno(SANDLET_LOG_WARN, status, "accept");
+        return;
+    }
+    if (!settings_ready)
+        init_settings();
+    sandlet_conn *c = calloc(1, sizeof(*c));
+    if (!c) {
+        sandlet_error("out of memory accepting a connection");
+        return;
+    }
+    c->srv = srv;
+    uv_tcp_init(srv->loop, &c->tcp);
+    c->tcp.data = c;
+    c->next = srv->conns;
+    if (srv->conns)
+        srv->conns->prev = c;
+    srv->conns = c;
+    srv->nconns++;
+    if (uv_accept(listener, (uv_stream_t *)&c->tcp) < 0) {
+        c->state = CONN_CLOSING;
+        uv_close((uv_handle_t *)&c->tcp, on_closed);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    struct sockaddr_storage ss;
+    int sl = sizeof(ss);
+    char ip[INET6_ADDRSTRLEN] = "?";
+    unsigned port = 0;
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+            uv_ip6_name(a, ip, sizeof(ip));
+            port = ntohs(a->sin6_port);
+        } else {
+            struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+            uv_ip4_name(a, ip, sizeof(ip));
+            port = ntohs(a->sin_port);
+        }
+    }
+    snprintf(c->peer, sizeof(c->peer), ss.ss_family == AF_INET6 ? "[%s]:%u" : "%s:%u", ip, port);
+    sandlet_buf_init(&c->in, IN_LIMIT);
+    sandlet_buf_init(&c->head, SANDLET_MAX_HEADER_BYTES);
+    sandlet_buf_init(&c->body, SANDLET_MAX_BODY);
+    llhttp_init(&c->parser, HTTP_REQUEST, &settings);
+    c->parser.data = c;
+    c->state = CONN_READING;
+    set_reading(c, true);
+}
+
+void sandlet_http_shutdown(sandlet_server *srv)
+{
+    sandlet_conn *next;
+    for (sandlet_conn *c = srv->conns; c; c = next) {
+        next = c->next;
+        /* Idle between requests: nothing is lost by closing now.  Busy
+         * ones close after their response (request_done sees stopping). */
+        if (c->state == CONN_READING && c->in.len == 0 && c->head.len == 0)
+            conn_close(c);
+    }
+}

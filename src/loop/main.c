@@ -1,0 +1,392 @@
+/*
+ * main.c - sandletd: read the configuration, bind the listeners, fork the
+ * supervisor, drop privileges, run the acceptor loop; stop in order.
+ *
+ * The same binary is also the worker ("sandletd --worker SANDBOX", exec'd
+ * by the supervisor): that mode is decided before anything else runs, so a
+ * worker never parses the configuration or touches a listener.
+ */
+#include "config.h"
+
+#include "loop/acceptor.h"
+#include "loop/log.h"
+#include "sandbox/control.h"
+#include "sandbox/supervisor.h"
+#include "sandbox/worker.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <grp.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define DEFAULT_CONF       SANDLET_SYSCONFDIR "/sandlet/sandlet.conf"
+#define SUPERVISOR_WAIT_MS 8000
+
+static struct {
+    sandlet_server srv;
+    uv_loop_t loop;
+    uv_signal_t sigterm, sigint, sigchld;
+    uv_timer_t drain, reap;
+    bool ctl_closed;
+    int exit_status;
+} m;
+
+static void usage(FILE *to)
+{
+    fprintf(to, "usage: sandletd [-t] [-d] [-c FILE]\n"
+                "  -c FILE  configuration file (default " DEFAULT_CONF ")\n"
+                "  -t       check the configuration and exit\n"
+                "  -d       log debug messages\n"
+                "  -V       print the version and exit\n");
+}
+
+int sandlet_server_control(sandlet_server *srv, uint32_t type, uint32_t sandbox, uint32_t slot,
+                           uint32_t gen, int fd, int32_t status)
+{
+    if (srv->ctl < 0)
+        return -EPIPE;
+    sandlet_ctl msg = {
+        .type = type, .sandbox = sandbox, .slot = slot, .gen = gen, .status = status};
+    int rc = sandlet_ctl_send(srv->ctl, &msg, fd);
+    if (rc < 0)
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot reach the supervisor");
+    return rc;
+}
+
+/* ---- listeners ------------------------------------------------------------ */
+
+/* Binds before the privilege drop, so that ports below 1024 work. */
+static int bind_listener(const sandlet_listen_conf *l, int *out)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    memset(&ss, 0, sizeof(ss));
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, l->host, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)l->port);
+        len = sizeof(*a4);
+    } else if (inet_pton(AF_INET6, l->host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)l->port);
+        len = sizeof(*a6);
+    } else {
+        return -EINVAL;
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (ss.ss_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 511) < 0) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
+    len = sizeof(ss);
+    getsockname(fd, (struct sockaddr *)&ss, &len);
+    unsigned port = ss.ss_family == AF_INET6 ? ntohs(a6->sin6_port) : ntohs(a4->sin_port);
+    sandlet_info("listening on %s%s%s:%u", ss.ss_family == AF_INET6 ? "[" : "", l->host,
+                 ss.ss_family == AF_INET6 ? "]" : "", port);
+    *out = fd;
+    return 0;
+}
+
+static int drop_privileges(const char *user)
+{
+    if (geteuid() != 0 || !user)
+        return 0;
+    struct passwd *pw = getpwnam(user);
+    if (!pw) {
+        sandlet_error("user '%s' (from the configuration's 'user' line) does not exist; create "
+                      "it or change the line",
+                      user);
+        return -ENOENT;
+    }
+    if (setgroups(0, NULL) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0)
+        return -errno;
+    if (setuid(0) == 0) {
+        sandlet_error("could drop privileges to '%s' but regain root; refusing to run", user);
+        return -EPERM;
+    }
+    return 0;
+}
+
+/* ---- stopping ---------------------------------------------------------------- */
+
+static void close_any(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static void on_reap_timeout(uv_timer_t *t)
+{
+    (void)t;
+    sandlet_error("the supervisor (pid %d) did not exit; leaving it", (int)m.srv.supervisor);
+    m.exit_status = 1;
+    uv_walk(&m.loop, close_any, NULL);
+}
+
+void sandlet_server_check_stopped(sandlet_server *srv)
+{
+    if (!srv->stopping || srv->nconns || m.ctl_closed)
+        return;
+    /* Every client is answered: close the workers' socketpairs and the
+     * control socket; the supervisor sees it, waits for the workers and
+     * exits, and its SIGCHLD ends this loop. */
+    m.ctl_closed = true;
+    uv_timer_stop(&m.drain);
+    sandlet_pools_stop(srv);
+    uv_poll_stop(&srv->ctl_poll);
+    uv_close((uv_handle_t *)&srv->ctl_poll, NULL);
+    close(srv->ctl);
+    srv->ctl = -1;
+    uv_timer_start(&m.reap, on_reap_timeout, SUPERVISOR_WAIT_MS, 0);
+}
+
+static void on_drain_timeout(uv_timer_t *t)
+{
+    (void)t;
+    sandlet_warn("connections still open after %u ms; closing them", SANDLET_SHUTDOWN_MS);
+    for (sandlet_conn *c = m.srv.conns; c; c = c->next)
+        if (!uv_is_closing((uv_handle_t *)&c->tcp))
+            sandlet_conn_fail(c, 503);
+}
+
+static void begin_stop(int status)
+{
+    sandlet_server *srv = &m.srv;
+    if (srv->stopping)
+        return;
+    srv->stopping = true;
+    if (status)
+        m.exit_status = status;
+    sandlet_info("stopping: finishing %zu connection(s)", srv->nconns);
+    for (size_t i = 0; i < srv->nlisteners; i++)
+        uv_close((uv_handle_t *)&srv->listeners[i], NULL);
+    sandlet_http_shutdown(srv);
+    uv_timer_start(&m.drain, on_drain_timeout, SANDLET_SHUTDOWN_MS, 0);
+    sandlet_server_check_stopped(srv);
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+    (void)s;
+    sandlet_info("received %s", strsignal(signum));
+    begin_stop(0);
+}
+
+static void on_sigchld(uv_signal_t *s, int signum)
+{
+    (void)s;
+    (void)signum;
+    int st;
+    pid_t pid;
+    while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+        if (pid != m.srv.supervisor)
+            continue;
+        m.srv.supervisor = 0;
+        if (!m.srv.stopping) {
+            sandlet_error("the supervisor exited unexpectedly (%s %d); stopping",
+                          WIFSIGNALED(st) ? "signal" : "status",
+                          WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+            begin_stop(1);
+        }
+    }
+    if (m.srv.supervisor == 0 && m.ctl_closed)
+        uv_walk(&m.loop, close_any, NULL);
+}
+
+static void on_ctl(uv_poll_t *p, int status, int events)
+{
+    (void)p;
+    (void)events;
+    sandlet_server *srv = &m.srv;
+    for (;;) {
+        sandlet_ctl msg;
+        int fd;
+        int rc = status < 0 ? status : sandlet_ctl_recv(srv->ctl, &msg, &fd);
+        if (rc == -EAGAIN)
+            return;
+        if (rc == -EPROTO) {
+            sandlet_error("malformed message from the supervisor; ignored");
+            continue;
+        }
+        if (rc <= 0) {
+            sandlet_error("lost the supervisor's control socket; stopping");
+            uv_poll_stop(&srv->ctl_poll);
+            begin_stop(1);
+            return;
+        }
+        if (fd >= 0)
+            close(fd); /* the supervisor never sends descriptors */
+        sandlet_pool_control(srv, &msg);
+    }
+}
+
+/* ---- start ---------------------------------------------------------------- */
+
+static int run(sandlet_conf *conf)
+{
+    sandlet_server *srv = &m.srv;
+    srv->conf = conf;
+    srv->ctl = -1;
+    int *fds = calloc(conf->nlistens, sizeof(int));
+    srv->listeners = calloc(conf->nlistens, sizeof(uv_tcp_t));
+    if (!fds || !srv->listeners) {
+        sandlet_error("out of memory");
+        return 1;
+    }
+    for (size_t i = 0; i < conf->nlistens; i++) {
+        int rc = bind_listener(&conf->listens[i], &fds[i]);
+        if (rc < 0) {
+            sandlet_log_errno(SANDLET_LOG_ERROR, rc, "%s:%d: cannot listen on %s port %u",
+                              conf->file, conf->listens[i].line, conf->listens[i].host,
+                              conf->listens[i].port);
+            return 1;
+        }
+    }
+    int ctl[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0) {
+        sandlet_log_errno(SANDLET_LOG_ERROR, -errno, "control socketpair");
+        return 1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        sandlet_log_errno(SANDLET_LOG_ERROR, -errno, "cannot fork the supervisor");
+        return 1;
+    }
+    if (pid == 0) {
+        for (size_t i = 0; i < conf->nlistens; i++)
+            close(fds[i]);
+        free(fds);
+        free(srv->listeners);
+        close(ctl[0]);
+        int st = sandlet_supervisor_run(conf, ctl[1]);
+        sandlet_conf_free(conf);
+        _exit(st);
+    }
+    close(ctl[1]);
+    srv->ctl = ctl[0];
+    srv->supervisor = pid;
+    sandlet_log_set_role("acceptor");
+
+    int rc = drop_privileges(conf->user);
+    if (rc < 0) {
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot become user '%s'", conf->user);
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    uv_loop_init(&m.loop);
+    srv->loop = &m.loop;
+    uv_timer_init(&m.loop, &m.drain);
+    uv_timer_init(&m.loop, &m.reap);
+    uv_signal_init(&m.loop, &m.sigterm);
+    uv_signal_init(&m.loop, &m.sigint);
+    uv_signal_init(&m.loop, &m.sigchld);
+    uv_signal_start(&m.sigterm, on_signal, SIGTERM);
+    uv_signal_start(&m.sigint, on_signal, SIGINT);
+    uv_signal_start(&m.sigchld, on_sigchld, SIGCHLD);
+    uv_poll_init(&m.loop, &srv->ctl_poll, srv->ctl);
+    uv_poll_start(&srv->ctl_poll, UV_READABLE, on_ctl);
+
+    for (size_t i = 0; i < conf->nlistens; i++) {
+        uv_tcp_init(&m.loop, &srv->listeners[i]);
+        srv->listeners[i].data = srv;
+        rc = uv_tcp_open(&srv->listeners[i], fds[i]);
+        if (rc == 0)
+            rc = uv_listen((uv_stream_t *)&srv->listeners[i], 511, sandlet_http_accept);
+        if (rc < 0) {
+            sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot listen");
+            begin_stop(1);
+            break;
+        }
+    }
+    srv->nlisteners = conf->nlistens;
+    free(fds);
+    if (!srv->stopping && sandlet_pools_start(srv) < 0) {
+        sandlet_error("out of memory starting the sandboxes");
+        begin_stop(1);
+    }
+    /* Only the supervisor's exit may end the loop (on_sigchld closes every
+     * handle), so that no worker or supervisor outlives sandletd. */
+    uv_run(&m.loop, UV_RUN_DEFAULT);
+    if (m.srv.supervisor) {
+        int st;
+        waitpid(m.srv.supervisor, &st, 0);
+    }
+    sandlet_pools_free(srv);
+    free(srv->listeners);
+    uv_loop_close(&m.loop);
+    sandlet_info("stopped");
+    return m.exit_status;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "--worker") == 0) {
+        if (argc != 3) {
+            fprintf(stderr, "sandletd: --worker is internal: started by the supervisor\n");
+            return 2;
+        }
+        return sandlet_worker_main(argv[2]);
+    }
+    const char *file = DEFAULT_CONF;
+    bool check = false;
+    int opt;
+    while ((opt = getopt(argc, argv, "c:tdVh")) != -1) {
+        switch (opt) {
+        case 'c':
+            file = optarg;
+            break;
+        case 't':
+            check = true;
+            break;
+        case 'd':
+            sandlet_log_set_level(SANDLET_LOG_DEBUG);
+            break;
+        case 'V':
+            printf("sandletd %s\n", PACKAGE_VERSION);
+            return 0;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    char err[1024];
+    sandlet_conf *conf;
+    int rc = sandlet_conf_load(file, &conf, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "sandletd: %s\n", err);
+        return 1;
+    }
+    if (check) {
+        printf("sandletd: configuration file %s OK\n", file);
+        sandlet_conf_free(conf);
+        return 0;
+    }
+    int st = run(conf);
+    sandlet_conf_free(conf);
+    return st;
+}

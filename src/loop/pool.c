@@ -1,0 +1,591 @@
+/*
+ * pool.c - the acceptor's side of each sandbox: its workers' socketpairs,
+ * the queue of requests waiting for a worker, and what happens when a
+ * worker dies.
+ *
+ * Workers are untrusted.  Every frame they send is decoded with bounds
+ * checks; a frame that is malformed, unexpected or for another request is
+ * the worker's death (the supervisor kills it), never the acceptor's.
+ * This file never parses HTTP and never forks: starting and killing
+ * processes is the supervisor's job, asked for over the control socket.
+ */
+#include "config.h"
+
+#include "loop/acceptor.h"
+#include "loop/log.h"
+#include "sandbox/control.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define READ_CHUNK      (64u * 1024u)
+#define RESTART_MAX_MS  30000u
+
+static void worker_spawn(sandlet_worker *w);
+static void worker_lost(sandlet_worker *w);
+static void worker_process(sandlet_worker *w);
+
+static const char *sandbox_name(const sandlet_worker *w)
+{
+    return w->pool->conf->name;
+}
+
+/* ---- requests to workers ------------------------------------------------ */
+
+static void after_write(uv_write_t *req, int status)
+{
+    sandlet_worker *w = req->data;
+    w->writing = false;
+    if (status < 0 && status != UV_ECANCELED && w->pipe_open) {
+        sandlet_log_errno(SANDLET_LOG_WARN, status, "writing to worker %d of sandbox '%s'",
+                          (int)w->pid, sandbox_name(w));
+        worker_lost(w);
+        return;
+    }
+    /* A worker that answered before reading its whole request is now free
+     * for the next one. */
+    if (w->state == W_IDLE && w->pool->qhead)
+        sandlet_pool_submit(w->pool, NULL);
+}
+
+static int write_out(sandlet_worker *w)
+{
+    uv_buf_t buf = uv_buf_init((char *)w->out.data, (unsigned)w->out.len);
+    w->wreq.data = w;
+    int rc = uv_write(&w->wreq, (uv_stream_t *)&w->pipe, &buf, 1, after_write);
+    if (rc == 0)
+        w->writing = true;
+    return rc;
+}
+
+/* The index of a servlet among its sandbox's servlets, as in INIT. */
+static uint16_t local_index(const sandlet_pool *p, size_t global)
+{
+    uint16_t n = 0;
+    for (size_t i = 0; i < global; i++)
+        if (p->srv->conf->servlets[i].sandbox == p->index)
+            n++;
+    return n;
+}
+
+static int encode_request(sandlet_worker *w, sandlet_conn *c)
+{
+    sandlet_buf *b = &w->out;
+    sandlet_buf_reset(b);
+    const char *head = (const char *)c->head.data;
+    const char *method = llhttp_method_name(llhttp_get_method(&c->parser));
+    size_t start = sandlet_frame_begin(b, SANDLET_FRAME_REQUEST, w->req_id);
+    sandlet_buf_put_u16(b, local_index(w->pool, c->servlet_index));
+    sandlet_buf_put_u8(b, c->http_major);
+    sandlet_buf_put_u8(b, c->http_minor);
+    sandlet_buf_put_u16(b, (uint16_t)c->nhdrs);
+    sandlet_buf_put_str(b, method, strlen(method));
+    sandlet_buf_put_str(b, head + c->target, c->target_len);
+    sandlet_buf_put_str(b, c->peer, strlen(c->peer));
+    for (unsigned i = 0; i < c->nhdrs; i++) {
+        const sandlet_hdr_ref *h = &c->hdrs[i];
+        sandlet_buf_put_str(b, head + h->name, h->name_len);
+        sandlet_buf_put_str(b, head + h->value, h->value_len);
+    }
+    if (b->error)
+        return b->error;
+    size_t room = SANDLET_FRAME_MAX - (b->len - start - SANDLET_FRAME_HEADER);
+    size_t first = c->body.len < room ? c->body.len : room;
+    sandlet_buf_put(b, c->body.data, first);
+    int rc = sandlet_frame_finish(b, start, first == c->body.len ? SANDLET_FRAME_END : 0);
+    for (size_t off = first; rc == 0 && off < c->body.len;) {
+        size_t n = c->body.len - off < SANDLET_FRAME_MAX ? c->body.len - off : SANDLET_FRAME_MAX;
+        start = sandlet_frame_begin(b, SANDLET_FRAME_REQBODY, w->req_id);
+        sandlet_buf_put(b, c->body.data + off, n);
+        off += n;
+        rc = sandlet_frame_finish(b, start, off == c->body.len ? SANDLET_FRAME_END : 0);
+    }
+    return rc;
+}
+
+static void send_request(sandlet_worker *w, sandlet_conn *c)
+{
+    sandlet_server *srv = w->pool->srv;
+    if (++srv->next_id == 0)
+        srv->next_id = 1;
+    w->req_id = srv->next_id;
+    w->conn = c;
+    w->got_head = false;
+    w->discard = false;
+    w->state = W_BUSY;
+    c->worker = w;
+    snprintf(w->reqline, sizeof(w->reqline), "%s", c->reqline);
+    snprintf(w->servlet, sizeof(w->servlet), "%s%s", c->servlet->path,
+             c->servlet->prefix ? "*" : "");
+    int rc = encode_request(w, c);
+    if (rc == 0)
+        rc = write_out(w);
+    if (rc < 0) {
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot hand %s to sandbox '%s'", c->reqline,
+                          sandbox_name(w));
+        w->conn = NULL;
+        w->state = W_IDLE;
+        w->reqline[0] = '\0';
+        c->worker = NULL;
+        c->pool = NULL;
+        sandlet_conn_fail(c, rc == -ENOMEM ? 503 : 500);
+    }
+}
+
+static sandlet_worker *idle_worker(sandlet_pool *p)
+{
+    for (unsigned i = 0; i < p->conf->workers; i++)
+        if (p->workers[i].state == W_IDLE && !p->workers[i].writing)
+            return &p->workers[i];
+    return NULL;
+}
+
+/* Hands c (or, when c is NULL, the queue's head) to an idle worker. */
+void sandlet_pool_submit(sandlet_pool *p, sandlet_conn *c)
+{
+    if (c) {
+        c->pool = p;
+        if (p->qhead || !idle_worker(p)) {
+            if (p->queued >= p->conf->queue) {
+                sandlet_warn("sandbox '%s': queue full (%zu waiting); answering 503 to %s",
+                             p->conf->name, p->queued, c->reqline);
+                c->pool = NULL;
+                sandlet_conn_fail(c, 503);
+                return;
+            }
+            c->qnext = NULL;
+            if (p->qtail)
+                p->qtail->qnext = c;
+            else
+                p->qhead = c;
+            p->qtail = c;
+            p->queued++;
+        } else {
+            send_request(idle_worker(p), c);
+            return;
+        }
+    }
+    sandlet_worker *w;
+    while (p->qhead && (w = idle_worker(p))) {
+        sandlet_conn *next = p->qhead;
+        p->qhead = next->qnext;
+        if (!p->qhead)
+            p->qtail = NULL;
+        p->queued--;
+        send_request(w, next);
+    }
+}
+
+void sandlet_pool_forget(sandlet_conn *c)
+{
+    sandlet_pool *p = c->pool;
+    if (c->worker) {
+        c->worker->conn = NULL;
+        c->worker->discard = true;
+    } else if (p) {
+        for (sandlet_conn **pp = &p->qhead; *pp; pp = &(*pp)->qnext) {
+            if (*pp == c) {
+                *pp = c->qnext;
+                if (p->qtail == c) {
+                    p->qtail = NULL;
+                    for (sandlet_conn *q = p->qhead; q; q = q->qnext)
+                        p->qtail = q;
+                }
+                p->queued--;
+                break;
+            }
+        }
+    }
+    c->worker = NULL;
+    c->pool = NULL;
+}
+
+/* ---- frames from workers ------------------------------------------------- */
+
+static void violation(sandlet_worker *w, const char *why)
+{
+    sandlet_error("worker %d of sandbox '%s' broke the frame protocol (%s)%s%s; killing it",
+                  (int)w->pid, sandbox_name(w), why, w->reqline[0] ? " while serving " : "",
+                  w->reqline);
+    sandlet_server_control(w->pool->srv, SANDLET_CTL_KILL, (uint32_t)w->pool->index, w->slot,
+                           w->gen, -1, SIGKILL);
+    worker_lost(w);
+}
+
+static void request_finished(sandlet_worker *w)
+{
+    w->served++;
+    w->failures = 0;
+    w->conn = NULL;
+    w->reqline[0] = '\0';
+    w->state = W_IDLE;
+    sandlet_pool_submit(w->pool, NULL);
+}
+
+/* Returns false when the worker was dropped and processing must stop. */
+static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const uint8_t *payload)
+{
+    bool end = h->flags & SANDLET_FRAME_END;
+    if (w->state == W_STARTING) {
+        if (h->type == SANDLET_FRAME_READY) {
+            w->state = W_IDLE;
+            sandlet_debug("worker %d of sandbox '%s' is ready", (int)w->pid, sandbox_name(w));
+            sandlet_pool_submit(w->pool, NULL);
+            return true;
+        }
+        if (h->type == SANDLET_FRAME_FAIL) {
+            sandlet_reader r;
+            sandlet_reader_init(&r, payload, h->length);
+            const char *msg = sandlet_read_str(&r, NULL);
+            sandlet_error("sandbox '%s' cannot start: %s", sandbox_name(w),
+                          r.bad ? "(no message)" : msg);
+            /* It exits by itself; the restart backs off from there. */
+            return true;
+        }
+        violation(w, "expected READY");
+        return false;
+    }
+    if (w->state != W_BUSY || h->id != w->req_id) {
+        violation(w, w->state == W_BUSY ? "frame for another request" : "frame while idle");
+        return false;
+    }
+    int rc = 0;
+    if (h->type == SANDLET_FRAME_RESPONSE && !w->got_head) {
+        sandlet_wire_response r;
+        if (sandlet_wire_response_decode(payload, h->length, &r) < 0) {
+            violation(w, "malformed RESPONSE");
+            return false;
+        }
+        w->got_head = true;
+        if (w->conn && !w->discard)
+            rc = sandlet_conn_response_head(w->conn, &r, end);
+    } else if (h->type == SANDLET_FRAME_BODY && w->got_head) {
+        if (w->conn && !w->discard)
+            rc = sandlet_conn_response_body(w->conn, payload, h->length, end);
+    } else {
+        violation(w, sandlet_frame_type_name(h->type));
+        return false;
+    }
+    if (rc == -EPROTO) {
+        violation(w, "invalid status or header");
+        return false;
+    }
+    if (rc < 0 && w->conn) {
+        /* The client cannot take the response; drop the rest of it. */
+        w->discard = true;
+    }
+    if (end)
+        request_finished(w);
+    return true;
+}
+
+static void worker_process(sandlet_worker *w)
+{
+    size_t off = 0;
+    while (w->pipe_open) {
+        sandlet_frame_hdr h;
+        int rc = sandlet_frame_header_decode(w->in.data + off, w->in.len - off, &h);
+        if (rc == -EAGAIN)
+            break;
+        if (rc < 0) {
+            violation(w, rc == -EMSGSIZE ? "frame length over the maximum" : "bad frame header");
+            return;
+        }
+        if (w->in.len - off - SANDLET_FRAME_HEADER < h.length)
+            break;
+        if (!handle_frame(w, &h, w->in.data + off + SANDLET_FRAME_HEADER))
+            return;
+        off += SANDLET_FRAME_HEADER + h.length;
+        /* Backpressure: let the client catch up before reading more. */
+        if (w->conn && sandlet_conn_write_backlog(w->conn) > SANDLET_WRITE_HIGH_WATER) {
+            if (w->reading) {
+                uv_read_stop((uv_stream_t *)&w->pipe);
+                w->reading = false;
+            }
+            break;
+        }
+    }
+    sandlet_buf_consume(&w->in, off);
+}
+
+static void worker_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+static void worker_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)suggested;
+    sandlet_worker *w = h->data;
+    size_t room = w->in.limit - w->in.len;
+    size_t want = room < READ_CHUNK ? room : READ_CHUNK;
+    if (want == 0 || sandlet_buf_reserve(&w->in, want) < 0) {
+        *buf = uv_buf_init(NULL, 0);
+        return;
+    }
+    *buf = uv_buf_init((char *)w->in.data + w->in.len, (unsigned)want);
+}
+
+static void worker_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    (void)buf;
+    sandlet_worker *w = s->data;
+    if (nread > 0) {
+        w->in.len += (size_t)nread;
+        worker_process(w);
+        return;
+    }
+    if (nread == 0)
+        return;
+    if (nread == UV_ENOBUFS) {
+        violation(w, "frame larger than the buffer");
+        return;
+    }
+    /* EOF or error: the worker is gone or going; its EXITED report says
+     * why.  Its client learns now, not after the report. */
+    worker_lost(w);
+}
+
+void sandlet_pool_resume(sandlet_conn *c)
+{
+    sandlet_worker *w = c->worker;
+    if (!w || w->reading || !w->pipe_open)
+        return;
+    if (uv_read_start((uv_stream_t *)&w->pipe, worker_alloc, worker_read) == 0)
+        w->reading = true;
+    worker_process(w);
+}
+
+/* ---- worker lifecycle ---------------------------------------------------- */
+
+static void pipe_closed(uv_handle_t *h)
+{
+    (void)h;
+}
+
+static void close_pipe(sandlet_worker *w)
+{
+    if (!w->pipe_open)
+        return;
+    w->pipe_open = false;
+    w->reading = false;
+    uv_close((uv_handle_t *)&w->pipe, pipe_closed);
+}
+
+/* The worker's socketpair is unusable: fail its request, wait for the
+ * supervisor's report of its exit. */
+static void worker_lost(sandlet_worker *w)
+{
+    close_pipe(w);
+    sandlet_conn *c = w->conn;
+    w->conn = NULL;
+    if (c) {
+        c->worker = NULL;
+        sandlet_conn_fail(c, 502);
+    }
+    if (w->state != W_DOWN)
+        w->state = W_DYING;
+}
+
+static void on_restart(uv_timer_t *t)
+{
+    worker_spawn(t->data);
+}
+
+static void schedule_restart(sandlet_worker *w)
+{
+    if (w->pool->srv->stopping)
+        return;
+    /* Crash-looping sandboxes back off: 0, 100 ms, 200 ms, ... 30 s. */
+    uint64_t delay = 0;
+    if (w->failures > 1) {
+        unsigned shift = w->failures - 2 > 9 ? 9 : w->failures - 2;
+        delay = 100u << shift;
+        if (delay > RESTART_MAX_MS)
+            delay = RESTART_MAX_MS;
+    }
+    uv_timer_start(&w->restart, on_restart, delay, 0);
+}
+
+static void worker_exited(sandlet_worker *w, const sandlet_ctl *m)
+{
+    bool held = w->reqline[0] != '\0';
+    if (m->signal)
+        sandlet_error("worker %d of sandbox '%s' was killed by signal %d (%s)%s%s%s%s",
+                      (int)m->pid, sandbox_name(w), m->signal, strsignal(m->signal),
+                      held ? " while serving " : "", held ? w->servlet : "",
+                      held ? ": " : "", held ? w->reqline : "");
+    else if (m->status != 0 || held)
+        sandlet_error("worker %d of sandbox '%s' exited with status %d%s%s%s%s", (int)m->pid,
+                      sandbox_name(w), m->status, held ? " while serving " : "",
+                      held ? w->servlet : "", held ? ": " : "", held ? w->reqline : "");
+    else
+        sandlet_info("worker %d of sandbox '%s' exited", (int)m->pid, sandbox_name(w));
+    worker_lost(w);
+    w->state = W_DOWN;
+    w->pid = 0;
+    w->reqline[0] = '\0';
+    if (m->signal || m->status != 0 || held)
+        w->failures++;
+    schedule_restart(w);
+}
+
+static void worker_spawn(sandlet_worker *w)
+{
+    sandlet_pool *p = w->pool;
+    sandlet_server *srv = p->srv;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+        sandlet_log_errno(SANDLET_LOG_ERROR, -errno, "sandbox '%s': socketpair", p->conf->name);
+        w->failures++;
+        schedule_restart(w);
+        return;
+    }
+    w->gen++;
+    w->state = W_STARTING;
+    w->got_head = false;
+    w->conn = NULL;
+    sandlet_buf_reset(&w->in);
+    int rc = sandlet_server_control(srv, SANDLET_CTL_SPAWN, (uint32_t)p->index, w->slot, w->gen,
+                                    sv[1], 0);
+    close(sv[1]);
+    if (rc == 0)
+        rc = uv_pipe_init(srv->loop, &w->pipe, 0);
+    if (rc == 0) {
+        w->pipe.data = w;
+        w->pipe_open = true;
+        rc = uv_pipe_open(&w->pipe, sv[0]);
+    } else {
+        close(sv[0]);
+    }
+    /* INIT: the servlets of this sandbox with their parameters. */
+    sandlet_buf *b = &w->out;
+    sandlet_buf_reset(b);
+    size_t start = sandlet_frame_begin(b, SANDLET_FRAME_INIT, 0);
+    sandlet_buf_put_str(b, p->conf->name, strlen(p->conf->name));
+    uint16_t n = 0;
+    for (size_t i = 0; i < srv->conf->nservlets; i++)
+        n += srv->conf->servlets[i].sandbox == p->index;
+    sandlet_buf_put_u16(b, n);
+    for (size_t i = 0; i < srv->conf->nservlets; i++) {
+        const sandlet_servlet_conf *s = &srv->conf->servlets[i];
+        if (s->sandbox != p->index)
+            continue;
+        sandlet_buf_put_str(b, s->path, strlen(s->path));
+        sandlet_buf_put_str(b, s->library, strlen(s->library));
+        sandlet_buf_put_u16(b, (uint16_t)s->nparams);
+        for (size_t j = 0; j < s->nparams; j++) {
+            sandlet_buf_put_str(b, s->params[j].name, strlen(s->params[j].name));
+            sandlet_buf_put_str(b, s->params[j].value, strlen(s->params[j].value));
+        }
+    }
+    if (rc == 0)
+        rc = sandlet_frame_finish(b, start, SANDLET_FRAME_END);
+    if (rc == 0)
+        rc = write_out(w);
+    if (rc == 0)
+        rc = uv_read_start((uv_stream_t *)&w->pipe, worker_alloc, worker_read);
+    if (rc < 0) {
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot start a worker of sandbox '%s'",
+                          p->conf->name);
+        /* If the supervisor did start it, its EXITED report restarts it
+         * once it notices the closed socket; otherwise retry later. */
+        close_pipe(w);
+        w->state = W_DYING;
+        return;
+    }
+    w->reading = true;
+}
+
+void sandlet_pool_control(sandlet_server *srv, const sandlet_ctl *m)
+{
+    if (m->sandbox >= srv->conf->nsandboxes ||
+        m->slot >= srv->pools[m->sandbox].conf->workers) {
+        sandlet_error("control message for unknown worker %u/%u; ignored", m->sandbox, m->slot);
+        return;
+    }
+    sandlet_worker *w = &srv->pools[m->sandbox].workers[m->slot];
+    if (m->gen != w->gen)
+        return; /* about an earlier incarnation of this slot */
+    switch (m->type) {
+    case SANDLET_CTL_SPAWNED:
+        w->pid = m->pid;
+        break;
+    case SANDLET_CTL_SPAWN_FAILED:
+        sandlet_log_errno(SANDLET_LOG_ERROR, m->status, "supervisor could not start a worker of "
+                          "sandbox '%s'", sandbox_name(w));
+        worker_lost(w);
+        w->state = W_DOWN;
+        w->failures++;
+        schedule_restart(w);
+        break;
+    case SANDLET_CTL_EXITED:
+        worker_exited(w, m);
+        break;
+    default:
+        sandlet_error("unexpected control message type %u from the supervisor", m->type);
+        break;
+    }
+}
+
+int sandlet_pools_start(sandlet_server *srv)
+{
+    const sandlet_conf *conf = srv->conf;
+    srv->pools = calloc(conf->nsandboxes ? conf->nsandboxes : 1, sizeof(*srv->pools));
+    if (!srv->pools)
+        return -ENOMEM;
+    for (size_t i = 0; i < conf->nsandboxes; i++) {
+        sandlet_pool *p = &srv->pools[i];
+        p->srv = srv;
+        p->index = i;
+        p->conf = &conf->sandboxes[i];
+        p->workers = calloc(p->conf->workers, sizeof(*p->workers));
+        if (!p->workers)
+            return -ENOMEM;
+        for (unsigned j = 0; j < p->conf->workers; j++) {
+            sandlet_worker *w = &p->workers[j];
+            w->pool = p;
+            w->slot = j;
+            w->state = W_DOWN;
+            sandlet_buf_init(&w->in, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX + READ_CHUNK);
+            sandlet_buf_init(&w->out, 0);
+            uv_timer_init(srv->loop, &w->restart);
+            w->restart.data = w;
+        }
+    }
+    for (size_t i = 0; i < conf->nsandboxes; i++)
+        for (unsigned j = 0; j < srv->pools[i].conf->workers; j++)
+            worker_spawn(&srv->pools[i].workers[j]);
+    return 0;
+}
+
+void sandlet_pools_stop(sandlet_server *srv)
+{
+    for (size_t i = 0; srv->pools && i < srv->conf->nsandboxes; i++) {
+        sandlet_pool *p = &srv->pools[i];
+        for (unsigned j = 0; p->workers && j < p->conf->workers; j++) {
+            sandlet_worker *w = &p->workers[j];
+            /* Closing the socketpair is the worker's signal to run its
+             * servlets' destroy and exit. */
+            worker_lost(w);
+            if (!uv_is_closing((uv_handle_t *)&w->restart))
+                uv_close((uv_handle_t *)&w->restart, NULL);
+        }
+    }
+}
+
+void sandlet_pools_free(sandlet_server *srv)
+{
+    for (size_t i = 0; srv->pools && i < srv->conf->nsandboxes; i++) {
+        sandlet_pool *p = &srv->pools[i];
+        for (unsigned j = 0; p->workers && j < p->conf->workers; j++) {
+            sandlet_buf_free(&p->workers[j].in);
+            sandlet_buf_free(&p->workers[j].out);
+        }
+        free(p->workers);
+    }
+    free(srv->pools);
+    srv->pools = NULL;
+}

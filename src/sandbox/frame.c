@@ -1,0 +1,327 @@
+/*
+ * frame.c - encoder and decoder of the acceptor/worker frames (frame.h
+ * documents the format).
+ *
+ * Both sides of the socketpair use this file, and the acceptor runs it on
+ * bytes written by code it does not trust: every read is bounds-checked
+ * against the bytes actually received, and malformed input is reported,
+ * never acted upon.  Nothing here performs I/O.
+ */
+#include "config.h"
+
+#include "frame.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+int sandlet_frame_header_decode(const uint8_t *buf, size_t len, sandlet_frame_hdr *out)
+{
+    if (len < SANDLET_FRAME_HEADER)
+        return -EAGAIN;
+    out->version = buf[0];
+    out->type = buf[1];
+    out->flags = (uint16_t)(buf[2] | buf[3] << 8);
+    out->id = (uint32_t)buf[4] | (uint32_t)buf[5] << 8 | (uint32_t)buf[6] << 16 |
+              (uint32_t)buf[7] << 24;
+    out->length = (uint32_t)buf[8] | (uint32_t)buf[9] << 8 | (uint32_t)buf[10] << 16 |
+                  (uint32_t)buf[11] << 24;
+    if (out->version != SANDLET_FRAME_VERSION)
+        return -EPROTO;
+    if (out->type < SANDLET_FRAME_INIT || out->type > SANDLET_FRAME_BODY)
+        return -EPROTO;
+    if (out->flags & ~SANDLET_FRAME_END)
+        return -EPROTO;
+    if (out->length > SANDLET_FRAME_MAX)
+        return -EMSGSIZE;
+    return 0;
+}
+
+void sandlet_frame_header_encode(uint8_t *buf, const sandlet_frame_hdr *hdr)
+{
+    buf[0] = hdr->version;
+    buf[1] = hdr->type;
+    buf[2] = (uint8_t)hdr->flags;
+    buf[3] = (uint8_t)(hdr->flags >> 8);
+    for (int i = 0; i < 4; i++) {
+        buf[4 + i] = (uint8_t)(hdr->id >> (8 * i));
+        buf[8 + i] = (uint8_t)(hdr->length >> (8 * i));
+    }
+}
+
+const char *sandlet_frame_type_name(unsigned type)
+{
+    static const char *const names[] = {
+        [SANDLET_FRAME_INIT] = "INIT",         [SANDLET_FRAME_READY] = "READY",
+        [SANDLET_FRAME_FAIL] = "FAIL",         [SANDLET_FRAME_REQUEST] = "REQUEST",
+        [SANDLET_FRAME_REQBODY] = "REQBODY",   [SANDLET_FRAME_RESPONSE] = "RESPONSE",
+        [SANDLET_FRAME_BODY] = "BODY",
+    };
+    if (type < sizeof(names) / sizeof(names[0]) && names[type])
+        return names[type];
+    return "UNKNOWN";
+}
+
+/* ---- buffers ------------------------------------------------------------ */
+
+void sandlet_buf_init(sandlet_buf *b, size_t limit)
+{
+    memset(b, 0, sizeof(*b));
+    b->limit = limit;
+}
+
+void sandlet_buf_free(sandlet_buf *b)
+{
+    free(b->data);
+    sandlet_buf_init(b, b->limit);
+}
+
+void sandlet_buf_reset(sandlet_buf *b)
+{
+    b->len = 0;
+    b->error = 0;
+}
+
+int sandlet_buf_reserve(sandlet_buf *b, size_t more)
+{
+    if (b->error)
+        return b->error;
+    if (more > SIZE_MAX - b->len || (b->limit && b->len + more > b->limit)) {
+        b->error = -EMSGSIZE;
+        return b->error;
+    }
+    size_t need = b->len + more;
+    if (need <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < need)
+        cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+    if (b->limit && cap > b->limit)
+        cap = b->limit;
+    uint8_t *p = realloc(b->data, cap);
+    if (!p) {
+        b->error = -ENOMEM;
+        return b->error;
+    }
+    b->data = p;
+    b->cap = cap;
+    return 0;
+}
+
+void sandlet_buf_put(sandlet_buf *b, const void *data, size_t len)
+{
+    if (len == 0 || sandlet_buf_reserve(b, len) < 0)
+        return;
+    memcpy(b->data + b->len, data, len);
+    b->len += len;
+}
+
+static void put_le(sandlet_buf *b, uint64_t v, int bytes)
+{
+    uint8_t tmp[8];
+    for (int i = 0; i < bytes; i++)
+        tmp[i] = (uint8_t)(v >> (8 * i));
+    sandlet_buf_put(b, tmp, (size_t)bytes);
+}
+
+void sandlet_buf_put_u8(sandlet_buf *b, uint8_t v)
+{
+    put_le(b, v, 1);
+}
+
+void sandlet_buf_put_u16(sandlet_buf *b, uint16_t v)
+{
+    put_le(b, v, 2);
+}
+
+void sandlet_buf_put_u32(sandlet_buf *b, uint32_t v)
+{
+    put_le(b, v, 4);
+}
+
+void sandlet_buf_put_u64(sandlet_buf *b, uint64_t v)
+{
+    put_le(b, v, 8);
+}
+
+void sandlet_buf_put_str(sandlet_buf *b, const char *s, size_t len)
+{
+    if (len > UINT32_MAX) {
+        b->error = -EMSGSIZE;
+        return;
+    }
+    sandlet_buf_put_u32(b, (uint32_t)len);
+    sandlet_buf_put(b, s, len);
+    sandlet_buf_put_u8(b, 0);
+}
+
+void sandlet_buf_consume(sandlet_buf *b, size_t n)
+{
+    if (n >= b->len) {
+        b->len = 0;
+        return;
+    }
+    memmove(b->data, b->data + n, b->len - n);
+    b->len -= n;
+}
+
+size_t sandlet_frame_begin(sandlet_buf *b, uint8_t type, uint32_t id)
+{
+    size_t start = b->len;
+    uint8_t hdr[SANDLET_FRAME_HEADER];
+    sandlet_frame_hdr h = {SANDLET_FRAME_VERSION, type, 0, id, 0};
+    sandlet_frame_header_encode(hdr, &h);
+    sandlet_buf_put(b, hdr, sizeof(hdr));
+    return start;
+}
+
+int sandlet_frame_finish(sandlet_buf *b, size_t start, uint16_t flags)
+{
+    if (b->error)
+        return b->error;
+    size_t payload = b->len - start - SANDLET_FRAME_HEADER;
+    if (payload > SANDLET_FRAME_MAX)
+        return -EMSGSIZE;
+    uint8_t *hdr = b->data + start;
+    hdr[2] = (uint8_t)flags;
+    hdr[3] = (uint8_t)(flags >> 8);
+    for (int i = 0; i < 4; i++)
+        hdr[8 + i] = (uint8_t)(payload >> (8 * i));
+    return 0;
+}
+
+/* ---- readers ------------------------------------------------------------ */
+
+void sandlet_reader_init(sandlet_reader *r, const uint8_t *p, size_t len)
+{
+    r->p = p;
+    r->len = len;
+    r->pos = 0;
+    r->bad = false;
+}
+
+static uint64_t read_le(sandlet_reader *r, size_t bytes)
+{
+    if (r->bad || r->len - r->pos < bytes) {
+        r->bad = true;
+        return 0;
+    }
+    uint64_t v = 0;
+    for (size_t i = 0; i < bytes; i++)
+        v |= (uint64_t)r->p[r->pos + i] << (8 * i);
+    r->pos += bytes;
+    return v;
+}
+
+uint8_t sandlet_read_u8(sandlet_reader *r)
+{
+    return (uint8_t)read_le(r, 1);
+}
+
+uint16_t sandlet_read_u16(sandlet_reader *r)
+{
+    return (uint16_t)read_le(r, 2);
+}
+
+uint32_t sandlet_read_u32(sandlet_reader *r)
+{
+    return (uint32_t)read_le(r, 4);
+}
+
+uint64_t sandlet_read_u64(sandlet_reader *r)
+{
+    return read_le(r, 8);
+}
+
+const char *sandlet_read_str(sandlet_reader *r, size_t *len)
+{
+    size_t n = sandlet_read_u32(r);
+    /* n + 1 cannot overflow: n < 2^32 and size_t is at least 64 bits on
+     * every platform sandlet supports; the comparison is written so that
+     * it stays correct either way. */
+    if (r->bad || n >= r->len - r->pos || r->p[r->pos + n] != 0) {
+        r->bad = true;
+        if (len)
+            *len = 0;
+        return "";
+    }
+    const char *s = (const char *)r->p + r->pos;
+    r->pos += n + 1;
+    if (len)
+        *len = n;
+    return s;
+}
+
+const uint8_t *sandlet_read_rest(sandlet_reader *r, size_t *len)
+{
+    if (r->bad) {
+        *len = 0;
+        return r->p + r->len;
+    }
+    *len = r->len - r->pos;
+    const uint8_t *p = r->p + r->pos;
+    r->pos = r->len;
+    return p;
+}
+
+bool sandlet_wire_headers_next(sandlet_reader *r, uint16_t *left, sandlet_wire_header *h)
+{
+    if (*left == 0 || r->bad)
+        return false;
+    h->name = sandlet_read_str(r, NULL);
+    h->value = sandlet_read_str(r, NULL);
+    if (r->bad)
+        return false;
+    (*left)--;
+    return true;
+}
+
+/* Walks every header once so that later iterations cannot fail, and
+ * leaves r just past them.  Header names must be non-empty. */
+static int skip_headers(sandlet_reader *r, uint16_t n)
+{
+    for (uint16_t i = 0; i < n; i++) {
+        size_t nlen;
+        sandlet_read_str(r, &nlen);
+        sandlet_read_str(r, NULL);
+        if (r->bad || nlen == 0)
+            return -EPROTO;
+    }
+    return 0;
+}
+
+int sandlet_wire_request_decode(const uint8_t *payload, size_t len, sandlet_wire_request *out)
+{
+    sandlet_reader r;
+    sandlet_reader_init(&r, payload, len);
+    out->servlet = sandlet_read_u16(&r);
+    out->http_major = sandlet_read_u8(&r);
+    out->http_minor = sandlet_read_u8(&r);
+    out->nheaders = sandlet_read_u16(&r);
+    out->method = sandlet_read_str(&r, &out->method_len);
+    out->target = sandlet_read_str(&r, &out->target_len);
+    out->peer = sandlet_read_str(&r, &out->peer_len);
+    if (r.bad || out->method_len == 0 || out->target_len == 0)
+        return -EPROTO;
+    out->headers = r;
+    if (skip_headers(&r, out->nheaders) < 0)
+        return -EPROTO;
+    out->body = sandlet_read_rest(&r, &out->body_len);
+    return 0;
+}
+
+int sandlet_wire_response_decode(const uint8_t *payload, size_t len, sandlet_wire_response *out)
+{
+    sandlet_reader r;
+    sandlet_reader_init(&r, payload, len);
+    out->status = sandlet_read_u16(&r);
+    out->nheaders = sandlet_read_u16(&r);
+    out->content_length = sandlet_read_u64(&r);
+    if (r.bad || out->status < 100 || out->status > 599)
+        return -EPROTO;
+    out->headers = r;
+    if (skip_headers(&r, out->nheaders) < 0)
+        return -EPROTO;
+    out->body = sandlet_read_rest(&r, &out->body_len);
+    return 0;
+}

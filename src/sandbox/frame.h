@@ -1,0 +1,174 @@
+/*
+ * frame.h - the wire format between the acceptor and a sandbox worker.
+ *
+ * Every message on a worker's socketpair is one frame: a 12-byte header
+ * followed by a payload.  All integers are little-endian, written byte by
+ * byte, so that no decoder ever relies on alignment or host order.
+ *
+ *   offset size field
+ *   0      1    version   SANDLET_FRAME_VERSION; any other value is fatal
+ *   1      1    type      enum sandlet_frame_type
+ *   2      2    flags     SANDLET_FRAME_END: this frame ends its message
+ *   4      4    id        request id chosen by the acceptor; 0 for INIT,
+ *                         READY and FAIL
+ *   8      4    length    payload bytes that follow, <= SANDLET_FRAME_MAX
+ *
+ * Payloads are built from these items:
+ *   u8, u16, u32, u64   little-endian integers
+ *   str                 u32 length n, n bytes, one NUL byte (the NUL is
+ *                       not counted in n and must be present: the reader
+ *                       hands out pointers into its buffer, no copies)
+ *
+ *   INIT     (acceptor→worker) str sandbox, u16 servlet count, then per
+ *            servlet: str path, str library, u16 param count,
+ *            params × (str name, str value)
+ *   READY    (worker→acceptor) empty: all servlets are initialised
+ *   FAIL     (worker→acceptor) str message: init failed, worker exits
+ *   REQUEST  (acceptor→worker) u16 servlet index, u8 http major,
+ *            u8 http minor, u16 header count, str method, str target,
+ *            str peer, headers × (str name, str value); the rest of the
+ *            payload is the first part of the body.  Without the END flag
+ *            more body follows in REQBODY frames, the last one with END.
+ *   REQBODY  (acceptor→worker) body bytes
+ *   RESPONSE (worker→acceptor) u16 status, u16 header count, u64 content
+ *            length (SANDLET_LENGTH_UNKNOWN when streamed), headers ×
+ *            (str name, str value); the rest is the first part of the
+ *            body.  Without END, BODY frames follow, the last one with END.
+ *   BODY     (worker→acceptor) body bytes
+ *
+ * A reader that meets a wrong version, an unknown type, a length above the
+ * maximum or a payload that does not parse exactly rejects the frame; the
+ * acceptor then kills the worker that sent it.  This file must never
+ * allocate while decoding nor read past the bytes it was given.
+ */
+#ifndef SANDLET_FRAME_H
+#define SANDLET_FRAME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SANDLET_FRAME_VERSION 1
+#define SANDLET_FRAME_HEADER  12
+/* Largest payload; bodies larger than this travel in several frames. */
+#define SANDLET_FRAME_MAX     (1u << 20)
+#define SANDLET_FRAME_END     0x0001u
+#define SANDLET_LENGTH_UNKNOWN UINT64_MAX
+
+enum sandlet_frame_type {
+    SANDLET_FRAME_INIT = 1,
+    SANDLET_FRAME_READY = 2,
+    SANDLET_FRAME_FAIL = 3,
+    SANDLET_FRAME_REQUEST = 4,
+    SANDLET_FRAME_REQBODY = 5,
+    SANDLET_FRAME_RESPONSE = 6,
+    SANDLET_FRAME_BODY = 7,
+};
+
+typedef struct sandlet_frame_hdr {
+    uint8_t version;
+    uint8_t type;
+    uint16_t flags;
+    uint32_t id;
+    uint32_t length;
+} sandlet_frame_hdr;
+
+/* Decodes a header from buf.  Returns 0 when a valid header was read,
+ * -EAGAIN when len < SANDLET_FRAME_HEADER, -EPROTO for a wrong version or
+ * type or unknown flags, -EMSGSIZE for a length above SANDLET_FRAME_MAX. */
+int sandlet_frame_header_decode(const uint8_t *buf, size_t len, sandlet_frame_hdr *out);
+void sandlet_frame_header_encode(uint8_t *buf, const sandlet_frame_hdr *hdr);
+const char *sandlet_frame_type_name(unsigned type);
+
+/* ---- building payloads ------------------------------------------------ */
+
+/* A growable output buffer.  Errors are sticky: after a failed append all
+ * further appends do nothing and the error field holds -ENOMEM (or
+ * -EMSGSIZE past the limit), so callers check once at the end. */
+typedef struct sandlet_buf {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+    size_t limit; /* 0: no limit */
+    int error;
+} sandlet_buf;
+
+void sandlet_buf_init(sandlet_buf *b, size_t limit);
+void sandlet_buf_free(sandlet_buf *b);
+void sandlet_buf_reset(sandlet_buf *b);
+int sandlet_buf_reserve(sandlet_buf *b, size_t more);
+void sandlet_buf_put(sandlet_buf *b, const void *data, size_t len);
+void sandlet_buf_put_u8(sandlet_buf *b, uint8_t v);
+void sandlet_buf_put_u16(sandlet_buf *b, uint16_t v);
+void sandlet_buf_put_u32(sandlet_buf *b, uint32_t v);
+void sandlet_buf_put_u64(sandlet_buf *b, uint64_t v);
+void sandlet_buf_put_str(sandlet_buf *b, const char *s, size_t len);
+/* Drops the first n bytes (consumed input), keeping the rest. */
+void sandlet_buf_consume(sandlet_buf *b, size_t n);
+
+/* Starts a frame at the end of b; returns the offset to pass to
+ * sandlet_frame_finish once the payload has been appended. */
+size_t sandlet_frame_begin(sandlet_buf *b, uint8_t type, uint32_t id);
+/* Writes the final header (flags, payload length).  Returns 0, the
+ * buffer's sticky error, or -EMSGSIZE when the payload exceeds the max. */
+int sandlet_frame_finish(sandlet_buf *b, size_t start, uint16_t flags);
+
+/* ---- reading payloads ------------------------------------------------- */
+
+typedef struct sandlet_reader {
+    const uint8_t *p;
+    size_t len;
+    size_t pos;
+    bool bad; /* sticky: set by any read past the end or malformed str */
+} sandlet_reader;
+
+void sandlet_reader_init(sandlet_reader *r, const uint8_t *p, size_t len);
+uint8_t sandlet_read_u8(sandlet_reader *r);
+uint16_t sandlet_read_u16(sandlet_reader *r);
+uint32_t sandlet_read_u32(sandlet_reader *r);
+uint64_t sandlet_read_u64(sandlet_reader *r);
+/* Returns a pointer to the NUL-terminated string inside the payload, or
+ * "" (and marks the reader bad) when it does not fit or lacks its NUL. */
+const char *sandlet_read_str(sandlet_reader *r, size_t *len);
+/* The unread remainder. */
+const uint8_t *sandlet_read_rest(sandlet_reader *r, size_t *len);
+
+/* ---- typed messages --------------------------------------------------- */
+
+typedef struct sandlet_wire_header {
+    const char *name;
+    const char *value;
+} sandlet_wire_header;
+
+/* A decoded REQUEST.  Header pairs are not copied out: iterate them with
+ * sandlet_wire_headers_next, which re-reads the payload in place. */
+typedef struct sandlet_wire_request {
+    uint16_t servlet;
+    uint8_t http_major, http_minor;
+    uint16_t nheaders;
+    const char *method;
+    size_t method_len;
+    const char *target;
+    size_t target_len;
+    const char *peer;
+    size_t peer_len;
+    sandlet_reader headers; /* positioned at the first header */
+    const uint8_t *body;
+    size_t body_len;
+} sandlet_wire_request;
+
+typedef struct sandlet_wire_response {
+    uint16_t status;
+    uint16_t nheaders;
+    uint64_t content_length;
+    sandlet_reader headers;
+    const uint8_t *body;
+    size_t body_len;
+} sandlet_wire_response;
+
+int sandlet_wire_request_decode(const uint8_t *payload, size_t len, sandlet_wire_request *out);
+int sandlet_wire_response_decode(const uint8_t *payload, size_t len, sandlet_wire_response *out);
+/* Reads the next header pair; returns false when the iteration is done. */
+bool sandlet_wire_headers_next(sandlet_reader *r, uint16_t *left, sandlet_wire_header *h);
+
+#endif /* SANDLET_FRAME_H */

@@ -1,0 +1,252 @@
+/*
+ * supervisor.c - the guardian: forks and execs workers on the acceptor's
+ * request, reports their deaths, kills the ones the acceptor gives up on.
+ *
+ * It is forked from sandletd before any client connects and is the only
+ * process that may keep root, so it must never read network input,
+ * servlet output or frames: its whole input is the fixed-size control
+ * messages, each checked before use.  It signals only its own children.
+ */
+#include "config.h"
+
+#include "sandbox/supervisor.h"
+#include "loop/log.h"
+#include "sandbox/control.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+
+/* How long workers get to leave on their own at shutdown. */
+#define SHUTDOWN_GRACE_MS 3000
+
+typedef struct child {
+    uv_process_t proc;
+    uint32_t sandbox, slot, gen;
+    struct child *next;
+} child;
+
+static struct {
+    const sandlet_conf *conf;
+    uv_loop_t loop;
+    uv_poll_t poll;
+    uv_timer_t grace;
+    uv_signal_t sigterm;
+    int ctl;
+    child *children;
+    bool closing;
+    bool finished;
+} sv;
+
+static void reply(const sandlet_ctl *req, uint32_t type, int32_t pid, int32_t status, int32_t sig,
+                  int32_t core)
+{
+    if (sv.ctl < 0)
+        return;
+    sandlet_ctl m = {.type = type,
+                     .sandbox = req->sandbox,
+                     .slot = req->slot,
+                     .gen = req->gen,
+                     .pid = pid,
+                     .status = status,
+                     .signal = sig,
+                     .core = core};
+    int rc = sandlet_ctl_send(sv.ctl, &m, -1);
+    if (rc < 0)
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot report to the acceptor");
+}
+
+static void child_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void maybe_finish(void)
+{
+    if (sv.closing && !sv.children && !sv.finished) {
+        sv.finished = true;
+        uv_timer_stop(&sv.grace);
+        uv_close((uv_handle_t *)&sv.grace, NULL);
+        uv_close((uv_handle_t *)&sv.sigterm, NULL);
+    }
+}
+
+static void child_exited(uv_process_t *p, int64_t status, int term_signal)
+{
+    child *c = p->data;
+    sandlet_ctl id = {.sandbox = c->sandbox, .slot = c->slot, .gen = c->gen};
+    reply(&id, SANDLET_CTL_EXITED, p->pid, (int32_t)status, term_signal, 0);
+    for (child **pp = &sv.children; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    uv_close((uv_handle_t *)p, child_closed);
+    maybe_finish();
+}
+
+static void spawn(const sandlet_ctl *m, int fd)
+{
+    if (m->sandbox >= sv.conf->nsandboxes || fd < 0) {
+        sandlet_error("refusing SPAWN for sandbox %u: %s", m->sandbox,
+                      fd < 0 ? "no socket attached" : "no such sandbox");
+        reply(m, SANDLET_CTL_SPAWN_FAILED, 0, -EINVAL, 0, 0);
+        return;
+    }
+    child *c = calloc(1, sizeof(*c));
+    if (!c) {
+        reply(m, SANDLET_CTL_SPAWN_FAILED, 0, -ENOMEM, 0, 0);
+        return;
+    }
+    c->sandbox = m->sandbox;
+    c->slot = m->slot;
+    c->gen = m->gen;
+    c->proc.data = c;
+
+    char *args[] = {"sandletd", "--worker", sv.conf->sandboxes[m->sandbox].name, NULL};
+    uv_stdio_container_t stdio[4] = {
+        {.flags = UV_IGNORE},
+        {.flags = UV_INHERIT_FD, .data.fd = STDOUT_FILENO},
+        {.flags = UV_INHERIT_FD, .data.fd = STDERR_FILENO},
+        {.flags = UV_INHERIT_FD, .data.fd = fd},
+    };
+    uv_process_options_t opts = {
+        .exit_cb = child_exited,
+        /* A fresh exec of this very binary: its own address-space layout
+         * and none of the acceptor's memory. */
+        .file = "/proc/self/exe",
+        .args = args,
+        .stdio_count = 4,
+        .stdio = stdio,
+    };
+    int rc = uv_spawn(&sv.loop, &c->proc, &opts);
+    if (rc < 0) {
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot start a worker of sandbox '%s'",
+                          sv.conf->sandboxes[m->sandbox].name);
+        reply(m, SANDLET_CTL_SPAWN_FAILED, 0, rc, 0, 0);
+        uv_close((uv_handle_t *)&c->proc, child_closed);
+        return;
+    }
+    c->next = sv.children;
+    sv.children = c;
+    reply(m, SANDLET_CTL_SPAWNED, c->proc.pid, 0, 0, 0);
+}
+
+static void kill_child(const sandlet_ctl *m)
+{
+    if (m->status != SIGKILL && m->status != SIGTERM) {
+        sandlet_error("refusing KILL with signal %d", m->status);
+        return;
+    }
+    for (child *c = sv.children; c; c = c->next)
+        if (c->sandbox == m->sandbox && c->slot == m->slot && c->gen == m->gen) {
+            uv_process_kill(&c->proc, m->status);
+            return;
+        }
+    /* Already gone: its EXITED report is on its way or was sent. */
+}
+
+static void on_grace(uv_timer_t *t)
+{
+    (void)t;
+    for (child *c = sv.children; c; c = c->next) {
+        sandlet_warn("worker %d of sandbox '%s' did not stop in time; killing it", c->proc.pid,
+                     sv.conf->sandboxes[c->sandbox].name);
+        uv_process_kill(&c->proc, SIGKILL);
+    }
+}
+
+/* The acceptor is gone or asked us to go: workers leave when their
+ * socketpairs close; the grace timer catches any that hang. */
+static void begin_shutdown(void)
+{
+    if (sv.closing)
+        return;
+    sv.closing = true;
+    uv_poll_stop(&sv.poll);
+    uv_close((uv_handle_t *)&sv.poll, NULL);
+    close(sv.ctl);
+    sv.ctl = -1;
+    uv_timer_start(&sv.grace, on_grace, SHUTDOWN_GRACE_MS, 0);
+    maybe_finish();
+}
+
+static void on_ctl(uv_poll_t *p, int status, int events)
+{
+    (void)p;
+    (void)events;
+    if (status < 0) {
+        begin_shutdown();
+        return;
+    }
+    for (;;) {
+        sandlet_ctl m;
+        int fd;
+        int rc = sandlet_ctl_recv(sv.ctl, &m, &fd);
+        if (rc == -EAGAIN)
+            return;
+        if (rc == 0 || (rc < 0 && rc != -EPROTO)) {
+            begin_shutdown();
+            return;
+        }
+        if (rc == -EPROTO) {
+            sandlet_error("malformed control message from the acceptor; ignored");
+            continue;
+        }
+        switch (m.type) {
+        case SANDLET_CTL_SPAWN:
+            spawn(&m, fd);
+            break;
+        case SANDLET_CTL_KILL:
+            kill_child(&m);
+            break;
+        default:
+            sandlet_error("unknown control message type %u; ignored", m.type);
+            break;
+        }
+        if (fd >= 0)
+            close(fd);
+    }
+}
+
+static void on_sigterm(uv_signal_t *s, int signum)
+{
+    (void)s;
+    (void)signum;
+    begin_shutdown();
+}
+
+int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd)
+{
+    sandlet_log_set_role("supervisor");
+    /* Out of the terminal's process group: a Ctrl-C reaches the acceptor,
+     * which then stops everything in order. */
+    setsid();
+    signal(SIGINT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
+    memset(&sv, 0, sizeof(sv));
+    sv.conf = conf;
+    sv.ctl = ctl_fd;
+    int rc = uv_loop_init(&sv.loop);
+    if (rc < 0) {
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot start the event loop");
+        return 1;
+    }
+    uv_timer_init(&sv.loop, &sv.grace);
+    uv_signal_init(&sv.loop, &sv.sigterm);
+    uv_signal_start(&sv.sigterm, on_sigterm, SIGTERM);
+    rc = uv_poll_init(&sv.loop, &sv.poll, ctl_fd);
+    if (rc == 0)
+        rc = uv_poll_start(&sv.poll, UV_READABLE | UV_DISCONNECT, on_ctl);
+    if (rc < 0) {
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot watch the control socket");
+        return 1;
+    }
+    uv_run(&sv.loop, UV_RUN_DEFAULT);
+    uv_loop_close(&sv.loop);
+    return 0;
+}

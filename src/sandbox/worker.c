@@ -1,0 +1,347 @@
+/*
+ * worker.c - the worker loop: load the sandbox's servlets, run their init,
+ * then read one request frame at a time, run the servlet, write the
+ * response frames; run destroy when the acceptor closes the socketpair.
+ *
+ * A worker serves one request at a time with blocking I/O: it has nothing
+ * else to do while a servlet runs, and blocking calls keep the system-call
+ * surface (the future seccomp allowlist) small.  It must never speak HTTP:
+ * the acceptor owns the client connection and the framing of responses.
+ */
+#include "config.h"
+
+#include "sandbox/worker.h"
+#include "lib/servlet.h"
+#include "loop/log.h"
+#include "sandbox/frame.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+typedef struct loaded {
+    const char *path; /* route, for logs */
+    const sl_servlet *servlet;
+    void *handle;
+    sl_context ctx;
+    bool initialised;
+} loaded;
+
+static struct {
+    int fd;
+    sandlet_buf in;    /* bytes read from the acceptor, not yet consumed */
+    uint8_t *init;     /* the INIT payload; servlet params point into it */
+    loaded *servlets;
+    size_t nservlets;
+    sandlet_buf head;  /* scratch for the response head frame */
+    sandlet_buf reqhead; /* REQUEST payload of a request spread over frames */
+    sandlet_buf body;    /* its body, gathered from REQBODY frames */
+    uint32_t id;       /* request being served */
+} w;
+
+static int write_all(struct iovec *iov, int n)
+{
+    while (n > 0) {
+        ssize_t k = writev(w.fd, iov, n);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        while (n > 0 && (size_t)k >= iov->iov_len) {
+            k -= (ssize_t)iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (char *)iov->iov_base + k;
+            iov->iov_len -= (size_t)k;
+        }
+    }
+    return 0;
+}
+
+/* Sends a frame whose payload is the bytes in w.head after the header,
+ * followed by len bytes of data. */
+static int send_frame(uint8_t type, uint16_t flags, const void *data, size_t len)
+{
+    sandlet_frame_hdr h = {SANDLET_FRAME_VERSION, type, flags, w.id, 0};
+    size_t headpay = w.head.len - SANDLET_FRAME_HEADER;
+    h.length = (uint32_t)(headpay + len);
+    sandlet_frame_header_encode(w.head.data, &h);
+    struct iovec iov[2] = {{w.head.data, w.head.len}, {(void *)data, len}};
+    return write_all(iov, len ? 2 : 1);
+}
+
+static void head_begin(void)
+{
+    sandlet_buf_reset(&w.head);
+    uint8_t zero[SANDLET_FRAME_HEADER] = {0};
+    sandlet_buf_put(&w.head, zero, sizeof(zero));
+}
+
+/* The response sink: turns output pieces into RESPONSE and BODY frames. */
+static int sink(void *ctx, const sandlet_lib_output *out)
+{
+    (void)ctx;
+    const uint8_t *body = out->body;
+    size_t left = out->body_len;
+    uint8_t type = SANDLET_FRAME_BODY;
+    head_begin();
+    if (out->head) {
+        type = SANDLET_FRAME_RESPONSE;
+        sandlet_buf_put_u16(&w.head, (uint16_t)out->status);
+        sandlet_buf_put_u16(&w.head, (uint16_t)out->nheaders);
+        sandlet_buf_put_u64(&w.head, out->end ? out->body_len : SANDLET_LENGTH_UNKNOWN);
+        for (size_t i = 0; i < out->nheaders; i++) {
+            sandlet_buf_put_str(&w.head, out->headers[i].name, strlen(out->headers[i].name));
+            sandlet_buf_put_str(&w.head, out->headers[i].value, strlen(out->headers[i].value));
+        }
+        if (w.head.error)
+            return w.head.error;
+        if (w.head.len - SANDLET_FRAME_HEADER > SANDLET_FRAME_MAX)
+            return -EMSGSIZE;
+    }
+    for (;;) {
+        size_t room = SANDLET_FRAME_MAX - (w.head.len - SANDLET_FRAME_HEADER);
+        size_t n = left < room ? left : room;
+        bool last = n == left;
+        int rc = send_frame(type, last && out->end ? SANDLET_FRAME_END : 0, body, n);
+        if (rc < 0)
+            return rc;
+        body += n;
+        left -= n;
+        if (last)
+            return 0;
+        head_begin();
+        type = SANDLET_FRAME_BODY;
+    }
+}
+
+static int send_simple(uint8_t type, const char *msg)
+{
+    head_begin();
+    if (msg)
+        sandlet_buf_put_str(&w.head, msg, strlen(msg));
+    if (w.head.error)
+        return w.head.error;
+    return send_frame(type, SANDLET_FRAME_END, NULL, 0);
+}
+
+/* Reads until a whole frame is buffered.  Returns 1 with the header, 0 at
+ * a clean end of stream, or a negative errno for I/O or protocol errors. */
+static int read_frame(sandlet_frame_hdr *h)
+{
+    for (;;) {
+        int rc = sandlet_frame_header_decode(w.in.data, w.in.len, h);
+        if (rc == 0 && w.in.len - SANDLET_FRAME_HEADER >= h->length)
+            return 1;
+        if (rc < 0 && rc != -EAGAIN)
+            return rc;
+        if (sandlet_buf_reserve(&w.in, 64 * 1024) < 0)
+            return w.in.error;
+        ssize_t n = read(w.fd, w.in.data + w.in.len, w.in.cap - w.in.len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            return w.in.len ? -EPROTO : 0;
+        w.in.len += (size_t)n;
+    }
+}
+
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void fail(const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    sandlet_error("%s", msg);
+    send_simple(SANDLET_FRAME_FAIL, msg);
+    exit(1);
+}
+
+static void load_servlets(void)
+{
+    sandlet_frame_hdr h;
+    int rc = read_frame(&h);
+    if (rc <= 0 || h.type != SANDLET_FRAME_INIT)
+        fail("expected an INIT frame from the acceptor (%s)", rc < 0 ? strerror(-rc) : "got none");
+    w.init = malloc(h.length ? h.length : 1);
+    if (!w.init)
+        fail("out of memory reading the servlet list");
+    memcpy(w.init, w.in.data + SANDLET_FRAME_HEADER, h.length);
+    sandlet_buf_consume(&w.in, SANDLET_FRAME_HEADER + h.length);
+
+    sandlet_reader r;
+    sandlet_reader_init(&r, w.init, h.length);
+    sandlet_read_str(&r, NULL); /* sandbox name: argv already has it */
+    w.nservlets = sandlet_read_u16(&r);
+    w.servlets = calloc(w.nservlets ? w.nservlets : 1, sizeof(*w.servlets));
+    if (!w.servlets)
+        fail("out of memory loading %zu servlets", w.nservlets);
+    for (size_t i = 0; i < w.nservlets && !r.bad; i++) {
+        loaded *s = &w.servlets[i];
+        s->path = sandlet_read_str(&r, NULL);
+        const char *lib = sandlet_read_str(&r, NULL);
+        size_t np = sandlet_read_u16(&r);
+        sandlet_lib_header *params = calloc(np ? np : 1, sizeof(*params));
+        if (!params)
+            fail("out of memory loading servlet %s", s->path);
+        for (size_t j = 0; j < np; j++) {
+            params[j].name = sandlet_read_str(&r, NULL);
+            params[j].value = sandlet_read_str(&r, NULL);
+        }
+        if (r.bad)
+            break;
+        s->ctx.params = params;
+        s->ctx.nparams = np;
+        s->handle = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+        if (!s->handle)
+            fail("servlet %s: cannot load %s: %s", s->path, lib, dlerror());
+        const unsigned *abi = dlsym(s->handle, "sl_servlet_abi");
+        s->servlet = dlsym(s->handle, "sl_servlet_descriptor");
+        if (!abi || !s->servlet)
+            fail("servlet %s: %s defines no servlet (declare one with SL_SERVLET)", s->path, lib);
+        if (*abi != SL_ABI_VERSION)
+            fail("servlet %s: %s was built for servlet ABI %u, this sandletd has %u; rebuild it",
+                 s->path, lib, *abi, SL_ABI_VERSION);
+        if (!s->servlet->service)
+            fail("servlet %s: %s has no service function", s->path, lib);
+    }
+    if (r.bad || r.pos != r.len)
+        fail("malformed INIT frame from the acceptor");
+    /* Init only after every library loaded, so that a load failure never
+     * leaves a half-initialised set behind. */
+    for (size_t i = 0; i < w.nservlets; i++) {
+        loaded *s = &w.servlets[i];
+        if (s->servlet->init && (rc = s->servlet->init(&s->ctx)) < 0)
+            fail("servlet %s: init returned %d", s->path, rc);
+        s->initialised = true;
+    }
+}
+
+static void destroy_servlets(void)
+{
+    for (size_t i = w.nservlets; i-- > 0;)
+        if (w.servlets[i].initialised && w.servlets[i].servlet->destroy)
+            w.servlets[i].servlet->destroy();
+}
+
+static int serve(const uint8_t *payload, size_t len, const uint8_t *body, size_t body_len,
+                 bool separate_body, sl_request *rq, sl_response *rs)
+{
+    sandlet_wire_request wr;
+    if (sandlet_wire_request_decode(payload, len, &wr) < 0 || wr.servlet >= w.nservlets)
+        return -EPROTO;
+    if (!separate_body) {
+        body = wr.body;
+        body_len = wr.body_len;
+    }
+    sandlet_lib_request_reset(rq);
+    sandlet_lib_response_reset(rs);
+    int rc = sandlet_lib_request_set(rq, wr.method, wr.target, wr.target_len, wr.peer,
+                                     wr.http_major * 10 + wr.http_minor);
+    sandlet_wire_header hd;
+    uint16_t left = wr.nheaders;
+    while (rc == 0 && sandlet_wire_headers_next(&wr.headers, &left, &hd))
+        rc = sandlet_lib_request_add_header(rq, hd.name, hd.value);
+    sandlet_lib_request_set_body(rq, body, body_len);
+    if (rc < 0) {
+        /* Out of memory before the servlet ran: answer for it. */
+        sandlet_lib_response_reset(rs);
+        return sandlet_lib_response_finish(rs, 500);
+    }
+    return sandlet_lib_run(w.servlets[wr.servlet].servlet, rq, rs);
+}
+
+int sandlet_worker_main(const char *sandbox)
+{
+    char role[64];
+    snprintf(role, sizeof(role), "worker %s", sandbox);
+    sandlet_log_set_role(role);
+    /* Die with the supervisor, which is the one that would reap us. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+    memset(&w, 0, sizeof(w));
+    w.fd = SANDLET_WORKER_FD;
+    /* Room for one whole frame plus one read's worth of the next. */
+    sandlet_buf_init(&w.in, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX + 64 * 1024);
+    sandlet_buf_init(&w.head, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX);
+    sandlet_buf_init(&w.reqhead, SANDLET_FRAME_MAX);
+    sandlet_buf_init(&w.body, 0);
+
+    load_servlets();
+    if (send_simple(SANDLET_FRAME_READY, NULL) < 0)
+        return 1;
+
+    sl_request rq;
+    sl_response rs;
+    sandlet_lib_request_init(&rq);
+    sandlet_lib_response_init(&rs, &rq, sink, NULL);
+    bool gathering = false;
+    int status = 0;
+    for (;;) {
+        sandlet_frame_hdr h;
+        int rc = read_frame(&h);
+        if (rc == 0)
+            break;
+        if (rc < 0) {
+            sandlet_log_errno(SANDLET_LOG_ERROR, rc, "reading from the acceptor");
+            status = 1;
+            break;
+        }
+        const uint8_t *payload = w.in.data + SANDLET_FRAME_HEADER;
+        bool end = h.flags & SANDLET_FRAME_END;
+        if (h.type == SANDLET_FRAME_REQUEST && !gathering) {
+            w.id = h.id;
+            if (end) {
+                rc = serve(payload, h.length, NULL, 0, false, &rq, &rs);
+            } else {
+                /* The body continues: keep the head aside while the
+                 * REQBODY frames arrive. */
+                sandlet_wire_request wr;
+                rc = sandlet_wire_request_decode(payload, h.length, &wr);
+                sandlet_buf_reset(&w.reqhead);
+                sandlet_buf_reset(&w.body);
+                if (rc == 0) {
+                    sandlet_buf_put(&w.reqhead, payload, h.length);
+                    sandlet_buf_put(&w.body, wr.body, wr.body_len);
+                    rc = w.reqhead.error ? w.reqhead.error : w.body.error;
+                }
+                gathering = true;
+            }
+        } else if (h.type == SANDLET_FRAME_REQBODY && gathering && h.id == w.id) {
+            sandlet_buf_put(&w.body, payload, h.length);
+            rc = w.body.error;
+            if (rc == 0 && end) {
+                gathering = false;
+                rc = serve(w.reqhead.data, w.reqhead.len, w.body.data, w.body.len, true, &rq,
+                           &rs);
+            }
+        } else {
+            rc = -EPROTO;
+        }
+        sandlet_buf_consume(&w.in, SANDLET_FRAME_HEADER + h.length);
+        if (rc < 0) {
+            sandlet_log_errno(SANDLET_LOG_ERROR, rc, "request %u (%s frame)", h.id,
+                              sandlet_frame_type_name(h.type));
+            status = 1;
+            break;
+        }
+    }
+    destroy_servlets();
+    sandlet_lib_response_free(&rs);
+    sandlet_lib_request_free(&rq);
+    return status;
+}

@@ -1,0 +1,14 @@
+/*
+ * worker.h - a sandbox worker process: the servlet side of a socketpair.
+ */
+#ifndef SANDLET_WORKER_H
+#define SANDLET_WORKER_H
+
+/* The descriptor the supervisor maps the worker's socketpair end to. */
+#define SANDLET_WORKER_FD 3
+
+/* Runs a worker of the named sandbox on SANDLET_WORKER_FD until the
+ * acceptor closes it.  Returns the process exit status. */
+int sandlet_worker_main(const char *sandbox);
+
+#endif /* SANDLET_WORKER_H */

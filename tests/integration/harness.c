@@ -1,0 +1,418 @@
+/*
+ * harness.c - see harness.h.  Every wait here is bounded, so that a hung
+ * daemon fails a test instead of hanging make check.
+ */
+#include "config.h"
+
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define IO_TIMEOUT_MS 15000
+
+const char *th_build_path(const char *rel)
+{
+    static char paths[8][512];
+    static int next;
+    const char *dir = getenv("SANDLET_BUILDDIR");
+    char *p = paths[next++ % 8];
+    snprintf(p, sizeof(paths[0]), "%s/%s", dir ? dir : ".", rel);
+    return p;
+}
+
+void th_become_subreaper(void)
+{
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *b = malloc(cap);
+    while (b) {
+        size_t k = fread(b + n, 1, cap - n - 1, f);
+        n += k;
+        if (k == 0)
+            break;
+        if (cap - n < 2) {
+            char *nb = realloc(b, cap * 2);
+            if (!nb) {
+                free(b);
+                b = NULL;
+                break;
+            }
+            b = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (b) {
+        b[n] = '\0';
+        if (len)
+            *len = n;
+    }
+    return b;
+}
+
+bool th_log_contains(const th_daemon *d, const char *needle)
+{
+    char *s = slurp(d->log, NULL);
+    bool found = s && strstr(s, needle);
+    free(s);
+    return found;
+}
+
+bool th_log_wait(const th_daemon *d, const char *needle, int ms)
+{
+    for (int waited = 0; waited <= ms; waited += 20) {
+        if (th_log_contains(d, needle))
+            return true;
+        usleep(20000);
+    }
+    return false;
+}
+
+int th_start(th_daemon *d, const char *conf_body, bool ipv6)
+{
+    memset(d, 0, sizeof(*d));
+    snprintf(d->dir, sizeof(d->dir), "/tmp/sandlet-test-XXXXXX");
+    if (!mkdtemp(d->dir))
+        return -1;
+    chmod(d->dir, 0755);
+    snprintf(d->conf, sizeof(d->conf), "%s/sandlet.conf", d->dir);
+    snprintf(d->log, sizeof(d->log), "%s/error.log", d->dir);
+    FILE *f = fopen(d->conf, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "listen 127.0.0.1:0;\n%s%s", ipv6 ? "listen [::1]:0;\n" : "", conf_body);
+    fclose(f);
+    const char *exe = getenv("SANDLETD");
+    if (!exe)
+        exe = "./sandletd";
+    d->pid = fork();
+    if (d->pid < 0)
+        return -1;
+    if (d->pid == 0) {
+        int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, STDERR_FILENO);
+            dup2(fd, STDOUT_FILENO);
+        }
+        execl(exe, "sandletd", "-d", "-c", d->conf, (char *)NULL);
+        _exit(127);
+    }
+    for (int waited = 0; waited < IO_TIMEOUT_MS; waited += 20) {
+        char *s = slurp(d->log, NULL);
+        const char *p = s ? strstr(s, "listening on 127.0.0.1:") : NULL;
+        const char *p6 = s ? strstr(s, "listening on [::1]:") : NULL;
+        if (p && (!ipv6 || p6)) {
+            d->port = (unsigned)atoi(p + strlen("listening on 127.0.0.1:"));
+            if (p6)
+                d->port6 = (unsigned)atoi(p6 + strlen("listening on [::1]:"));
+            free(s);
+            return d->port ? 0 : -1;
+        }
+        free(s);
+        int st;
+        if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+            d->pid = 0;
+            return -1;
+        }
+        usleep(20000);
+    }
+    return -1;
+}
+
+int th_stop(th_daemon *d)
+{
+    if (d->pid <= 0)
+        return -1;
+    kill(d->pid, SIGTERM);
+    int st = 0;
+    for (int waited = 0; waited < IO_TIMEOUT_MS; waited += 10) {
+        pid_t r = waitpid(d->pid, &st, WNOHANG);
+        if (r == d->pid) {
+            d->pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        }
+        usleep(10000);
+    }
+    kill(d->pid, SIGKILL);
+    waitpid(d->pid, &st, 0);
+    d->pid = 0;
+    return -1;
+}
+
+int th_children(void)
+{
+    int n = 0;
+    DIR *dir = opendir("/proc");
+    if (!dir)
+        return -1;
+    struct dirent *e;
+    pid_t me = getpid();
+    while ((e = readdir(dir))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        char path[300];
+        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+        char *s = slurp(path, NULL);
+        if (!s)
+            continue;
+        /* pid (comm) state ppid: comm may hold spaces, so parse after ')'. */
+        const char *rp = strrchr(s, ')');
+        int ppid = 0;
+        char state;
+        if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && ppid == me)
+            n++;
+        free(s);
+    }
+    closedir(dir);
+    return n;
+}
+
+/* ---- client side ------------------------------------------------------- */
+
+th_conn *th_connect(unsigned port, bool ipv6)
+{
+    th_conn *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    socklen_t len;
+    if (ipv6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons((uint16_t)port);
+        a->sin6_addr = in6addr_loopback;
+        len = sizeof(*a);
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        a->sin_family = AF_INET;
+        a->sin_port = htons((uint16_t)port);
+        a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        len = sizeof(*a);
+    }
+    c->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&ss, len) < 0) {
+        if (c->fd >= 0)
+            close(c->fd);
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void th_close(th_conn *c)
+{
+    if (!c)
+        return;
+    close(c->fd);
+    free(c);
+}
+
+int th_send(th_conn *c, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len) {
+        ssize_t n = send(c->fd, p, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int th_send_str(th_conn *c, const char *s)
+{
+    return th_send(c, s, strlen(s));
+}
+
+/* Reads more bytes into the buffer; 1 on data, 0 on EOF, -1 on error or
+ * timeout. */
+static int fill(th_conn *c)
+{
+    if (c->len == sizeof(c->buf))
+        return -1;
+    struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+    int pr = poll(&pfd, 1, IO_TIMEOUT_MS);
+    if (pr <= 0)
+        return -1;
+    ssize_t n = recv(c->fd, c->buf + c->len, sizeof(c->buf) - c->len, 0);
+    if (n < 0)
+        return errno == ECONNRESET ? 0 : -1;
+    c->len += (size_t)n;
+    return n > 0;
+}
+
+static void take(th_conn *c, size_t n)
+{
+    memmove(c->buf, c->buf + n, c->len - n);
+    c->len -= n;
+}
+
+/* Appends n bytes of input to the body, reading as needed. */
+static int read_exact(th_conn *c, th_response *r, size_t n)
+{
+    char *b = realloc(r->body, r->body_len + n + 1);
+    if (!b)
+        return -1;
+    r->body = b;
+    while (n) {
+        if (c->len == 0 && fill(c) <= 0)
+            return -1;
+        size_t k = c->len < n ? c->len : n;
+        memcpy(r->body + r->body_len, c->buf, k);
+        r->body_len += k;
+        take(c, k);
+        n -= k;
+    }
+    r->body[r->body_len] = '\0';
+    return 0;
+}
+
+static int read_line(th_conn *c, char *out, size_t outlen)
+{
+    for (;;) {
+        char *nl = memchr(c->buf, '\n', c->len);
+        if (nl) {
+            size_t n = (size_t)(nl - c->buf) + 1;
+            size_t k = n < outlen ? n : outlen - 1;
+            memcpy(out, c->buf, k);
+            out[k] = '\0';
+            take(c, n);
+            return 0;
+        }
+        if (fill(c) <= 0)
+            return -1;
+    }
+}
+
+bool th_header(const th_response *r, const char *name, char *out, size_t outlen)
+{
+    size_t nl = strlen(name);
+    for (const char *p = strstr(r->head, "\r\n"); p && p[2]; p = strstr(p + 2, "\r\n")) {
+        const char *line = p + 2;
+        if (strncasecmp(line, name, nl) == 0 && line[nl] == ':') {
+            const char *v = line + nl + 1;
+            while (*v == ' ')
+                v++;
+            const char *end = strstr(v, "\r\n");
+            size_t vl = end ? (size_t)(end - v) : strlen(v);
+            if (vl >= outlen)
+                vl = outlen - 1;
+            memcpy(out, v, vl);
+            out[vl] = '\0';
+            return true;
+        }
+    }
+    return false;
+}
+
+int th_read(th_conn *c, th_response *r, bool head_request)
+{
+    memset(r, 0, sizeof(*r));
+    char *hend;
+    while (!(hend = c->len ? memmem(c->buf, c->len, "\r\n\r\n", 4) : NULL))
+        if (fill(c) <= 0)
+            return -1;
+    size_t hlen = (size_t)(hend - c->buf) + 4;
+    r->head = malloc(hlen + 1);
+    r->body = calloc(1, 1);
+    if (!r->head || !r->body)
+        return -1;
+    memcpy(r->head, c->buf, hlen);
+    r->head[hlen] = '\0';
+    take(c, hlen);
+    if (sscanf(r->head, "HTTP/1.%*d %d", &r->status) != 1)
+        return -1;
+    char v[64];
+    if (head_request || r->status == 204 || r->status == 304 || r->status < 200)
+        return 0;
+    if (th_header(r, "Content-Length", v, sizeof(v)))
+        return read_exact(c, r, (size_t)strtoull(v, NULL, 10));
+    if (th_header(r, "Transfer-Encoding", v, sizeof(v)) && strcasecmp(v, "chunked") == 0) {
+        r->chunked = true;
+        for (;;) {
+            char line[64];
+            if (read_line(c, line, sizeof(line)) < 0)
+                return -1;
+            size_t n = (size_t)strtoull(line, NULL, 16);
+            if (n == 0) {
+                if (read_line(c, line, sizeof(line)) < 0) /* final CRLF */
+                    return -1;
+                return 0;
+            }
+            if (read_exact(c, r, n) < 0 || read_line(c, line, sizeof(line)) < 0)
+                return -1;
+        }
+    }
+    /* Delimited by close. */
+    for (;;) {
+        if (c->len && read_exact(c, r, c->len) < 0)
+            return -1;
+        int f = fill(c);
+        if (f < 0)
+            return -1;
+        if (f == 0) {
+            r->closed = true;
+            return 0;
+        }
+    }
+}
+
+bool th_eof(th_conn *c)
+{
+    if (c->len)
+        return false;
+    return fill(c) == 0;
+}
+
+void th_response_free(th_response *r)
+{
+    free(r->head);
+    free(r->body);
+    memset(r, 0, sizeof(*r));
+}
+
+int th_request(unsigned port, const char *method, const char *target, const char *headers,
+               const void *body, size_t body_len, th_response *r)
+{
+    th_conn *c = th_connect(port, false);
+    if (!c)
+        return -1;
+    char head[2048];
+    int n = snprintf(head, sizeof(head),
+                     "%s %s HTTP/1.1\r\nHost: test\r\nConnection: close\r\n%s"
+                     "Content-Length: %zu\r\n\r\n",
+                     method, target, headers ? headers : "", body_len);
+    int rc = -1;
+    if (n > 0 && (size_t)n < sizeof(head) && th_send(c, head, (size_t)n) == 0 &&
+        (body_len == 0 || th_send(c, body, body_len) == 0))
+        rc = th_read(c, r, strcmp(method, "HEAD") == 0);
+    th_close(c);
+    return rc;
+}

@@ -1,0 +1,69 @@
+/*
+ * harness.h - helpers for integration tests: start sandletd on an
+ * ephemeral loopback port with a temporary configuration, talk raw HTTP
+ * to it, read its log, stop it.
+ */
+#ifndef SANDLET_TEST_HARNESS_H
+#define SANDLET_TEST_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef struct th_daemon {
+    pid_t pid;
+    unsigned port;  /* 127.0.0.1 */
+    unsigned port6; /* [::1], when started with ipv6 */
+    char dir[64];   /* temporary directory holding conf and log */
+    char conf[128];
+    char log[128];
+} th_daemon;
+
+typedef struct th_response {
+    int status;
+    char *head;   /* status line and headers, NUL-terminated */
+    char *body;   /* NUL-terminated for convenience; may hold NULs */
+    size_t body_len;
+    bool chunked;
+    bool closed;  /* the server closed the connection after it */
+} th_response;
+
+/* Path of a built file: SANDLET_BUILDDIR + rel. */
+const char *th_build_path(const char *rel);
+/* Makes this process the reaper of orphans, so that leftovers of a
+ * stopped daemon become visible to th_orphans(). */
+void th_become_subreaper(void);
+/* Writes conf (with "@PORT@" left out: listen lines are added) and starts
+ * sandletd; returns 0 once it listens.  extra_listen adds [::1]:0. */
+int th_start(th_daemon *d, const char *conf_body, bool ipv6);
+/* SIGTERM and wait; returns the exit status, or -1 on timeout/signal. */
+int th_stop(th_daemon *d);
+bool th_log_contains(const th_daemon *d, const char *needle);
+/* Waits up to ms for needle to appear in the log. */
+bool th_log_wait(const th_daemon *d, const char *needle, int ms);
+/* Number of processes whose parent is this process. */
+int th_children(void);
+
+/* A client connection with its read buffer (pipelined responses). */
+typedef struct th_conn {
+    int fd;
+    size_t len;
+    char buf[256 * 1024];
+} th_conn;
+
+th_conn *th_connect(unsigned port, bool ipv6);
+void th_close(th_conn *c);
+int th_send(th_conn *c, const void *data, size_t len);
+int th_send_str(th_conn *c, const char *s);
+/* Reads one response; head_request: no body follows.  0 or -1. */
+int th_read(th_conn *c, th_response *r, bool head_request);
+/* True when the server has closed the connection (reads EOF). */
+bool th_eof(th_conn *c);
+void th_response_free(th_response *r);
+/* One request on a fresh connection ("Connection: close"). */
+int th_request(unsigned port, const char *method, const char *target, const char *headers,
+               const void *body, size_t body_len, th_response *r);
+/* Value of a response header (case-insensitive), copied into out. */
+bool th_header(const th_response *r, const char *name, char *out, size_t outlen);
+
+#endif

@@ -1,0 +1,464 @@
+/*
+ * test_serve.c - end-to-end: sandletd on an ephemeral loopback port serves
+ * servlets from sandboxed workers over real HTTP; crashes are contained;
+ * SIGTERM stops everything and leaves no process behind.
+ */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static th_daemon daemon_;
+
+static char *make_conf(void)
+{
+    static char conf[4096];
+    snprintf(conf, sizeof(conf),
+             "sandbox main { workers 2; }\n"
+             "sandbox crashy { workers 1; }\n"
+             "servlet /hello { library \"%s\"; sandbox main; }\n"
+             "servlet /probe/* { library \"%s\"; sandbox main; param greeting \"hi there\"; }\n"
+             "servlet /crash { library \"%s\"; sandbox crashy; }\n",
+             th_build_path("examples/hello/.libs/hello.so"),
+             th_build_path("tests/fixtures/.libs/probe.so"),
+             th_build_path("tests/fixtures/.libs/crash.so"));
+    return conf;
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    th_become_subreaper();
+    signal(SIGPIPE, SIG_IGN);
+    return th_start(&daemon_, make_conf(), true);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    return th_stop(&daemon_) == 0 ? 0 : -1;
+}
+
+static void get(const char *target, th_response *r)
+{
+    assert_int_equal(th_request(daemon_.port, "GET", target, NULL, NULL, 0, r), 0);
+}
+
+static void test_hello(void **state)
+{
+    (void)state;
+    th_response r;
+    get("/hello", &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "<h1>Hello, world</h1>"));
+    assert_non_null(strstr(r.body, "<p>request "));
+    char v[128];
+    assert_true(th_header(&r, "Content-Type", v, sizeof(v)));
+    assert_string_equal(v, "text/html; charset=utf-8");
+    assert_true(th_header(&r, "Date", v, sizeof(v)));
+    assert_non_null(strstr(v, " GMT"));
+    assert_true(th_header(&r, "Server", v, sizeof(v)));
+    assert_true(th_header(&r, "Content-Length", v, sizeof(v)));
+    assert_int_equal(atoi(v), (int)r.body_len);
+    th_response_free(&r);
+
+    get("/hello?name=%3Cb%3Eyou%26me", &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "<h1>Hello, &lt;b&gt;you&amp;me</h1>"));
+    th_response_free(&r);
+}
+
+static void test_ipv6(void **state)
+{
+    (void)state;
+    th_conn *c = th_connect(daemon_.port6, true);
+    assert_non_null(c);
+    assert_int_equal(th_send_str(c, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    th_response r;
+    assert_int_equal(th_read(c, &r, false), 0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "Hello, world"));
+    th_response_free(&r);
+    th_close(c);
+}
+
+static void test_keepalive_100(void **state)
+{
+    (void)state;
+    th_conn *c = th_connect(daemon_.port, false);
+    assert_non_null(c);
+    for (int i = 0; i < 100; i++) {
+        char req[128];
+        snprintf(req, sizeof(req), "GET /probe/param?v=%d HTTP/1.1\r\nHost: x\r\n\r\n", i);
+        assert_int_equal(th_send_str(c, req), 0);
+        th_response r;
+        assert_int_equal(th_read(c, &r, false), 0);
+        assert_int_equal(r.status, 200);
+        char want[16];
+        snprintf(want, sizeof(want), "%d", i);
+        assert_string_equal(r.body, want);
+        th_response_free(&r);
+    }
+    th_close(c);
+}
+
+static void test_pipelined_in_order(void **state)
+{
+    (void)state;
+    th_conn *c = th_connect(daemon_.port, false);
+    assert_non_null(c);
+    /* All in one write, mixing servlet and acceptor answers. */
+    char reqs[4096] = "";
+    for (int i = 0; i < 20; i++) {
+        char one[128];
+        if (i % 5 == 4)
+            snprintf(one, sizeof(one), "GET /missing%d HTTP/1.1\r\nHost: x\r\n\r\n", i);
+        else
+            snprintf(one, sizeof(one), "GET /probe/param?v=%d HTTP/1.1\r\nHost: x\r\n\r\n", i);
+        strcat(reqs, one);
+    }
+    assert_int_equal(th_send_str(c, reqs), 0);
+    for (int i = 0; i < 20; i++) {
+        th_response r;
+        assert_int_equal(th_read(c, &r, false), 0);
+        if (i % 5 == 4) {
+            assert_int_equal(r.status, 404);
+        } else {
+            assert_int_equal(r.status, 200);
+            char want[16];
+            snprintf(want, sizeof(want), "%d", i);
+            assert_string_equal(r.body, want);
+        }
+        th_response_free(&r);
+    }
+    th_close(c);
+}
+
+static void test_not_found_keeps_connection(void **state)
+{
+    (void)state;
+    th_conn *c = th_connect(daemon_.port, false);
+    assert_non_null(c);
+    assert_int_equal(th_send_str(c, "GET /no/such/thing HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    th_response r;
+    assert_int_equal(th_read(c, &r, false), 0);
+    assert_int_equal(r.status, 404);
+    th_response_free(&r);
+    assert_int_equal(th_send_str(c, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    assert_int_equal(th_read(c, &r, false), 0);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    th_close(c);
+}
+
+static void test_two_workers_answer(void **state)
+{
+    (void)state;
+    /* Two slow requests at once must be served by two different workers. */
+    th_conn *a = th_connect(daemon_.port, false);
+    th_conn *b = th_connect(daemon_.port, false);
+    assert_non_null(a);
+    assert_non_null(b);
+    const char *req = "GET /probe/sleep?ms=300 HTTP/1.1\r\nHost: x\r\n\r\n";
+    assert_int_equal(th_send_str(a, req), 0);
+    assert_int_equal(th_send_str(b, req), 0);
+    th_response ra, rb;
+    assert_int_equal(th_read(a, &ra, false), 0);
+    assert_int_equal(th_read(b, &rb, false), 0);
+    assert_int_equal(ra.status, 200);
+    assert_int_equal(rb.status, 200);
+    long pa = atol(ra.body), pb = atol(rb.body);
+    assert_true(pa > 1);
+    assert_true(pb > 1);
+    assert_int_not_equal(pa, pb);
+    assert_int_not_equal(pa, (long)daemon_.pid);
+    th_response_free(&ra);
+    th_response_free(&rb);
+    th_close(a);
+    th_close(b);
+}
+
+static void test_binary_body_round_trip(void **state)
+{
+    (void)state;
+    static const char small[] = "a\0b\0\0c\r\n\0";
+    th_response r;
+    assert_int_equal(
+        th_request(daemon_.port, "POST", "/probe/echo", NULL, small, sizeof(small), &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.body_len, sizeof(small));
+    assert_memory_equal(r.body, small, sizeof(small));
+    th_response_free(&r);
+
+    /* 1 MiB + 1 of every byte value: spans several request frames and
+     * streams back in several response frames. */
+    size_t n = (1u << 20) + 1;
+    unsigned char *big = malloc(n);
+    assert_non_null(big);
+    uint32_t x = 12345;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1103515245u + 12345u;
+        big[i] = (unsigned char)(x >> 16);
+    }
+    assert_int_equal(th_request(daemon_.port, "POST", "/probe/echo", NULL, big, n, &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.body_len, n);
+    assert_memory_equal(r.body, big, n);
+    th_response_free(&r);
+    free(big);
+}
+
+static void test_request_fields(void **state)
+{
+    (void)state;
+    th_response r;
+    assert_int_equal(th_request(daemon_.port, "GET", "/probe/header?name=x-test",
+                                "X-Test: hello there\r\n", NULL, 0, &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "hello there");
+    th_response_free(&r);
+
+    get("/probe/request?a=1&b=%20", &r);
+    assert_string_equal(r.body, "GET|/probe/request|a=1&b=%20|11");
+    th_response_free(&r);
+
+    get("/probe/param?v=a%2Bb+c%zz", &r);
+    assert_string_equal(r.body, "a+b c%zz");
+    th_response_free(&r);
+
+    get("/probe/greeting", &r);
+    assert_string_equal(r.body, "hi there");
+    th_response_free(&r);
+}
+
+static void test_header_injection_refused(void **state)
+{
+    (void)state;
+    th_response r;
+    get("/probe/badheader", &r);
+    assert_int_equal(r.status, 200);
+    char want[16];
+    snprintf(want, sizeof(want), "%d", -EINVAL);
+    assert_string_equal(r.body, want);
+    assert_null(strstr(r.head, "X-Evil"));
+    assert_null(strstr(r.head, "Set-Cookie"));
+    th_response_free(&r);
+}
+
+static void test_status_and_head(void **state)
+{
+    (void)state;
+    th_response r;
+    get("/probe/status?code=201", &r);
+    assert_int_equal(r.status, 201);
+    th_response_free(&r);
+    /* Out of range becomes 500. */
+    get("/probe/status?code=42", &r);
+    assert_int_equal(r.status, 500);
+    th_response_free(&r);
+
+    assert_int_equal(th_request(daemon_.port, "HEAD", "/hello", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    char v[32];
+    assert_true(th_header(&r, "Content-Length", v, sizeof(v)));
+    assert_true(atoi(v) > 0);
+    assert_int_equal(r.body_len, 0);
+    th_response_free(&r);
+}
+
+static void test_streaming(void **state)
+{
+    (void)state;
+    th_response r;
+    get("/probe/flush", &r);
+    assert_int_equal(r.status, 200);
+    assert_true(r.chunked);
+    assert_string_equal(r.body, "first;second");
+    th_response_free(&r);
+
+    /* 3 MiB: auto-flushed in pieces, chunked, byte-exact. */
+    get("/probe/big?n=3145728", &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.body_len, 3145728);
+    for (size_t i = 0; i < r.body_len; i += 4096)
+        assert_int_equal(r.body[i], 'a');
+    assert_int_equal(r.body[r.body_len - 1], (char)('a' + (3145727 % 4096) % 26));
+    th_response_free(&r);
+}
+
+static void test_http10_closes(void **state)
+{
+    (void)state;
+    th_conn *c = th_connect(daemon_.port, false);
+    assert_non_null(c);
+    assert_int_equal(th_send_str(c, "GET /hello HTTP/1.0\r\n\r\n"), 0);
+    th_response r;
+    assert_int_equal(th_read(c, &r, false), 0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.head, "HTTP/1.1 200"));
+    th_response_free(&r);
+    assert_true(th_eof(c));
+    th_close(c);
+}
+
+/* Counts zombie processes among this test's descendants' children. */
+static int zombies_of(pid_t parent)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "ps -o stat= --ppid %d 2>/dev/null | grep -c '^Z'", (int)parent);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    int n = -1;
+    if (fscanf(p, "%d", &n) != 1)
+        n = -1;
+    pclose(p);
+    return n;
+}
+
+static void crash_once(const char *how, const char *log_needle)
+{
+    char target[64];
+    snprintf(target, sizeof(target), "/crash?how=%s", how);
+    th_response r;
+    get(target, &r);
+    assert_int_equal(r.status, 502);
+    th_response_free(&r);
+    char line[128];
+    snprintf(line, sizeof(line), "while serving /crash: GET /crash?how=%s HTTP/1.1", how);
+    assert_true(th_log_wait(&daemon_, line, 5000));
+    assert_true(th_log_contains(&daemon_, log_needle));
+    /* The next request is served by the restarted worker. */
+    get("/crash", &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "alive");
+    th_response_free(&r);
+}
+
+static void test_crash_is_contained(void **state)
+{
+    (void)state;
+    crash_once("segv", "killed by signal 11");
+    crash_once("abort", "killed by signal 6");
+    crash_once("exit", "exited with status 3");
+    /* The other sandbox never noticed. */
+    th_response r;
+    get("/hello", &r);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    /* Every dead worker was reaped. */
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "pgrep -P %d", (int)daemon_.pid);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    int sup = 0;
+    assert_int_equal(fscanf(p, "%d", &sup), 1);
+    pclose(p);
+    assert_int_equal(zombies_of(daemon_.pid), 0);
+    assert_int_equal(zombies_of(sup), 0);
+}
+
+static void test_sigterm_leaves_nothing(void **state)
+{
+    (void)state;
+    th_daemon d;
+    assert_int_equal(th_start(&d, make_conf(), false), 0);
+    /* Make sure workers are up and remember their pids. */
+    th_response r;
+    assert_int_equal(th_request(d.port, "GET", "/probe/pid", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    pid_t worker = (pid_t)atol(r.body);
+    th_response_free(&r);
+    assert_true(worker > 1);
+    assert_int_equal(kill(worker, 0), 0);
+
+    /* A request in flight when SIGTERM arrives still gets its answer. */
+    th_conn *c = th_connect(d.port, false);
+    assert_non_null(c);
+    assert_int_equal(th_send_str(c, "GET /probe/sleep?ms=400 HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    usleep(100000);
+    kill(d.pid, SIGTERM);
+    assert_int_equal(th_read(c, &r, false), 0);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    assert_true(th_eof(c));
+    th_close(c);
+
+    int st;
+    pid_t got = 0;
+    for (int i = 0; i < 1000 && got != d.pid; i++) {
+        got = waitpid(d.pid, &st, WNOHANG);
+        if (got != d.pid)
+            usleep(10000);
+    }
+    assert_int_equal(got, d.pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    /* Nothing was orphaned to us (we are the subreaper) and the worker is
+     * gone. */
+    assert_int_equal(th_children(), 1); /* only daemon_ of the group */
+    assert_int_equal(kill(worker, 0), -1);
+    assert_int_equal(errno, ESRCH);
+    assert_true(th_log_contains(&d, "stopped"));
+}
+
+static void test_config_check(void **state)
+{
+    (void)state;
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "%s -t -c %s >/dev/null 2>&1", getenv("SANDLETD"), daemon_.conf);
+    assert_int_equal(WEXITSTATUS(system(cmd)), 0);
+    char bad[128];
+    snprintf(bad, sizeof(bad), "%s/bad.conf", daemon_.dir);
+    FILE *f = fopen(bad, "w");
+    assert_non_null(f);
+    fputs("listen 127.0.0.1:0;\nsandbox x {\n  workers 0;\n}\n", f);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "%s -t -c %s 2>&1", getenv("SANDLETD"), bad);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    char out[512] = "";
+    size_t n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    assert_int_equal(WEXITSTATUS(st), 1);
+    char want[160];
+    snprintf(want, sizeof(want), "%s:3:11:", bad);
+    assert_non_null(strstr(out, want));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hello),
+        cmocka_unit_test(test_ipv6),
+        cmocka_unit_test(test_keepalive_100),
+        cmocka_unit_test(test_pipelined_in_order),
+        cmocka_unit_test(test_not_found_keeps_connection),
+        cmocka_unit_test(test_two_workers_answer),
+        cmocka_unit_test(test_binary_body_round_trip),
+        cmocka_unit_test(test_request_fields),
+        cmocka_unit_test(test_header_injection_refused),
+        cmocka_unit_test(test_status_and_head),
+        cmocka_unit_test(test_streaming),
+        cmocka_unit_test(test_http10_closes),
+        cmocka_unit_test(test_crash_is_contained),
+        cmocka_unit_test(test_config_check),
+        cmocka_unit_test(test_sigterm_leaves_nothing),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

@@ -1,0 +1,649 @@
+/*
+ * test_conf.c - unit tests of the sandlet.conf parser (src/loop/conf.c):
+ * a full file parsed field by field, defaults, a table of broken files
+ * whose messages must point at the exact line and column, routing, and
+ * loading real files.  Nothing here needs the network or a daemon.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "loop/conf.h"
+
+static sandlet_conf *parse_ok(const char *text, const char *basedir)
+{
+    char err[512] = "";
+    sandlet_conf *conf = NULL;
+    int rc = sandlet_conf_parse(text, strlen(text), "test.conf", basedir, &conf, err, sizeof(err));
+    if (rc != 0)
+        fail_msg("parse failed (%d): %s", rc, err);
+    assert_non_null(conf);
+    return conf;
+}
+
+/* Parses text that must fail; returns the message in err. */
+static int parse_bad(const char *text, size_t len, char *err, size_t errlen)
+{
+    sandlet_conf *conf = (sandlet_conf *)&conf; /* must be reset to NULL */
+    int rc = sandlet_conf_parse(text, len, "test.conf", "/etc/sandlet", &conf, err, errlen);
+    assert_null(conf);
+    return rc;
+}
+
+static size_t sandbox_index(const sandlet_conf *conf, const char *name)
+{
+    for (size_t i = 0; i < conf->nsandboxes; i++)
+        if (strcmp(conf->sandboxes[i].name, name) == 0)
+            return i;
+    fail_msg("no sandbox '%s'", name);
+    return SIZE_MAX;
+}
+
+/* ---- good files ----------------------------------------------------------- */
+
+static const char full_conf[] = "# sandlet test configuration\n"
+                                "listen 127.0.0.1:8080;\n"
+                                "listen [::1]:8443;   # IPv6 in brackets\n"
+                                "listen \"0.0.0.0:0\";\n"
+                                "user sandlet;\n"
+                                "docroot \"/var/www/my site\";\n"
+                                "\n"
+                                "sandbox shop {\n"
+                                "    workers 4;\n"
+                                "    queue 0;       # no waiting room\n"
+                                "}\n"
+                                "sandbox \"big\" { workers 256; queue 65535; }\n"
+                                "sandbox lazy{}\n"
+                                "servlet /hello {\n"
+                                "    library hello.so;\n"
+                                "    sandbox shop;\n"
+                                "    param greeting \"Hello, \\\"world\\\"\";\n"
+                                "    param path \"C:\\\\temp\\\\\";\n"
+                                "    param empty \"\";\n"
+                                "    param hash \"#not a comment;{}\";\n"
+                                "}\n"
+                                "servlet /app/* {\n"
+                                "\tlibrary /usr/lib/sandlet/app.so;\r\n"
+                                "\tsandbox big;\n"
+                                "}\n"
+                                "servlet /plain{library sub/plain.so;}\n";
+
+static void test_full_example(void **state)
+{
+    (void)state;
+    sandlet_conf *c = parse_ok(full_conf, "/etc/sandlet");
+
+    assert_string_equal(c->file, "test.conf");
+    assert_string_equal(c->user, "sandlet");
+    assert_string_equal(c->docroot, "/var/www/my site");
+
+    assert_int_equal(c->nlistens, 3);
+    assert_string_equal(c->listens[0].host, "127.0.0.1");
+    assert_int_equal(c->listens[0].port, 8080);
+    assert_int_equal(c->listens[0].line, 2);
+    assert_string_equal(c->listens[1].host, "::1");
+    assert_int_equal(c->listens[1].port, 8443);
+    assert_int_equal(c->listens[1].line, 3);
+    assert_string_equal(c->listens[2].host, "0.0.0.0");
+    assert_int_equal(c->listens[2].port, 0);
+
+    /* Declared sandboxes in order, then "default", created for /plain. */
+    assert_int_equal(c->nsandboxes, 4);
+    assert_string_equal(c->sandboxes[0].name, "shop");
+    assert_int_equal(c->sandboxes[0].workers, 4);
+    assert_int_equal(c->sandboxes[0].queue, 0);
+    assert_int_equal(c->sandboxes[0].line, 8);
+    assert_string_equal(c->sandboxes[1].name, "big");
+    assert_int_equal(c->sandboxes[1].workers, SANDLET_MAX_WORKERS);
+    assert_int_equal(c->sandboxes[1].queue, 65535);
+    assert_string_equal(c->sandboxes[2].name, "lazy");
+    assert_int_equal(c->sandboxes[2].workers, SANDLET_DEFAULT_WORKERS);
+    assert_int_equal(c->sandboxes[2].queue, SANDLET_DEFAULT_QUEUE);
+    assert_string_equal(c->sandboxes[3].name, SANDLET_DEFAULT_SANDBOX);
+    assert_int_equal(c->sandboxes[3].workers, SANDLET_DEFAULT_WORKERS);
+    assert_int_equal(c->sandboxes[3].queue, SANDLET_DEFAULT_QUEUE);
+
+    assert_int_equal(c->nservlets, 3);
+    const sandlet_servlet_conf *s = &c->servlets[0];
+    assert_string_equal(s->path, "/hello");
+    assert_false(s->prefix);
+    assert_string_equal(s->library, "/etc/sandlet/hello.so");
+    assert_int_equal(s->sandbox, 0);
+    assert_int_equal(s->line, 14);
+    assert_int_equal(s->nparams, 4);
+    assert_string_equal(s->params[0].name, "greeting");
+    assert_string_equal(s->params[0].value, "Hello, \"world\"");
+    assert_string_equal(s->params[1].name, "path");
+    assert_string_equal(s->params[1].value, "C:\\temp\\");
+    assert_string_equal(s->params[2].name, "empty");
+    assert_string_equal(s->params[2].value, "");
+    assert_string_equal(s->params[3].value, "#not a comment;{}");
+
+    s = &c->servlets[1];
+    assert_string_equal(s->path, "/app/");
+    assert_true(s->prefix);
+    assert_string_equal(s->library, "/usr/lib/sandlet/app.so");
+    assert_int_equal(s->sandbox, 1);
+    assert_int_equal(s->nparams, 0);
+    assert_null(s->params);
+
+    s = &c->servlets[2];
+    assert_string_equal(s->path, "/plain");
+    assert_false(s->prefix);
+    assert_string_equal(s->library, "/etc/sandlet/sub/plain.so");
+    assert_int_equal(s->sandbox, 3);
+    assert_int_equal(s->line, 26);
+
+    sandlet_conf_free(c);
+}
+
+static void test_empty_gets_defaults(void **state)
+{
+    (void)state;
+    sandlet_conf *c = parse_ok("  # nothing but a comment\n\n", NULL);
+    assert_int_equal(c->nlistens, 1);
+    assert_string_equal(c->listens[0].host, "127.0.0.1");
+    assert_int_equal(c->listens[0].port, 8080);
+    assert_null(c->user);
+    assert_null(c->docroot);
+    assert_int_equal(c->nsandboxes, 0);
+    assert_int_equal(c->nservlets, 0);
+    sandlet_conf_free(c);
+
+    /* No text at all. */
+    sandlet_conf *conf = NULL;
+    assert_int_equal(sandlet_conf_parse(NULL, 0, "test.conf", NULL, &conf, NULL, 0), 0);
+    assert_int_equal(conf->nlistens, 1);
+    sandlet_conf_free(conf);
+}
+
+static void test_default_sandbox(void **state)
+{
+    (void)state;
+    /* A declared "default" is used as is, never duplicated. */
+    sandlet_conf *c = parse_ok("servlet /a { library a.so; }\n"
+                               "sandbox default { workers 8; }\n"
+                               "servlet /b { library b.so; sandbox default; }\n",
+                               "/srv");
+    assert_int_equal(c->nsandboxes, 1);
+    assert_int_equal(c->sandboxes[0].workers, 8);
+    assert_int_equal(c->servlets[0].sandbox, 0);
+    assert_int_equal(c->servlets[1].sandbox, 0);
+    sandlet_conf_free(c);
+
+    /* Naming "default" explicitly creates it on demand too, once. */
+    c = parse_ok("servlet /a { library a.so; sandbox default; }\n"
+                 "servlet /b { library b.so; }\n",
+                 "/srv");
+    assert_int_equal(c->nsandboxes, 1);
+    assert_string_equal(c->sandboxes[0].name, SANDLET_DEFAULT_SANDBOX);
+    assert_int_equal(c->sandboxes[0].workers, SANDLET_DEFAULT_WORKERS);
+    assert_int_equal(c->sandboxes[0].queue, SANDLET_DEFAULT_QUEUE);
+    assert_int_equal(c->servlets[1].sandbox, 0);
+    sandlet_conf_free(c);
+
+    /* Without servlets nothing needs it. */
+    c = parse_ok("sandbox x { }\n", "/srv");
+    assert_int_equal(c->nsandboxes, 1);
+    sandlet_conf_free(c);
+}
+
+static void test_sandbox_declared_later(void **state)
+{
+    (void)state;
+    sandlet_conf *c = parse_ok("servlet /x { library x.so; sandbox late; }\n"
+                               "sandbox early { }\n"
+                               "sandbox late { workers 3; }\n",
+                               "/srv");
+    assert_int_equal(c->nsandboxes, 2);
+    assert_int_equal(c->servlets[0].sandbox, sandbox_index(c, "late"));
+    assert_int_equal(c->sandboxes[c->servlets[0].sandbox].workers, 3);
+    sandlet_conf_free(c);
+}
+
+static void test_library_paths(void **state)
+{
+    (void)state;
+    const char *text = "servlet /a { library a.so; }\n"
+                       "servlet /b { library ../lib/b.so; }\n"
+                       "servlet /c { library /abs/c.so; }\n";
+    sandlet_conf *c = parse_ok(text, "/");
+    assert_string_equal(c->servlets[0].library, "/a.so");
+    assert_string_equal(c->servlets[1].library, "/../lib/b.so");
+    assert_string_equal(c->servlets[2].library, "/abs/c.so");
+    sandlet_conf_free(c);
+
+    c = parse_ok(text, "/etc/sandlet/");
+    assert_string_equal(c->servlets[0].library, "/etc/sandlet/a.so");
+    sandlet_conf_free(c);
+
+    c = parse_ok(text, NULL);
+    assert_string_equal(c->servlets[0].library, "a.so");
+    assert_string_equal(c->servlets[2].library, "/abs/c.so");
+    sandlet_conf_free(c);
+}
+
+static void test_paths(void **state)
+{
+    (void)state;
+    sandlet_conf *c = parse_ok("servlet /* { library a.so; }\n"
+                               "servlet / { library a.so; }\n"
+                               "servlet /a/ { library a.so; }\n"
+                               "servlet /a/* { library a.so; }\n",
+                               "/srv");
+    assert_int_equal(c->nservlets, 4);
+    assert_string_equal(c->servlets[0].path, "/");
+    assert_true(c->servlets[0].prefix);
+    assert_string_equal(c->servlets[1].path, "/");
+    assert_false(c->servlets[1].prefix);
+    assert_string_equal(c->servlets[2].path, "/a/");
+    assert_false(c->servlets[2].prefix);
+    assert_string_equal(c->servlets[3].path, "/a/");
+    assert_true(c->servlets[3].prefix);
+    sandlet_conf_free(c);
+}
+
+static void test_text_not_nul_terminated(void **state)
+{
+    (void)state;
+    /* Only the first len bytes count: the rest would be an error. */
+    const char text[] = "user alice;user bob; garbage {";
+    char err[256];
+    sandlet_conf *c = NULL;
+    int rc = sandlet_conf_parse(text, 11, "test.conf", NULL, &c, err, sizeof(err));
+    assert_int_equal(rc, 0);
+    assert_string_equal(c->user, "alice");
+    sandlet_conf_free(c);
+
+    /* A word cut by len ends there; the missing ';' is then reported. */
+    rc = parse_bad(text, 9, err, sizeof(err));
+    assert_int_equal(rc, -EINVAL);
+    assert_string_equal(err, "test.conf:1:10: expected ';' after 'user alic', found end of file");
+}
+
+/* ---- bad files ------------------------------------------------------------ */
+
+struct bad_case {
+    const char *text;
+    int line;
+    int col;
+    const char *keyword;
+};
+
+static const struct bad_case bad_cases[] = {
+    /* unknown and misplaced directives */
+    {"listen 127.0.0.1:8080;\nfoo bar;\n", 2, 1, "unknown directive 'foo' at top level"},
+    {"servlet /x {\n    librari x.so;\n}\n", 2, 5,
+     "unknown directive 'librari' in servlet block (expected library, sandbox or param)"},
+    {"sandbox a {\n  threads 2;\n}\n", 2, 3, "expected workers or queue"},
+    {"param x y;\n", 1, 1, "'param' is not allowed at top level"},
+    {"workers 4;\n", 1, 1, "not allowed at top level"},
+    {"sandbox a {\n    workers 2;\nservlet /x {\n    library x.so;\n}\n", 3, 1, "'}' missing"},
+    {"\"user\" a;\n", 1, 1, "expected a directive at top level, found string \"user\""},
+    {"user a;\n;\n", 2, 1, "expected a directive"},
+    {"servlet /x { { } }\n", 1, 14, "expected a directive in servlet block, found '{'"},
+    /* argument counts, ';', '{' and '}' */
+    {"user;\n", 1, 5, "missing argument for 'user'"},
+    {"\tuser;\n", 1, 6, "missing argument"},
+    {"# user x\nuser; # c\n", 2, 5, "missing argument"},
+    {"servlet /x {\n    param a;\n}\n", 2, 12, "expected 'param NAME VALUE'"},
+    {"sandbox { }\n", 1, 9, "missing argument for 'sandbox'"},
+    {"user a b;\n", 1, 8, "expected ';' after 'user a', found 'b'"},
+    {"sandbox a {\n  workers 4 }\n", 2, 13, "expected ';' after 'workers 4', found '}'"},
+    {"sandbox a {\n    workers 4\n    queue 8;\n}\n", 3, 5, "found 'queue'"},
+    {"listen 1.2.3.4:80", 1, 18, "expected ';' after 'listen 1.2.3.4:80', found end of file"},
+    {"user \"\xc3\xa9\" x;\n", 1, 11, "expected ';'"}, /* columns count bytes */
+    {"sandbox a\n    workers 4;\n}\n", 2, 5, "expected '{' after 'sandbox a', found 'workers'"},
+    {"servlet /x;\n", 1, 11, "expected '{'"},
+    {"}\n", 1, 1, "unexpected '}'"},
+    {"sandbox a { }\n}\n", 2, 1, "unexpected '}'"},
+    {"servlet /x {\n    library x.so;\n", 1, 1, "unterminated servlet block '/x'"},
+    {"\n  sandbox a { workers 2;", 2, 3, "unterminated sandbox block"},
+    /* strings */
+    {"user \"abc\n;\n", 1, 6, "unterminated string"},
+    {"docroot \"abc", 1, 9, "unterminated string"},
+    {"docroot \"abc\\", 1, 9, "unterminated string"},
+    {"user \"a\\nb\";\n", 1, 8, "unknown escape '\\n'"},
+    {"user \"\";\n", 1, 6, "empty argument for 'user'"},
+    /* numbers */
+    {"sandbox a { workers 0; }\n", 1, 21, "out of range (expected 1..256)"},
+    {"sandbox a { workers 257; }\n", 1, 21, "out of range"},
+    {"sandbox a { workers 99999999999999999999999; }\n", 1, 21, "out of range"},
+    {"sandbox a { workers -1; }\n", 1, 21, "invalid number '-1'"},
+    {"sandbox a { workers 4x; }\n", 1, 21, "invalid number"},
+    {"sandbox a { workers +4; }\n", 1, 21, "invalid number"},
+    {"sandbox a { queue 65536; }\n", 1, 19, "out of range (expected 0..65535)"},
+    {"sandbox a { queue \"\"; }\n", 1, 19, "invalid number"},
+    /* listen */
+    {"listen 1.2.3.4;\n", 1, 8, "missing ':PORT'"},
+    {"listen 1.2.3.256:80;\n", 1, 8, "invalid IPv4 address '1.2.3.256'"},
+    {"listen localhost:80;\n", 1, 8, "invalid IPv4 address"},
+    {"listen :80;\n", 1, 8, "invalid IPv4 address"},
+    {"listen 1.2.3.4:65536;\n", 1, 8, "invalid port '65536'"},
+    {"listen 1.2.3.4:+80;\n", 1, 8, "invalid port"},
+    {"listen 1.2.3.4: 80;\n", 1, 17, "after 'listen 1.2.3.4:', found '80'"},
+    {"listen 1.2.3.4:80x;\n", 1, 8, "invalid port"},
+    {"listen 1.2.3.4:;\n", 1, 8, "invalid port ''"},
+    {"listen [::1:80;\n", 1, 8, "missing ']'"},
+    {"listen ::1:80;\n", 1, 8, "in brackets"},
+    {"listen [::1]80;\n", 1, 8, "missing ':PORT' after ']'"},
+    {"listen [::1]:;\n", 1, 8, "invalid port"},
+    {"listen [1.2.3.4]:80;\n", 1, 8, "invalid IPv6 address"},
+    {"listen []:80;\n", 1, 8, "invalid IPv6 address"},
+    {"listen [fe80::1%lo]:80;\n", 1, 8, "invalid IPv6 address"},
+    /* duplicates */
+    {"sandbox a { }\nsandbox b { }\nsandbox a { }\n", 3, 9,
+     "duplicate sandbox 'a' (already defined at line 1"},
+    {"servlet /x { library a.so; }\nservlet /x { library b.so; }\n", 2, 9,
+     "duplicate servlet path '/x'"},
+    {"servlet /x/* { library a.so; }\nservlet \"/x/*\" { library b.so; }\n", 2, 9,
+     "duplicate servlet path '/x/*'"},
+    {"user a;\nuser b;\n", 2, 1, "duplicate 'user'"},
+    {"docroot /a;\n docroot /b;\n", 2, 2, "duplicate 'docroot'"},
+    {"sandbox a {\n  workers 1;\n  workers 2;\n}\n", 3, 3,
+     "duplicate 'workers' in sandbox block (already set at line 2"},
+    {"sandbox a { queue 1; queue 1; }\n", 1, 22, "duplicate 'queue'"},
+    {"servlet /x {\n library a.so;\n library b.so;\n}\n", 3, 2, "duplicate 'library'"},
+    {"sandbox s { }\nservlet /x {\n library a.so;\n sandbox s;\n sandbox s;\n}\n", 5, 2,
+     "duplicate 'sandbox' in servlet block"},
+    /* servlets */
+    {"servlet /x {\n    param a b;\n}\n", 1, 1, "servlet '/x' has no library"},
+    {"servlet /x/* { }\n", 1, 1, "servlet '/x/*' has no library"},
+    {"servlet hello { library a.so; }\n", 1, 9, "must start with '/'"},
+    {"servlet \"\" { library a.so; }\n", 1, 9, "must start with '/'"},
+    {"servlet * { library a.so; }\n", 1, 9, "must start with '/'"},
+    {"servlet /a* { library a.so; }\n", 1, 9, "'*' in servlet path '/a*'"},
+    {"servlet /a*/b { library a.so; }\n", 1, 9, "only as a trailing '/*'"},
+    {"servlet /a/*/b { library a.so; }\n", 1, 9, "'*' in servlet path"},
+    {"servlet /** { library a.so; }\n", 1, 9, "'*' in servlet path"},
+    {"servlet \"/a b\" { library a.so; }\n", 1, 9, "invalid character"},
+    {"servlet /a?b { library a.so; }\n", 1, 9, "invalid character"},
+    {"servlet /x { library \"\"; }\n", 1, 22, "empty library path"},
+    {"servlet /x { library a.so; sandbox \"\"; }\n", 1, 36, "empty sandbox name"},
+    {"servlet /x { library a.so; param \"\" v; }\n", 1, 34, "empty parameter name"},
+    {"sandbox shop { }\nservlet /x {\n    library a.so;\n    sandbox shpo;\n}\n", 4, 13,
+     "servlet '/x' uses undefined sandbox 'shpo'"},
+    /* a later syntax error is reported before the undefined sandbox */
+    {"servlet /x {\n  library a.so;\n  sandbox nope;\n}\nfoo;\n", 5, 1, "unknown directive"},
+    /* file text is shown made printable, never used as a format */
+    {"%s%n%s { }\n", 1, 1, "unknown directive '%s%n%s'"},
+    {"user\x1b[31m x;\n", 1, 1, "unknown directive 'user?[31m'"},
+};
+
+static void test_bad_files(void **state)
+{
+    (void)state;
+    int failed = 0;
+    for (size_t i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++) {
+        const struct bad_case *b = &bad_cases[i];
+        char err[512], where[64];
+        memset(err, 'x', sizeof(err));
+        int rc = parse_bad(b->text, strlen(b->text), err, sizeof(err));
+        snprintf(where, sizeof(where), "test.conf:%d:%d: ", b->line, b->col);
+        if (rc != -EINVAL || strncmp(err, where, strlen(where)) != 0 || !strstr(err, b->keyword) ||
+            strchr(err, '\n')) {
+            /* Report every broken case, not only the first. */
+            print_error("bad case %zu: rc %d, message \"%s\", expected \"%s...%s\"\n", i, rc, err,
+                        where, b->keyword);
+            failed++;
+        }
+    }
+    assert_int_equal(failed, 0);
+}
+
+static void test_nul_byte(void **state)
+{
+    (void)state;
+    char err[256];
+    static const char word[] = "user a\0b;";
+    assert_int_equal(parse_bad(word, sizeof(word) - 1, err, sizeof(err)), -EINVAL);
+    assert_string_equal(err, "test.conf:1:7: NUL byte in word (expected text)");
+    static const char str[] = "user \"a\0b\";";
+    assert_int_equal(parse_bad(str, sizeof(str) - 1, err, sizeof(err)), -EINVAL);
+    assert_string_equal(err, "test.conf:1:8: NUL byte in string (expected text)");
+}
+
+static void test_error_buffer(void **state)
+{
+    (void)state;
+    const char *text = "servlet /x {\n    librari x.so;\n}\n";
+    char err[16];
+    memset(err, 'x', sizeof(err));
+    assert_int_equal(parse_bad(text, strlen(text), err, sizeof(err)), -EINVAL);
+    assert_int_equal(strlen(err), sizeof(err) - 1);
+    assert_memory_equal(err, "test.conf:2:5: ", 15);
+
+    /* No buffer at all is fine. */
+    assert_int_equal(parse_bad(text, strlen(text), NULL, 0), -EINVAL);
+    memset(err, 'x', sizeof(err));
+    assert_int_equal(parse_bad(text, strlen(text), err, 0), -EINVAL);
+    assert_int_equal(err[0], 'x');
+
+    /* Long tokens are cut in messages. */
+    char big[400], msg[512];
+    memset(big, 'a', sizeof(big));
+    big[sizeof(big) - 2] = ';';
+    big[sizeof(big) - 1] = '\0';
+    assert_int_equal(parse_bad(big, strlen(big), msg, sizeof(msg)), -EINVAL);
+    assert_true(strlen(msg) < 200);
+    assert_non_null(strstr(msg, "...' at top level"));
+}
+
+/* ---- routing -------------------------------------------------------------- */
+
+static void test_route(void **state)
+{
+    (void)state;
+    sandlet_conf *c = parse_ok("servlet /a { library x.so; }\n"       /* 0 */
+                               "servlet /a/* { library x.so; }\n"     /* 1 */
+                               "servlet /a/b/* { library x.so; }\n"   /* 2 */
+                               "servlet /a/b/c { library x.so; }\n"   /* 3 */
+                               "servlet /a/b/c/* { library x.so; }\n" /* 4 */
+                               "servlet /* { library x.so; }\n",      /* 5 */
+                               "/srv");
+    static const struct {
+        const char *path;
+        int servlet;
+    } cases[] = {
+        {"/a", 0},       {"/a/", 1},    {"/a/x", 1},    {"/a/b", 1},    {"/a/b/", 2},
+        {"/a/b/x/y", 2}, {"/a/b/c", 3}, {"/a/b/cd", 2}, {"/a/b/c/", 4}, {"/ab", 5},
+        {"/", 5},        {"/zzz/a", 5}, {"", -1},       {"a", -1},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const sandlet_servlet_conf *s = sandlet_conf_route(c, cases[i].path, strlen(cases[i].path));
+        const sandlet_servlet_conf *want =
+            cases[i].servlet < 0 ? NULL : &c->servlets[cases[i].servlet];
+        if (s != want)
+            fail_msg("route \"%s\": got servlet %td, expected %d", cases[i].path,
+                     s ? s - c->servlets : -1, cases[i].servlet);
+    }
+    sandlet_conf_free(c);
+}
+
+static void test_route_no_match(void **state)
+{
+    (void)state;
+    sandlet_conf *c = parse_ok("servlet /a { library x.so; }\n"
+                               "servlet /app/* { library x.so; }\n",
+                               "/srv");
+    assert_null(sandlet_conf_route(c, "/b", 2));
+    assert_null(sandlet_conf_route(c, "/ab", 3));
+    assert_null(sandlet_conf_route(c, "/app", 4)); /* the prefix route needs the slash */
+    assert_null(sandlet_conf_route(c, "/", 1));
+    assert_null(sandlet_conf_route(c, "", 0));
+    assert_null(sandlet_conf_route(NULL, "/a", 2));
+    assert_ptr_equal(sandlet_conf_route(c, "/app/", 5), &c->servlets[1]);
+    sandlet_conf_free(c);
+
+    c = parse_ok("", NULL);
+    assert_null(sandlet_conf_route(c, "/", 1));
+    sandlet_conf_free(c);
+}
+
+static void test_route_not_nul_terminated(void **state)
+{
+    (void)state;
+    sandlet_conf *c = parse_ok("servlet /a { library x.so; }\n"
+                               "servlet /a/b { library x.so; }\n"
+                               "servlet /p/* { library x.so; }\n",
+                               "/srv");
+    /* The request path is a slice of a larger buffer, as in a request line. */
+    const char buf[] = {'/', 'a', '/', 'b', '?', 'q', '=', '1'};
+    assert_ptr_equal(sandlet_conf_route(c, buf, 2), &c->servlets[0]);
+    assert_ptr_equal(sandlet_conf_route(c, buf, 4), &c->servlets[1]);
+    assert_null(sandlet_conf_route(c, buf, 3));
+    assert_null(sandlet_conf_route(c, buf, 1));
+    const char p[] = {'/', 'p', '/', 'x'};
+    assert_ptr_equal(sandlet_conf_route(c, p, sizeof(p)), &c->servlets[2]);
+    assert_null(sandlet_conf_route(c, p, 2));
+    sandlet_conf_free(c);
+}
+
+/* ---- loading files ---------------------------------------------------------- */
+
+static void write_file(int fd, const char *text, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, text, len);
+        assert_true(n > 0);
+        text += n;
+        len -= (size_t)n;
+    }
+}
+
+static void test_load_missing(void **state)
+{
+    (void)state;
+    const char *path = "/nonexistent-sandlet-dir/sandlet.conf";
+    char err[256];
+    sandlet_conf *c = (sandlet_conf *)&c;
+    assert_int_equal(sandlet_conf_load(path, &c, err, sizeof(err)), -ENOENT);
+    assert_null(c);
+    assert_string_equal(err, "/nonexistent-sandlet-dir/sandlet.conf: cannot read: No such file "
+                             "or directory");
+}
+
+static void test_load_file(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/test_conf-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[64];
+    snprintf(path, sizeof(path), "%s/sandlet-XXXXXX", dir);
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char *text = "listen [::]:0;\n"
+                       "servlet /hello {\n"
+                       "    library hello.so;\n"
+                       "    param who \"world\";\n"
+                       "}\n";
+    write_file(fd, text, strlen(text));
+    close(fd);
+
+    char err[256], want[128];
+    sandlet_conf *c = NULL;
+    assert_int_equal(sandlet_conf_load(path, &c, err, sizeof(err)), 0);
+    assert_string_equal(c->file, path);
+    assert_int_equal(c->nlistens, 1);
+    assert_string_equal(c->listens[0].host, "::");
+    assert_int_equal(c->listens[0].port, 0);
+    snprintf(want, sizeof(want), "%s/hello.so", dir);
+    assert_string_equal(c->servlets[0].library, want);
+    assert_string_equal(c->servlets[0].params[0].value, "world");
+    sandlet_conf_free(c);
+
+    /* Relative to the working directory: basedir "." */
+    char cwd[4096];
+    assert_non_null(getcwd(cwd, sizeof(cwd)));
+    assert_int_equal(chdir(dir), 0);
+    int rc = sandlet_conf_load(strrchr(path, '/') + 1, &c, err, sizeof(err));
+    assert_int_equal(chdir(cwd), 0);
+    assert_int_equal(rc, 0);
+    assert_string_equal(c->servlets[0].library, "./hello.so");
+    sandlet_conf_free(c);
+
+    /* Errors in a loaded file carry its name. */
+    fd = open(path, O_WRONLY | O_TRUNC);
+    assert_true(fd >= 0);
+    write_file(fd, "user a;\nuser b;\n", 16);
+    close(fd);
+    assert_int_equal(sandlet_conf_load(path, &c, err, sizeof(err)), -EINVAL);
+    assert_null(c);
+    snprintf(want, sizeof(want), "%s:2:1: duplicate 'user'", path);
+    assert_memory_equal(err, want, strlen(want));
+
+    /* A directory cannot be read. */
+    assert_int_equal(sandlet_conf_load(dir, &c, err, sizeof(err)), -EISDIR);
+    assert_non_null(strstr(err, "cannot read"));
+    assert_memory_equal(err, dir, strlen(dir));
+
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
+static void test_load_too_large(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/test_conf-big-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    static char block[64 * 1024];
+    memset(block, '#', sizeof(block));
+    for (int i = 0; i < 16; i++) /* exactly 1 MiB of comment: accepted */
+        write_file(fd, block, sizeof(block));
+
+    char err[256];
+    sandlet_conf *c = NULL;
+    assert_int_equal(sandlet_conf_load(path, &c, err, sizeof(err)), 0);
+    sandlet_conf_free(c);
+
+    write_file(fd, "\n", 1); /* one byte more: refused */
+    close(fd);
+    assert_int_equal(sandlet_conf_load(path, &c, err, sizeof(err)), -EFBIG);
+    assert_null(c);
+    assert_memory_equal(err, path, strlen(path));
+    assert_non_null(strstr(err, "1 MiB"));
+    assert_int_equal(unlink(path), 0);
+}
+
+static void test_free_null(void **state)
+{
+    (void)state;
+    sandlet_conf_free(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_full_example),
+        cmocka_unit_test(test_empty_gets_defaults),
+        cmocka_unit_test(test_default_sandbox),
+        cmocka_unit_test(test_sandbox_declared_later),
+        cmocka_unit_test(test_library_paths),
+        cmocka_unit_test(test_paths),
+        cmocka_unit_test(test_text_not_nul_terminated),
+        cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_nul_byte),
+        cmocka_unit_test(test_error_buffer),
+        cmocka_unit_test(test_route),
+        cmocka_unit_test(test_route_no_match),
+        cmocka_unit_test(test_route_not_nul_terminated),
+        cmocka_unit_test(test_load_missing),
+        cmocka_unit_test(test_load_file),
+        cmocka_unit_test(test_load_too_large),
+        cmocka_unit_test(test_free_null),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
