@@ -683,6 +683,10 @@ static int do_param(parser *ps, const token *dir, token *args)
         return fail(ps, args[0].line, args[0].col,
                     "empty parameter name (expected '%s NAME VALUE;')", dir->text);
     sandlet_servlet_conf *s = &ps->conf->servlets[ps->cur];
+    /* The INIT frame counts parameters in 16 bits; far fewer are sane. */
+    if (s->nparams >= SANDLET_MAX_PARAMS)
+        return fail(ps, dir->line, dir->col, "too many parameters (at most %d per servlet)",
+                    SANDLET_MAX_PARAMS);
     sandlet_param *p = reserve(s->params, s->nparams, sizeof(*p));
     if (!p)
         return nomem(ps);
@@ -986,6 +990,13 @@ int sandlet_conf_load(const char *path, sandlet_conf **out, char *err, size_t er
         dir = dupn("/", 1);
     else
         dir = dupn(path, (size_t)(slash - path));
+    /* Absolute, so that library paths stay right whatever the working
+     * directory of the processes that use them. */
+    char *abs = dir ? realpath(dir, NULL) : NULL;
+    if (abs) {
+        free(dir);
+        dir = abs;
+    }
     if (!dir) {
         free(text);
         set_err(err, errlen, "%s: out of memory", path);

@@ -33,6 +33,7 @@
 #define SANDLET_MAX_WORKERS      256
 #define SANDLET_DEFAULT_QUEUE    1024
 #define SANDLET_DEFAULT_SANDBOX  "default"
+#define SANDLET_MAX_PARAMS       1024
 
 typedef struct sandlet_param {
     char *name;
@@ -55,7 +56,7 @@ typedef struct sandlet_sandbox_conf {
 typedef struct sandlet_servlet_conf {
     char *path;    /* without the trailing "*" for prefix routes */
     bool prefix;   /* configured with a trailing "/" "*" */
-    char *library; /* absolute path */
+    char *library; /* absolute when loaded with sandlet_conf_load */
     size_t sandbox; /* index into sandlet_conf.sandboxes */
     sandlet_param *params;
     size_t nparams;

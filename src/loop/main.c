@@ -16,6 +16,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <grp.h>
 #include <netinet/in.h>
@@ -240,9 +241,29 @@ static void on_ctl(uv_poll_t *p, int status, int events)
 
 /* ---- start ---------------------------------------------------------------- */
 
+/* Opens sandletd's own binary for the supervisor to exec workers from.
+ * readlink, not open, of /proc/self/exe: tools that run us (valgrind)
+ * answer readlink with our path but would hand their own binary to open. */
+static int open_self(void)
+{
+    char path[4096];
+    ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+    if (n <= 0 || (size_t)n >= sizeof(path) - 1)
+        return -ENAMETOOLONG;
+    path[n] = '\0';
+    int fd = open(path, O_PATH | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
 static int run(sandlet_conf *conf)
 {
     sandlet_server *srv = &m.srv;
+    int exe = open_self();
+    if (exe < 0) {
+        sandlet_log_errno(SANDLET_LOG_ERROR, exe, "cannot open sandletd's own binary through "
+                          "/proc/self/exe (is /proc mounted?)");
+        return 1;
+    }
     srv->conf = conf;
     srv->ctl = -1;
     int *fds = calloc(conf->nlistens, sizeof(int));
@@ -276,11 +297,12 @@ static int run(sandlet_conf *conf)
         free(fds);
         free(srv->listeners);
         close(ctl[0]);
-        int st = sandlet_supervisor_run(conf, ctl[1]);
+        int st = sandlet_supervisor_run(conf, ctl[1], exe);
         sandlet_conf_free(conf);
         _exit(st);
     }
     close(ctl[1]);
+    close(exe);
     srv->ctl = ctl[0];
     srv->supervisor = pid;
     sandlet_log_set_role("acceptor");

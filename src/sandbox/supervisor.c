@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -36,6 +37,7 @@ static struct {
     uv_timer_t grace;
     uv_signal_t sigterm;
     int ctl;
+    char exe[32]; /* "/proc/self/fd/N" */
     child *children;
     bool closing;
     bool finished;
@@ -117,7 +119,7 @@ static void spawn(const sandlet_ctl *m, int fd)
         .exit_cb = child_exited,
         /* A fresh exec of this very binary: its own address-space layout
          * and none of the acceptor's memory. */
-        .file = "/proc/self/exe",
+        .file = sv.exe,
         .args = args,
         .stdio_count = 4,
         .stdio = stdio,
@@ -219,7 +221,7 @@ static void on_sigterm(uv_signal_t *s, int signum)
     begin_shutdown();
 }
 
-int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd)
+int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
 {
     sandlet_log_set_role("supervisor");
     /* Out of the terminal's process group: a Ctrl-C reaches the acceptor,
@@ -231,6 +233,7 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd)
     memset(&sv, 0, sizeof(sv));
     sv.conf = conf;
     sv.ctl = ctl_fd;
+    snprintf(sv.exe, sizeof(sv.exe), "/proc/self/fd/%d", exe_fd);
     int rc = uv_loop_init(&sv.loop);
     if (rc < 0) {
         sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot start the event loop");
