@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHUNK_SIZE (16u * 1024u)
+#define CHUNK_SIZE ((size_t)16 * 1024)
 #define ALIGN      (_Alignof(max_align_t))
 
 struct sandlet_arena_chunk {

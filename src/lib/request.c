@@ -230,8 +230,7 @@ const char *sl_html(sl_request *rq, const char *s)
         case '\'':
             extra += 4; /* &#34; &#39; */
             break;
-        default:
-            break;
+        default: break;
         }
     }
     if (extra == 0)
@@ -244,24 +243,12 @@ const char *sl_html(sl_request *rq, const char *s)
     for (const char *p = s; *p; p++) {
         const char *rep = NULL;
         switch (*p) {
-        case '&':
-            rep = "&amp;";
-            break;
-        case '<':
-            rep = "&lt;";
-            break;
-        case '>':
-            rep = "&gt;";
-            break;
-        case '"':
-            rep = "&#34;";
-            break;
-        case '\'':
-            rep = "&#39;";
-            break;
-        default:
-            *o++ = *p;
-            continue;
+        case '&': rep = "&amp;"; break;
+        case '<': rep = "&lt;"; break;
+        case '>': rep = "&gt;"; break;
+        case '"': rep = "&#34;"; break;
+        case '\'': rep = "&#39;"; break;
+        default: *o++ = *p; continue;
         }
         size_t rl = strlen(rep);
         memcpy(o, rep, rl);

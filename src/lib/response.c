@@ -73,7 +73,8 @@ bool sandlet_lib_header_valid(const char *name, size_t name_len, const char *val
 bool sandlet_lib_header_reserved(const char *name, size_t name_len)
 {
     static const char *const reserved[] = {"Content-Length", "Transfer-Encoding", "Connection",
-                                           "Date", "Keep-Alive", "Upgrade", "Trailer"};
+                                           "Date",           "Keep-Alive",        "Upgrade",
+                                           "Trailer"};
     for (size_t i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
         if (strlen(reserved[i]) == name_len && strncasecmp(reserved[i], name, name_len) == 0)
             return true;

@@ -95,7 +95,7 @@ typedef struct sandlet_lib_output {
 typedef int (*sandlet_lib_sink)(void *ctx, const sandlet_lib_output *out);
 
 /* Body bytes buffered before the response is streamed on its own. */
-#define SANDLET_LIB_AUTOFLUSH (256u * 1024u)
+#define SANDLET_LIB_AUTOFLUSH ((size_t)256 * 1024)
 
 struct sl_response {
     sl_request *rq; /* owns the arena used for headers */

@@ -19,11 +19,11 @@
 #include <uv.h>
 
 /* Fixed limits of this first cut; later made configurable. */
-#define SANDLET_MAX_HEADER_BYTES (64u * 1024u)
+#define SANDLET_MAX_HEADER_BYTES ((size_t)64 * 1024)
 #define SANDLET_MAX_HEADERS      100
-#define SANDLET_MAX_BODY         (16u * 1024u * 1024u)
+#define SANDLET_MAX_BODY         ((size_t)16 * 1024 * 1024)
 /* Stop reading a worker while this much is waiting to go to the client. */
-#define SANDLET_WRITE_HIGH_WATER (1u * 1024u * 1024u)
+#define SANDLET_WRITE_HIGH_WATER ((size_t)1024 * 1024)
 #define SANDLET_SHUTDOWN_MS      10000
 
 typedef struct sandlet_server sandlet_server;
@@ -103,11 +103,11 @@ struct sandlet_worker {
     uv_pipe_t pipe;
     bool pipe_open;
     bool reading;
-    bool writing;   /* a request write is in flight */
-    bool exited;    /* the supervisor reported its exit */
+    bool writing; /* a request write is in flight */
+    bool exited;  /* the supervisor reported its exit */
     uv_write_t wreq;
-    sandlet_buf in;  /* frames from the worker */
-    sandlet_buf out; /* frames to the worker */
+    sandlet_buf in;     /* frames from the worker */
+    sandlet_buf out;    /* frames to the worker */
     sandlet_conn *conn; /* request being served; NULL if its client left */
     uint32_t req_id;
     bool got_head;

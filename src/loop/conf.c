@@ -201,20 +201,12 @@ static const char *what(const token *t, char *buf, size_t size)
 {
     char s[SHOWN_MAX];
     switch (t->type) {
-    case T_EOF:
-        return "end of file";
-    case T_LBRACE:
-        return "'{'";
-    case T_RBRACE:
-        return "'}'";
-    case T_SEMI:
-        return "';'";
-    case T_WORD:
-        snprintf(buf, size, "'%s'", shown(s, sizeof(s), t->text));
-        return buf;
-    case T_STRING:
-        snprintf(buf, size, "string \"%s\"", shown(s, sizeof(s), t->text));
-        return buf;
+    case T_EOF: return "end of file";
+    case T_LBRACE: return "'{'";
+    case T_RBRACE: return "'}'";
+    case T_SEMI: return "';'";
+    case T_WORD: snprintf(buf, size, "'%s'", shown(s, sizeof(s), t->text)); return buf;
+    case T_STRING: snprintf(buf, size, "string \"%s\"", shown(s, sizeof(s), t->text)); return buf;
     }
     return "?";
 }
@@ -222,12 +214,9 @@ static const char *what(const token *t, char *buf, size_t size)
 static const char *where(enum ctx ctx)
 {
     switch (ctx) {
-    case CTX_SANDBOX:
-        return "in sandbox block";
-    case CTX_SERVLET:
-        return "in servlet block";
-    default:
-        return "at top level";
+    case CTX_SANDBOX: return "in sandbox block";
+    case CTX_SERVLET: return "in servlet block";
+    default: return "at top level";
     }
 }
 
@@ -397,8 +386,7 @@ static int lex(parser *ps, token *t)
         t->type = T_SEMI;
         advance(ps);
         return 0;
-    case '"':
-        return lex_string(ps, t);
+    case '"': return lex_string(ps, t);
     }
     const char *start = ps->p;
     while (ps->p < ps->end && is_word(*ps->p)) {

@@ -28,12 +28,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define SANDLET_DEFAULT_LISTEN   "127.0.0.1:8080"
-#define SANDLET_DEFAULT_WORKERS  2
-#define SANDLET_MAX_WORKERS      256
-#define SANDLET_DEFAULT_QUEUE    1024
-#define SANDLET_DEFAULT_SANDBOX  "default"
-#define SANDLET_MAX_PARAMS       1024
+#define SANDLET_DEFAULT_LISTEN  "127.0.0.1:8080"
+#define SANDLET_DEFAULT_WORKERS 2
+#define SANDLET_MAX_WORKERS     256
+#define SANDLET_DEFAULT_QUEUE   1024
+#define SANDLET_DEFAULT_SANDBOX "default"
+#define SANDLET_MAX_PARAMS      1024
 
 typedef struct sandlet_param {
     char *name;
@@ -54,9 +54,9 @@ typedef struct sandlet_sandbox_conf {
 } sandlet_sandbox_conf;
 
 typedef struct sandlet_servlet_conf {
-    char *path;    /* without the trailing "*" for prefix routes */
-    bool prefix;   /* configured with a trailing "/" "*" */
-    char *library; /* absolute when loaded with sandlet_conf_load */
+    char *path;     /* without the trailing "*" for prefix routes */
+    bool prefix;    /* configured with a trailing "/" "*" */
+    char *library;  /* absolute when loaded with sandlet_conf_load */
     size_t sandbox; /* index into sandlet_conf.sandboxes */
     sandlet_param *params;
     size_t nparams;

@@ -23,10 +23,10 @@
 #include <string.h>
 #include <time.h>
 
-#define READ_CHUNK      (64u * 1024u)
+#define READ_CHUNK ((size_t)64 * 1024)
 /* Unparsed input held while a request is served (pipelining). */
-#define IN_LIMIT        (SANDLET_MAX_HEADER_BYTES + 2 * READ_CHUNK)
-#define SERVER_HEADER   "Server: sandlet/" PACKAGE_VERSION "\r\n"
+#define IN_LIMIT      (SANDLET_MAX_HEADER_BYTES + 2 * READ_CHUNK)
+#define SERVER_HEADER "Server: sandlet/" PACKAGE_VERSION "\r\n"
 
 typedef struct wreq {
     uv_write_t req;
@@ -227,9 +227,9 @@ static void request_done(sandlet_conn *c)
 static void simple_response(sandlet_conn *c, int status, bool close)
 {
     char body[256];
-    int blen = snprintf(body, sizeof(body),
-                        "<!DOCTYPE html>\n<title>%d %s</title>\n<h1>%d %s</h1>\n", status,
-                        reason(status), status, reason(status));
+    int blen =
+        snprintf(body, sizeof(body), "<!DOCTYPE html>\n<title>%d %s</title>\n<h1>%d %s</h1>\n",
+                 status, reason(status), status, reason(status));
     if (blen < 0 || (size_t)blen >= sizeof(body))
         blen = 0;
     if (close)
@@ -272,8 +272,8 @@ int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, 
     sandlet_buf h;
     sandlet_buf_init(&h, SANDLET_MAX_HEADER_BYTES);
     char line[128];
-    int n = snprintf(line, sizeof(line), "HTTP/1.1 %u %s\r\nDate: %s\r\n" SERVER_HEADER,
-                     r->status, reason(r->status), sandlet_http_date(c->srv));
+    int n = snprintf(line, sizeof(line), "HTTP/1.1 %u %s\r\nDate: %s\r\n" SERVER_HEADER, r->status,
+                     reason(r->status), sandlet_http_date(c->srv));
     sandlet_buf_put(&h, line, (size_t)n);
     sandlet_reader it = r->headers;
     uint16_t left = r->nheaders;
@@ -291,18 +291,18 @@ int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, 
         sandlet_buf_put(&h, "\r\n", 2);
     }
     bool has_body = body_allowed(r->status);
-    uint64_t length = end ? r->body_len : r->content_length;
-    if (length != SANDLET_LENGTH_UNKNOWN && end && length != r->body_len) {
-        sandlet_buf_free(&h);
-        return -EPROTO;
-    }
-    if (!has_body && r->body_len) {
+    /* A length is only believed when the whole body is in this frame: a
+     * worker that announced N bytes and sent another number would
+     * otherwise desynchronise the client's connection. */
+    bool bad_length =
+        r->content_length != SANDLET_LENGTH_UNKNOWN && (!end || r->content_length != r->body_len);
+    if (bad_length || (!has_body && r->body_len)) {
         sandlet_buf_free(&h);
         return -EPROTO;
     }
     c->chunked = false;
-    if (has_body && length != SANDLET_LENGTH_UNKNOWN) {
-        n = snprintf(line, sizeof(line), "Content-Length: %" PRIu64 "\r\n", length);
+    if (has_body && end) {
+        n = snprintf(line, sizeof(line), "Content-Length: %zu\r\n", r->body_len);
         sandlet_buf_put(&h, line, (size_t)n);
     } else if (has_body && c->http_minor >= 1 && c->http_major == 1) {
         c->chunked = true;
@@ -449,8 +449,9 @@ static int on_headers_complete(llhttp_t *p)
     }
     const char *target = (const char *)c->head.data + c->target;
     snprintf(c->reqline, sizeof(c->reqline), "%s %.*s HTTP/%u.%u",
-             llhttp_method_name(llhttp_get_method(p)), (int)(c->target_len > 100 ? 100 : c->target_len),
-             target, c->http_major, c->http_minor);
+             llhttp_method_name(llhttp_get_method(p)),
+             (int)(c->target_len > 100 ? 100 : c->target_len), target, c->http_major,
+             c->http_minor);
     if ((p->flags & F_CONTENT_LENGTH) && p->content_length > SANDLET_MAX_BODY) {
         c->error_status = 413;
         return -1;
@@ -560,8 +561,8 @@ static void process_input(sandlet_conn *c)
             continue;
         }
         int status = c->error_status ? c->error_status : 400;
-        sandlet_debug("%s: bad request (%s): answering %d", c->peer,
-                      llhttp_errno_name(err), status);
+        sandlet_debug("%s: bad request (%s): answering %d", c->peer, llhttp_errno_name(err),
+                      status);
         c->state = CONN_WAITING;
         simple_response(c, status, true);
         return;

@@ -260,7 +260,8 @@ static int run(sandlet_conf *conf)
     sandlet_server *srv = &m.srv;
     int exe = open_self();
     if (exe < 0) {
-        sandlet_log_errno(SANDLET_LOG_ERROR, exe, "cannot open sandletd's own binary through "
+        sandlet_log_errno(SANDLET_LOG_ERROR, exe,
+                          "cannot open sandletd's own binary through "
                           "/proc/self/exe (is /proc mounted?)");
         return 1;
     }
@@ -372,24 +373,12 @@ int main(int argc, char **argv)
     int opt;
     while ((opt = getopt(argc, argv, "c:tdVh")) != -1) {
         switch (opt) {
-        case 'c':
-            file = optarg;
-            break;
-        case 't':
-            check = true;
-            break;
-        case 'd':
-            sandlet_log_set_level(SANDLET_LOG_DEBUG);
-            break;
-        case 'V':
-            printf("sandletd %s\n", PACKAGE_VERSION);
-            return 0;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
+        case 'c': file = optarg; break;
+        case 't': check = true; break;
+        case 'd': sandlet_log_set_level(SANDLET_LOG_DEBUG); break;
+        case 'V': printf("sandletd %s\n", PACKAGE_VERSION); return 0;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
         }
     }
     if (optind != argc) {

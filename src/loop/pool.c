@@ -23,8 +23,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define READ_CHUNK      (64u * 1024u)
-#define RESTART_MAX_MS  30000u
+#define READ_CHUNK     ((size_t)64 * 1024)
+#define RESTART_MAX_MS 30000u
 
 static void worker_spawn(sandlet_worker *w);
 static void worker_lost(sandlet_worker *w);
@@ -413,10 +413,10 @@ static void worker_exited(sandlet_worker *w, const sandlet_ctl *m)
 {
     bool held = w->reqline[0] != '\0';
     if (m->signal)
-        sandlet_error("worker %d of sandbox '%s' was killed by signal %d (%s)%s%s%s%s",
-                      (int)m->pid, sandbox_name(w), m->signal, strsignal(m->signal),
-                      held ? " while serving " : "", held ? w->servlet : "",
-                      held ? ": " : "", held ? w->reqline : "");
+        sandlet_error("worker %d of sandbox '%s' was killed by signal %d (%s)%s%s%s%s", (int)m->pid,
+                      sandbox_name(w), m->signal, strsignal(m->signal),
+                      held ? " while serving " : "", held ? w->servlet : "", held ? ": " : "",
+                      held ? w->reqline : "");
     else if (m->status != 0 || held)
         sandlet_error("worker %d of sandbox '%s' exited with status %d%s%s%s%s", (int)m->pid,
                       sandbox_name(w), m->status, held ? " while serving " : "",
@@ -501,8 +501,7 @@ static void worker_spawn(sandlet_worker *w)
 
 void sandlet_pool_control(sandlet_server *srv, const sandlet_ctl *m)
 {
-    if (m->sandbox >= srv->conf->nsandboxes ||
-        m->slot >= srv->pools[m->sandbox].conf->workers) {
+    if (m->sandbox >= srv->conf->nsandboxes || m->slot >= srv->pools[m->sandbox].conf->workers) {
         sandlet_error("control message for unknown worker %u/%u; ignored", m->sandbox, m->slot);
         return;
     }
@@ -510,20 +509,18 @@ void sandlet_pool_control(sandlet_server *srv, const sandlet_ctl *m)
     if (m->gen != w->gen)
         return; /* about an earlier incarnation of this slot */
     switch (m->type) {
-    case SANDLET_CTL_SPAWNED:
-        w->pid = m->pid;
-        break;
+    case SANDLET_CTL_SPAWNED: w->pid = m->pid; break;
     case SANDLET_CTL_SPAWN_FAILED:
-        sandlet_log_errno(SANDLET_LOG_ERROR, m->status, "supervisor could not start a worker of "
-                          "sandbox '%s'", sandbox_name(w));
+        sandlet_log_errno(SANDLET_LOG_ERROR, m->status,
+                          "supervisor could not start a worker of "
+                          "sandbox '%s'",
+                          sandbox_name(w));
         worker_lost(w);
         w->state = W_DOWN;
         w->failures++;
         schedule_restart(w);
         break;
-    case SANDLET_CTL_EXITED:
-        worker_exited(w, m);
-        break;
+    case SANDLET_CTL_EXITED: worker_exited(w, m); break;
     default:
         sandlet_error("unexpected control message type %u from the supervisor", m->type);
         break;

@@ -22,8 +22,8 @@ int sandlet_frame_header_decode(const uint8_t *buf, size_t len, sandlet_frame_hd
     out->version = buf[0];
     out->type = buf[1];
     out->flags = (uint16_t)(buf[2] | buf[3] << 8);
-    out->id = (uint32_t)buf[4] | (uint32_t)buf[5] << 8 | (uint32_t)buf[6] << 16 |
-              (uint32_t)buf[7] << 24;
+    out->id =
+        (uint32_t)buf[4] | (uint32_t)buf[5] << 8 | (uint32_t)buf[6] << 16 | (uint32_t)buf[7] << 24;
     out->length = (uint32_t)buf[8] | (uint32_t)buf[9] << 8 | (uint32_t)buf[10] << 16 |
                   (uint32_t)buf[11] << 24;
     if (out->version != SANDLET_FRAME_VERSION)
@@ -52,9 +52,9 @@ void sandlet_frame_header_encode(uint8_t *buf, const sandlet_frame_hdr *hdr)
 const char *sandlet_frame_type_name(unsigned type)
 {
     static const char *const names[] = {
-        [SANDLET_FRAME_INIT] = "INIT",         [SANDLET_FRAME_READY] = "READY",
-        [SANDLET_FRAME_FAIL] = "FAIL",         [SANDLET_FRAME_REQUEST] = "REQUEST",
-        [SANDLET_FRAME_REQBODY] = "REQBODY",   [SANDLET_FRAME_RESPONSE] = "RESPONSE",
+        [SANDLET_FRAME_INIT] = "INIT",       [SANDLET_FRAME_READY] = "READY",
+        [SANDLET_FRAME_FAIL] = "FAIL",       [SANDLET_FRAME_REQUEST] = "REQUEST",
+        [SANDLET_FRAME_REQBODY] = "REQBODY", [SANDLET_FRAME_RESPONSE] = "RESPONSE",
         [SANDLET_FRAME_BODY] = "BODY",
     };
     if (type < sizeof(names) / sizeof(names[0]) && names[type])

@@ -51,8 +51,8 @@
 #define SANDLET_FRAME_VERSION 1
 #define SANDLET_FRAME_HEADER  12
 /* Largest payload; bodies larger than this travel in several frames. */
-#define SANDLET_FRAME_MAX     (1u << 20)
-#define SANDLET_FRAME_END     0x0001u
+#define SANDLET_FRAME_MAX      ((size_t)1 << 20)
+#define SANDLET_FRAME_END      0x0001u
 #define SANDLET_LENGTH_UNKNOWN UINT64_MAX
 
 enum sandlet_frame_type {

@@ -199,15 +199,9 @@ static void on_ctl(uv_poll_t *p, int status, int events)
             continue;
         }
         switch (m.type) {
-        case SANDLET_CTL_SPAWN:
-            spawn(&m, fd);
-            break;
-        case SANDLET_CTL_KILL:
-            kill_child(&m);
-            break;
-        default:
-            sandlet_error("unknown control message type %u; ignored", m.type);
-            break;
+        case SANDLET_CTL_SPAWN: spawn(&m, fd); break;
+        case SANDLET_CTL_KILL: kill_child(&m); break;
+        default: sandlet_error("unknown control message type %u; ignored", m.type); break;
         }
         if (fd >= 0)
             close(fd);

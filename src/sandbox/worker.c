@@ -35,14 +35,14 @@ typedef struct loaded {
 
 static struct {
     int fd;
-    sandlet_buf in;    /* bytes read from the acceptor, not yet consumed */
-    uint8_t *init;     /* the INIT payload; servlet params point into it */
+    sandlet_buf in; /* bytes read from the acceptor, not yet consumed */
+    uint8_t *init;  /* the INIT payload; servlet params point into it */
     loaded *servlets;
     size_t nservlets;
-    sandlet_buf head;  /* scratch for the response head frame */
+    sandlet_buf head;    /* scratch for the response head frame */
     sandlet_buf reqhead; /* REQUEST payload of a request spread over frames */
     sandlet_buf body;    /* its body, gathered from REQBODY frames */
-    uint32_t id;       /* request being served */
+    uint32_t id;         /* request being served */
 } w;
 
 static int write_all(struct iovec *iov, int n)
@@ -144,7 +144,7 @@ static int read_frame(sandlet_frame_hdr *h)
             return 1;
         if (rc < 0 && rc != -EAGAIN)
             return rc;
-        if (sandlet_buf_reserve(&w.in, 64 * 1024) < 0)
+        if (sandlet_buf_reserve(&w.in, (size_t)64 * 1024) < 0)
             return w.in.error;
         ssize_t n = read(w.fd, w.in.data + w.in.len, w.in.cap - w.in.len);
         if (n < 0 && errno == EINTR)
@@ -201,9 +201,9 @@ static void load_servlets(void)
             params[j].name = sandlet_read_str(&r, NULL);
             params[j].value = sandlet_read_str(&r, NULL);
         }
+        s->ctx.params = params;
         if (r.bad)
             break;
-        s->ctx.params = params;
         s->ctx.nparams = np;
         s->handle = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
         if (!s->handle)
@@ -276,7 +276,7 @@ int sandlet_worker_main(const char *sandbox)
     memset(&w, 0, sizeof(w));
     w.fd = SANDLET_WORKER_FD;
     /* Room for one whole frame plus one read's worth of the next. */
-    sandlet_buf_init(&w.in, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX + 64 * 1024);
+    sandlet_buf_init(&w.in, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX + (size_t)64 * 1024);
     sandlet_buf_init(&w.head, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX);
     sandlet_buf_init(&w.reqhead, SANDLET_FRAME_MAX);
     sandlet_buf_init(&w.body, 0);
@@ -326,8 +326,7 @@ int sandlet_worker_main(const char *sandbox)
             rc = w.body.error;
             if (rc == 0 && end) {
                 gathering = false;
-                rc = serve(w.reqhead.data, w.reqhead.len, w.body.data, w.body.len, true, &rq,
-                           &rs);
+                rc = serve(w.reqhead.data, w.reqhead.len, w.body.data, w.body.len, true, &rq, &rs);
             }
         } else {
             rc = -EPROTO;

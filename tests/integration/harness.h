@@ -21,11 +21,11 @@ typedef struct th_daemon {
 
 typedef struct th_response {
     int status;
-    char *head;   /* status line and headers, NUL-terminated */
-    char *body;   /* NUL-terminated for convenience; may hold NULs */
+    char *head; /* status line and headers, NUL-terminated */
+    char *body; /* NUL-terminated for convenience; may hold NULs */
     size_t body_len;
     bool chunked;
-    bool closed;  /* the server closed the connection after it */
+    bool closed; /* the server closed the connection after it */
 } th_response;
 
 /* Path of a built file: SANDLET_BUILDDIR + rel. */
