@@ -67,6 +67,7 @@ struct sandlet_conn {
     uint8_t http_major, http_minor;
     /* Queue link while waiting for a worker. */
     sandlet_conn *qnext;
+    uint64_t queued_at; /* uv_now when queued */
     sandlet_pool *pool;
     sandlet_worker *worker;
     /* Response framing. */
@@ -126,6 +127,7 @@ struct sandlet_pool {
     sandlet_worker *workers;
     sandlet_conn *qhead, *qtail;
     size_t queued;
+    uv_timer_t qtimer; /* expires requests that waited too long */
 };
 
 int sandlet_pools_start(sandlet_server *srv);

@@ -50,6 +50,7 @@ enum slot {
     SLOT_DOCROOT,
     SLOT_WORKERS,
     SLOT_QUEUE,
+    SLOT_QUEUE_TIMEOUT,
     SLOT_LIBRARY,
     SLOT_SANDBOX,
     SLOT_COUNT
@@ -97,6 +98,7 @@ static int open_servlet(parser *ps, const token *dir, token *args);
 static int close_servlet(parser *ps, const token *dir);
 static int do_workers(parser *ps, const token *dir, token *args);
 static int do_queue(parser *ps, const token *dir, token *args);
+static int do_queue_timeout(parser *ps, const token *dir, token *args);
 static int do_library(parser *ps, const token *dir, token *args);
 static int do_use_sandbox(parser *ps, const token *dir, token *args);
 static int do_param(parser *ps, const token *dir, token *args);
@@ -110,6 +112,7 @@ static const directive directives[] = {
     {"servlet", CTX_TOP, 1, "PATH { ... }", SLOT_NONE, CTX_SERVLET, open_servlet, close_servlet},
     {"workers", CTX_SANDBOX, 1, "N", SLOT_WORKERS, CTX_NONE, do_workers, NULL},
     {"queue", CTX_SANDBOX, 1, "N", SLOT_QUEUE, CTX_NONE, do_queue, NULL},
+    {"queue-timeout", CTX_SANDBOX, 1, "MS", SLOT_QUEUE_TIMEOUT, CTX_NONE, do_queue_timeout, NULL},
     {"library", CTX_SERVLET, 1, "FILE", SLOT_LIBRARY, CTX_NONE, do_library, NULL},
     {"sandbox", CTX_SERVLET, 1, "NAME", SLOT_SANDBOX, CTX_NONE, do_use_sandbox, NULL},
     {"param", CTX_SERVLET, 2, "NAME VALUE", SLOT_NONE, CTX_NONE, do_param, NULL},
@@ -508,6 +511,7 @@ static int add_sandbox(parser *ps, char *name, int line)
     s[c->nsandboxes++] = (sandlet_sandbox_conf){.name = name,
                                                 .workers = SANDLET_DEFAULT_WORKERS,
                                                 .queue = SANDLET_DEFAULT_QUEUE,
+                                                .queue_timeout = SANDLET_DEFAULT_QUEUE_TIMEOUT,
                                                 .line = line};
     return 0;
 }
@@ -553,6 +557,11 @@ static int do_workers(parser *ps, const token *dir, token *args)
 static int do_queue(parser *ps, const token *dir, token *args)
 {
     return number(ps, dir, &args[0], 0, 65535, &ps->conf->sandboxes[ps->cur].queue);
+}
+
+static int do_queue_timeout(parser *ps, const token *dir, token *args)
+{
+    return number(ps, dir, &args[0], 1, 3600000, &ps->conf->sandboxes[ps->cur].queue_timeout);
 }
 
 /* A path ending in slash-star is a prefix route, stored without its '*';

@@ -10,6 +10,7 @@
  *   sandbox shop {
  *       workers 4;                  # 1..256, default 2
  *       queue 256;                  # waiting requests, 0..65535, default 1024
+ *       queue-timeout 5000;         # ms a request may wait, then 503; default 10000
  *   }
  *   servlet /hello {                # exact path; "/app/" + "*" matches a prefix
  *       library hello.so;           # relative to the config file's folder
@@ -28,12 +29,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define SANDLET_DEFAULT_LISTEN  "127.0.0.1:8080"
-#define SANDLET_DEFAULT_WORKERS 2
-#define SANDLET_MAX_WORKERS     256
-#define SANDLET_DEFAULT_QUEUE   1024
-#define SANDLET_DEFAULT_SANDBOX "default"
-#define SANDLET_MAX_PARAMS      1024
+#define SANDLET_DEFAULT_LISTEN        "127.0.0.1:8080"
+#define SANDLET_DEFAULT_WORKERS       2
+#define SANDLET_MAX_WORKERS           256
+#define SANDLET_DEFAULT_QUEUE         1024
+#define SANDLET_DEFAULT_QUEUE_TIMEOUT 10000
+#define SANDLET_DEFAULT_SANDBOX       "default"
+#define SANDLET_MAX_PARAMS            1024
 
 typedef struct sandlet_param {
     char *name;
@@ -50,6 +52,7 @@ typedef struct sandlet_sandbox_conf {
     char *name;
     unsigned workers;
     unsigned queue;
+    unsigned queue_timeout; /* ms a request may wait for a worker */
     int line;
 } sandlet_sandbox_conf;
 

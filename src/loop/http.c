@@ -237,8 +237,9 @@ static void simple_response(sandlet_conn *c, int status, bool close)
     char head[512];
     int hlen = snprintf(head, sizeof(head),
                         "HTTP/1.1 %d %s\r\nDate: %s\r\n" SERVER_HEADER
-                        "Content-Type: text/html; charset=utf-8\r\nContent-Length: %d\r\n%s\r\n",
+                        "Content-Type: text/html; charset=utf-8\r\nContent-Length: %d\r\n%s%s\r\n",
                         status, reason(status), sandlet_http_date(c->srv), blen,
+                        status == 503 ? "Retry-After: 1\r\n" : "",
                         c->keep_alive ? (c->http_minor == 0 ? "Connection: keep-alive\r\n" : "")
                                       : "Connection: close\r\n");
     if (hlen < 0 || (size_t)hlen >= sizeof(head)) {

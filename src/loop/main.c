@@ -252,7 +252,14 @@ static int open_self(void)
         return -ENAMETOOLONG;
     path[n] = '\0';
     int fd = open(path, O_PATH | O_CLOEXEC);
-    return fd < 0 ? -errno : fd;
+    if (fd < 0)
+        return -errno;
+    /* Above the descriptors a worker is given (0-3), which the spawn
+     * overwrites before exec. */
+    int high = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+    int err = errno;
+    close(fd);
+    return high < 0 ? -err : high;
 }
 
 static int run(sandlet_conf *conf)

@@ -137,6 +137,35 @@ static void send_request(sandlet_worker *w, sandlet_conn *c)
     }
 }
 
+/* How often the queue is checked: a quarter of the limit, so a request
+ * waits at most 1.25 times queue-timeout. */
+static uint64_t tick(const sandlet_pool *p)
+{
+    return p->conf->queue_timeout >= 4 ? p->conf->queue_timeout / 4 : 1;
+}
+
+/* Requests queued longer than the wait limit get 503: the sandbox is
+ * overloaded or cannot start, and the client should hear so. */
+static void queue_expire(uv_timer_t *t)
+{
+    sandlet_pool *p = t->data;
+    uint64_t now = uv_now(p->srv->loop);
+    while (p->qhead && now - p->qhead->queued_at >= p->conf->queue_timeout) {
+        sandlet_conn *c = p->qhead;
+        p->qhead = c->qnext;
+        if (!p->qhead)
+            p->qtail = NULL;
+        p->queued--;
+        c->pool = NULL;
+        sandlet_warn("sandbox '%s': no worker free for %u ms (queue-timeout); answering 503 "
+                     "to %s",
+                     p->conf->name, p->conf->queue_timeout, c->reqline);
+        sandlet_conn_fail(c, 503);
+    }
+    if (!p->qhead)
+        uv_timer_stop(&p->qtimer);
+}
+
 static sandlet_worker *idle_worker(sandlet_pool *p)
 {
     for (unsigned i = 0; i < p->conf->workers; i++)
@@ -159,6 +188,9 @@ void sandlet_pool_submit(sandlet_pool *p, sandlet_conn *c)
                 return;
             }
             c->qnext = NULL;
+            c->queued_at = uv_now(p->srv->loop);
+            if (!uv_is_active((uv_handle_t *)&p->qtimer))
+                uv_timer_start(&p->qtimer, queue_expire, tick(p), tick(p));
             if (p->qtail)
                 p->qtail->qnext = c;
             else
@@ -538,6 +570,8 @@ int sandlet_pools_start(sandlet_server *srv)
         p->srv = srv;
         p->index = i;
         p->conf = &conf->sandboxes[i];
+        uv_timer_init(srv->loop, &p->qtimer);
+        p->qtimer.data = p;
         p->workers = calloc(p->conf->workers, sizeof(*p->workers));
         if (!p->workers)
             return -ENOMEM;
@@ -562,6 +596,8 @@ void sandlet_pools_stop(sandlet_server *srv)
 {
     for (size_t i = 0; srv->pools && i < srv->conf->nsandboxes; i++) {
         sandlet_pool *p = &srv->pools[i];
+        if (p->srv && !uv_is_closing((uv_handle_t *)&p->qtimer))
+            uv_close((uv_handle_t *)&p->qtimer, NULL);
         for (unsigned j = 0; p->workers && j < p->conf->workers; j++) {
             sandlet_worker *w = &p->workers[j];
             /* Closing the socketpair is the worker's signal to run its

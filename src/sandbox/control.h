@@ -14,7 +14,7 @@
 
 enum sandlet_ctl_type {
     SANDLET_CTL_SPAWN = 1,    /* acceptor→supervisor, with the worker's fd */
-    SANDLET_CTL_KILL,         /* acceptor→supervisor: status = signal */
+    SANDLET_CTL_KILL,         /* acceptor→supervisor: status = SIGKILL */
     SANDLET_CTL_SPAWNED,      /* supervisor→acceptor: pid */
     SANDLET_CTL_SPAWN_FAILED, /* supervisor→acceptor: status = -errno */
     SANDLET_CTL_EXITED,       /* supervisor→acceptor: status, signal */

@@ -35,7 +35,6 @@ static struct {
     uv_loop_t loop;
     uv_poll_t poll;
     uv_timer_t grace;
-    uv_signal_t sigterm;
     int ctl;
     char exe[32]; /* "/proc/self/fd/N" */
     child *children;
@@ -72,7 +71,6 @@ static void maybe_finish(void)
         sv.finished = true;
         uv_timer_stop(&sv.grace);
         uv_close((uv_handle_t *)&sv.grace, NULL);
-        uv_close((uv_handle_t *)&sv.sigterm, NULL);
     }
 }
 
@@ -139,7 +137,7 @@ static void spawn(const sandlet_ctl *m, int fd)
 
 static void kill_child(const sandlet_ctl *m)
 {
-    if (m->status != SIGKILL && m->status != SIGTERM) {
+    if (m->status != SIGKILL) {
         sandlet_error("refusing KILL with signal %d", m->status);
         return;
     }
@@ -208,20 +206,17 @@ static void on_ctl(uv_poll_t *p, int status, int events)
     }
 }
 
-static void on_sigterm(uv_signal_t *s, int signum)
-{
-    (void)s;
-    (void)signum;
-    begin_shutdown();
-}
-
 int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
 {
     sandlet_log_set_role("supervisor");
     /* Out of the terminal's process group: a Ctrl-C reaches the acceptor,
-     * which then stops everything in order. */
+     * which then stops everything in order.  SIGTERM is ignored for the
+     * same reason: service managers signal every process of the daemon,
+     * and only the acceptor knows which requests are still in flight; we
+     * leave when it closes the control socket. */
     setsid();
     signal(SIGINT, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
     signal(SIGPIPE, SIG_IGN);
     memset(&sv, 0, sizeof(sv));
@@ -234,8 +229,6 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
         return 1;
     }
     uv_timer_init(&sv.loop, &sv.grace);
-    uv_signal_init(&sv.loop, &sv.sigterm);
-    uv_signal_start(&sv.sigterm, on_sigterm, SIGTERM);
     rc = uv_poll_init(&sv.loop, &sv.poll, ctl_fd);
     if (rc == 0)
         rc = uv_poll_start(&sv.poll, UV_READABLE | UV_DISCONNECT, on_ctl);

@@ -272,7 +272,11 @@ int sandlet_worker_main(const char *sandbox)
     /* Die with the supervisor, which is the one that would reap us. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     signal(SIGPIPE, SIG_IGN);
+    /* Stopping is the acceptor's call: it closes our socketpair once our
+     * request is answered.  A signal to the whole daemon must not cut a
+     * response short. */
     signal(SIGINT, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
     memset(&w, 0, sizeof(w));
     w.fd = SANDLET_WORKER_FD;
     /* Room for one whole frame plus one read's worth of the next. */

@@ -164,12 +164,16 @@ int th_stop(th_daemon *d)
 
 int th_children(void)
 {
+    return th_children_of(getpid(), NULL, 0);
+}
+
+int th_children_of(pid_t me, pid_t *out, int max)
+{
     int n = 0;
     DIR *dir = opendir("/proc");
     if (!dir)
         return -1;
     struct dirent *e;
-    pid_t me = getpid();
     while ((e = readdir(dir))) {
         if (e->d_name[0] < '0' || e->d_name[0] > '9')
             continue;
@@ -182,8 +186,11 @@ int th_children(void)
         const char *rp = strrchr(s, ')');
         int ppid = 0;
         char state;
-        if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && ppid == me)
+        if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && ppid == me) {
+            if (out && n < max)
+                out[n] = (pid_t)atol(e->d_name);
             n++;
+        }
         free(s);
     }
     closedir(dir);

@@ -31,7 +31,9 @@ static char *make_conf(void)
              "sandbox crashy { workers 1; }\n"
              "servlet /hello { library \"%s\"; sandbox main; }\n"
              "servlet /probe/* { library \"%s\"; sandbox main; param greeting \"hi there\"; }\n"
-             "servlet /crash { library \"%s\"; sandbox crashy; }\n",
+             "servlet /crash { library \"%s\"; sandbox crashy; }\n"
+             "sandbox broken { workers 1; queue-timeout 300; }\n"
+             "servlet /broken { library \"/nonexistent/broken.so\"; sandbox broken; }\n",
              th_build_path("examples/hello/.libs/hello.so"),
              th_build_path("tests/fixtures/.libs/probe.so"),
              th_build_path("tests/fixtures/.libs/crash.so"));
@@ -389,12 +391,22 @@ static void test_sigterm_leaves_nothing(void **state)
     assert_true(worker > 1);
     assert_int_equal(kill(worker, 0), 0);
 
-    /* A request in flight when SIGTERM arrives still gets its answer. */
+    /* A request in flight when SIGTERM arrives still gets its answer, even
+     * when, as service managers do, every process of the daemon gets the
+     * signal. */
     th_conn *c = th_connect(d.port, false);
     assert_non_null(c);
     assert_int_equal(th_send_str(c, "GET /probe/sleep?ms=400 HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
     usleep(100000);
+    pid_t sup;
+    assert_int_equal(th_children_of(d.pid, &sup, 1), 1);
+    pid_t workers[16];
+    int nw = th_children_of(sup, workers, 16);
+    assert_true(nw >= 3); /* main 2, crashy 1, and broken while it retries */
     kill(d.pid, SIGTERM);
+    kill(sup, SIGTERM);
+    for (int i = 0; i < nw && i < 16; i++)
+        kill(workers[i], SIGTERM);
     assert_int_equal(th_read(c, &r, false), 0);
     assert_int_equal(r.status, 200);
     th_response_free(&r);
@@ -417,6 +429,26 @@ static void test_sigterm_leaves_nothing(void **state)
     assert_int_equal(kill(worker, 0), -1);
     assert_int_equal(errno, ESRCH);
     assert_true(th_log_contains(&d, "stopped"));
+}
+
+static void test_sandbox_that_cannot_start(void **state)
+{
+    (void)state;
+    /* Its requests wait queue-timeout, then get 503 with Retry-After;
+     * the log says why the sandbox is down. */
+    th_response r;
+    get("/broken", &r);
+    assert_int_equal(r.status, 503);
+    char v[16];
+    assert_true(th_header(&r, "Retry-After", v, sizeof(v)));
+    th_response_free(&r);
+    assert_true(th_log_contains(&daemon_, "sandbox 'broken' cannot start: servlet /broken: "
+                                          "cannot load /nonexistent/broken.so"));
+    assert_true(th_log_contains(&daemon_, "(queue-timeout); answering 503 to GET /broken"));
+    /* Everyone else is unaffected. */
+    get("/hello", &r);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
 }
 
 static void test_config_check(void **state)
@@ -460,6 +492,7 @@ int main(void)
         cmocka_unit_test(test_streaming),
         cmocka_unit_test(test_http10_closes),
         cmocka_unit_test(test_crash_is_contained),
+        cmocka_unit_test(test_sandbox_that_cannot_start),
         cmocka_unit_test(test_config_check),
         cmocka_unit_test(test_sigterm_leaves_nothing),
     };

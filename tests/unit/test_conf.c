@@ -169,6 +169,16 @@ static void test_empty_gets_defaults(void **state)
     sandlet_conf_free(conf);
 }
 
+static void test_queue_timeout(void **state)
+{
+    (void)state;
+    sandlet_conf *c = parse_ok("sandbox a { queue-timeout 250; }\nsandbox b { }\n", NULL);
+    assert_int_equal(c->nsandboxes, 2);
+    assert_int_equal(c->sandboxes[0].queue_timeout, 250);
+    assert_int_equal(c->sandboxes[1].queue_timeout, SANDLET_DEFAULT_QUEUE_TIMEOUT);
+    sandlet_conf_free(c);
+}
+
 static void test_default_sandbox(void **state)
 {
     (void)state;
@@ -287,7 +297,9 @@ static const struct bad_case bad_cases[] = {
     {"listen 127.0.0.1:8080;\nfoo bar;\n", 2, 1, "unknown directive 'foo' at top level"},
     {"servlet /x {\n    librari x.so;\n}\n", 2, 5,
      "unknown directive 'librari' in servlet block (expected library, sandbox or param)"},
-    {"sandbox a {\n  threads 2;\n}\n", 2, 3, "expected workers or queue"},
+    {"sandbox a {\n  threads 2;\n}\n", 2, 3, "expected workers, queue or queue-timeout"},
+    {"sandbox a {\n  queue-timeout 0;\n}\n", 2, 17, "out of range (expected 1..3600000)"},
+    {"sandbox a {\n  queue-timeout 5;\n  queue-timeout 6;\n}\n", 3, 3, "queue-timeout"},
     {"param x y;\n", 1, 1, "'param' is not allowed at top level"},
     {"workers 4;\n", 1, 1, "not allowed at top level"},
     {"sandbox a {\n    workers 2;\nservlet /x {\n    library x.so;\n}\n", 3, 1, "'}' missing"},
@@ -630,6 +642,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full_example),
         cmocka_unit_test(test_empty_gets_defaults),
+        cmocka_unit_test(test_queue_timeout),
         cmocka_unit_test(test_default_sandbox),
         cmocka_unit_test(test_sandbox_declared_later),
         cmocka_unit_test(test_library_paths),
