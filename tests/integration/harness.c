@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <linux/close_range.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -117,6 +118,9 @@ int th_start(th_daemon *d, const char *conf_body, bool ipv6)
             dup2(fd, STDERR_FILENO);
             dup2(fd, STDOUT_FILENO);
         }
+        /* Start it as a shell would, with nothing open above stderr, so
+         * that descriptor numbering matches real use. */
+        close_range(3, ~0U, 0);
         execl(exe, "sandletd", "-d", "-c", d->conf, (char *)NULL);
         _exit(127);
     }
