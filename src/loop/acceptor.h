@@ -44,8 +44,13 @@ enum sandlet_conn_state {
     CONN_CLOSING,
 };
 
+enum sandlet_conn_phase { PHASE_IDLE, PHASE_HEADERS, PHASE_BODY, PHASE_DONE };
+
 struct sandlet_conn {
     uv_tcp_t tcp;
+    uv_timer_t timer; /* the read timeout of the current phase */
+    int open_handles; /* tcp and timer: freed when both are closed */
+    enum sandlet_conn_phase phase;
     sandlet_server *srv;
     sandlet_conn *prev, *next; /* all connections, for shutdown */
     enum sandlet_conn_state state;
@@ -58,7 +63,10 @@ struct sandlet_conn {
     sandlet_hdr_ref hdrs[SANDLET_MAX_HEADERS];
     unsigned nhdrs;
     uint32_t target, target_len;
-    bool in_value; /* last header callback was a value */
+    bool in_value;  /* last header callback was a value */
+    char prev_byte; /* last byte of the previous parsed buffer */
+    unsigned nhost; /* Host headers seen */
+    bool expect_continue;
     sandlet_buf body;
     const sandlet_servlet_conf *servlet;
     size_t servlet_index;

@@ -48,6 +48,9 @@ enum slot {
     SLOT_NONE,
     SLOT_USER,
     SLOT_DOCROOT,
+    SLOT_HEADER_TIMEOUT,
+    SLOT_BODY_TIMEOUT,
+    SLOT_KEEPALIVE_TIMEOUT,
     SLOT_WORKERS,
     SLOT_QUEUE,
     SLOT_QUEUE_TIMEOUT,
@@ -93,6 +96,7 @@ typedef struct directive {
 static int do_listen(parser *ps, const token *dir, token *args);
 static int do_user(parser *ps, const token *dir, token *args);
 static int do_docroot(parser *ps, const token *dir, token *args);
+static int do_timeout(parser *ps, const token *dir, token *args);
 static int open_sandbox(parser *ps, const token *dir, token *args);
 static int open_servlet(parser *ps, const token *dir, token *args);
 static int close_servlet(parser *ps, const token *dir);
@@ -108,6 +112,9 @@ static const directive directives[] = {
     {"listen", CTX_TOP, 1, "ADDR:PORT", SLOT_NONE, CTX_NONE, do_listen, NULL},
     {"user", CTX_TOP, 1, "NAME", SLOT_USER, CTX_NONE, do_user, NULL},
     {"docroot", CTX_TOP, 1, "DIR", SLOT_DOCROOT, CTX_NONE, do_docroot, NULL},
+    {"header-timeout", CTX_TOP, 1, "MS", SLOT_HEADER_TIMEOUT, CTX_NONE, do_timeout, NULL},
+    {"body-timeout", CTX_TOP, 1, "MS", SLOT_BODY_TIMEOUT, CTX_NONE, do_timeout, NULL},
+    {"keepalive-timeout", CTX_TOP, 1, "MS", SLOT_KEEPALIVE_TIMEOUT, CTX_NONE, do_timeout, NULL},
     {"sandbox", CTX_TOP, 1, "NAME { ... }", SLOT_NONE, CTX_SANDBOX, open_sandbox, NULL},
     {"servlet", CTX_TOP, 1, "PATH { ... }", SLOT_NONE, CTX_SERVLET, open_servlet, close_servlet},
     {"workers", CTX_SANDBOX, 1, "N", SLOT_WORKERS, CTX_NONE, do_workers, NULL},
@@ -564,6 +571,17 @@ static int do_queue_timeout(parser *ps, const token *dir, token *args)
     return number(ps, dir, &args[0], 1, 3600000, &ps->conf->sandboxes[ps->cur].queue_timeout);
 }
 
+/* The three client timeouts share one handler: the directive's name picks
+ * the field. */
+static int do_timeout(parser *ps, const token *dir, token *args)
+{
+    sandlet_conf *c = ps->conf;
+    unsigned *field = strcmp(dir->text, "header-timeout") == 0 ? &c->header_timeout
+                      : strcmp(dir->text, "body-timeout") == 0 ? &c->body_timeout
+                                                               : &c->keepalive_timeout;
+    return number(ps, dir, &args[0], 1, 3600000, field);
+}
+
 /* A path ending in slash-star is a prefix route, stored without its '*';
  * any other '*' is refused rather than guessed at, as is text no request
  * path can ever match. */
@@ -889,6 +907,9 @@ int sandlet_conf_parse(const char *text, size_t len, const char *name, const cha
     ps.conf = calloc(1, sizeof(*ps.conf));
     if (!ps.conf)
         return nomem(&ps);
+    ps.conf->header_timeout = SANDLET_DEFAULT_HEADER_TIMEOUT;
+    ps.conf->body_timeout = SANDLET_DEFAULT_BODY_TIMEOUT;
+    ps.conf->keepalive_timeout = SANDLET_DEFAULT_KEEPALIVE_TIMEOUT;
     ps.conf->file = dupn(ps.name, strlen(ps.name));
     rc = ps.conf->file ? 0 : nomem(&ps);
     if (rc == 0)

@@ -7,6 +7,9 @@
  *   listen 127.0.0.1:8080;          # repeatable; IPv6 as [::1]:8080
  *   user sandlet;                   # drop to this user when started as root
  *   docroot /var/www/sandlet;
+ *   header-timeout 10000;           # ms for a request head, then 408
+ *   body-timeout 30000;             # ms between body reads, then 408
+ *   keepalive-timeout 15000;        # ms an idle connection is kept
  *   sandbox shop {
  *       workers 4;                  # 1..256, default 2
  *       queue 256;                  # waiting requests, 0..65535, default 1024
@@ -29,13 +32,16 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define SANDLET_DEFAULT_LISTEN        "127.0.0.1:8080"
-#define SANDLET_DEFAULT_WORKERS       2
-#define SANDLET_MAX_WORKERS           256
-#define SANDLET_DEFAULT_QUEUE         1024
-#define SANDLET_DEFAULT_QUEUE_TIMEOUT 10000
-#define SANDLET_DEFAULT_SANDBOX       "default"
-#define SANDLET_MAX_PARAMS            1024
+#define SANDLET_DEFAULT_LISTEN            "127.0.0.1:8080"
+#define SANDLET_DEFAULT_WORKERS           2
+#define SANDLET_MAX_WORKERS               256
+#define SANDLET_DEFAULT_QUEUE             1024
+#define SANDLET_DEFAULT_QUEUE_TIMEOUT     10000
+#define SANDLET_DEFAULT_SANDBOX           "default"
+#define SANDLET_MAX_PARAMS                1024
+#define SANDLET_DEFAULT_HEADER_TIMEOUT    10000
+#define SANDLET_DEFAULT_BODY_TIMEOUT      30000
+#define SANDLET_DEFAULT_KEEPALIVE_TIMEOUT 15000
 
 typedef struct sandlet_param {
     char *name;
@@ -70,6 +76,9 @@ typedef struct sandlet_conf {
     char *file; /* as given, for messages */
     char *user; /* NULL: stay the user we were started as */
     char *docroot;
+    unsigned header_timeout;    /* ms for a whole request head (slowloris) */
+    unsigned body_timeout;      /* ms between two reads of a body */
+    unsigned keepalive_timeout; /* ms an idle keep-alive connection stays */
     sandlet_listen_conf *listens;
     size_t nlistens;
     sandlet_sandbox_conf *sandboxes;

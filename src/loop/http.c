@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #define READ_CHUNK ((size_t)64 * 1024)
@@ -83,6 +84,7 @@ static const char *reason(int status)
     case 414: return "URI Too Long";
     case 415: return "Unsupported Media Type";
     case 416: return "Range Not Satisfiable";
+    case 417: return "Expectation Failed";
     case 422: return "Unprocessable Content";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
@@ -118,13 +120,20 @@ size_t sandlet_conn_write_backlog(const sandlet_conn *c)
 
 static void on_closed(uv_handle_t *h);
 
+static void close_handles(sandlet_conn *c)
+{
+    if (!uv_is_closing((uv_handle_t *)&c->timer))
+        uv_close((uv_handle_t *)&c->timer, on_closed);
+    if (!uv_is_closing((uv_handle_t *)&c->tcp))
+        uv_close((uv_handle_t *)&c->tcp, on_closed);
+}
+
 static void after_shutdown(uv_shutdown_t *req, int status)
 {
     (void)status;
     sandlet_conn *c = req->data;
     free(req);
-    if (!uv_is_closing((uv_handle_t *)&c->tcp))
-        uv_close((uv_handle_t *)&c->tcp, on_closed);
+    close_handles(c);
 }
 
 /* Ends the connection once everything queued has been written: FIN first,
@@ -140,7 +149,7 @@ static void finish_close(sandlet_conn *c)
             return;
         free(req);
     }
-    uv_close((uv_handle_t *)&c->tcp, on_closed);
+    close_handles(c);
 }
 
 static void after_write(uv_write_t *req, int status)
@@ -190,6 +199,45 @@ static int conn_write(sandlet_conn *c, const void *a, size_t alen, const void *b
     return 0;
 }
 
+/* ---- timeouts ------------------------------------------------------------ */
+
+static void simple_response(sandlet_conn *c, int status, bool close);
+
+static void on_timeout(uv_timer_t *t)
+{
+    sandlet_conn *c = t->data;
+    if (c->state != CONN_READING)
+        return;
+    if (c->phase == PHASE_IDLE) {
+        conn_close(c);
+        return;
+    }
+    sandlet_debug("%s: %s timeout; answering 408", c->peer,
+                  c->phase == PHASE_BODY ? "body" : "header");
+    c->state = CONN_WAITING;
+    simple_response(c, 408, true);
+}
+
+/* The header timeout runs from the first byte of a request to the end of
+ * its head and is not restarted by progress, so that a client trickling
+ * bytes (slowloris) cannot hold a connection; the body timeout bounds the
+ * gap between reads; the idle timeout bounds an unused keep-alive. */
+static void set_phase(sandlet_conn *c, enum sandlet_conn_phase phase)
+{
+    uint64_t ms = 0;
+    switch (phase) {
+    case PHASE_IDLE: ms = c->srv->conf->keepalive_timeout; break;
+    case PHASE_HEADERS: ms = c->srv->conf->header_timeout; break;
+    case PHASE_BODY: ms = c->srv->conf->body_timeout; break;
+    case PHASE_DONE: break;
+    }
+    c->phase = phase;
+    if (ms)
+        uv_timer_start(&c->timer, on_timeout, ms, 0);
+    else
+        uv_timer_stop(&c->timer);
+}
+
 /* ---- request lifecycle --------------------------------------------------- */
 
 static void reset_request(sandlet_conn *c)
@@ -199,6 +247,8 @@ static void reset_request(sandlet_conn *c)
     c->nhdrs = 0;
     c->target = c->target_len = 0;
     c->in_value = false;
+    c->nhost = 0;
+    c->expect_continue = false;
     c->servlet = NULL;
     c->error_status = 0;
     c->worker = NULL;
@@ -219,6 +269,7 @@ static void request_done(sandlet_conn *c)
         return;
     }
     c->state = CONN_READING;
+    set_phase(c, PHASE_IDLE);
     llhttp_resume(&c->parser);
     process_input(c);
 }
@@ -380,7 +431,10 @@ static int head_put(sandlet_conn *c, const char *at, size_t len, int status)
 
 static int on_message_begin(llhttp_t *p)
 {
-    reset_request(conn_of(p));
+    sandlet_conn *c = conn_of(p);
+    reset_request(c);
+    if (c->phase == PHASE_IDLE)
+        set_phase(c, PHASE_HEADERS);
     return 0;
 }
 
@@ -428,6 +482,16 @@ static int on_header_field_complete(llhttp_t *p)
 static int on_header_value(llhttp_t *p, const char *at, size_t len)
 {
     sandlet_conn *c = conn_of(p);
+    /* llhttp accepts obs-fold (a value continued on the next line after
+     * whitespace) and hands the continuation over as another piece of the
+     * value, one that starts right after a line feed.  RFC 9112 lets a
+     * server reject it; folded headers are a smuggling vector. */
+    const char *start = (const char *)c->in.data;
+    char before = at > start ? at[-1] : c->prev_byte;
+    if (before == '\n') {
+        c->error_status = 400;
+        return -1;
+    }
     c->hdrs[c->nhdrs - 1].value_len += (uint32_t)len;
     return head_put(c, at, len, 431);
 }
@@ -437,6 +501,38 @@ static int on_header_value_complete(llhttp_t *p)
     return head_put(conn_of(p), "", 1, 431);
 }
 
+/* The value of the only header called name, NULL when absent. */
+static const char *find_header(const sandlet_conn *c, const char *name)
+{
+    for (unsigned i = 0; i < c->nhdrs; i++)
+        if (strcasecmp((const char *)c->head.data + c->hdrs[i].name, name) == 0)
+            return (const char *)c->head.data + c->hdrs[i].value;
+    return NULL;
+}
+
+/* An absolute-form target ("http://host/path?q") is served as its path:
+ * the target reference is narrowed to the origin form in place. */
+static bool origin_form(sandlet_conn *c)
+{
+    const char *t = (const char *)c->head.data + c->target;
+    if (t[0] == '/' || (t[0] == '*' && c->target_len == 1))
+        return true;
+    size_t skip;
+    if (c->target_len > 7 && strncasecmp(t, "http://", 7) == 0)
+        skip = 7;
+    else if (c->target_len > 8 && strncasecmp(t, "https://", 8) == 0)
+        skip = 8;
+    else
+        return false;
+    const char *path = memchr(t + skip, '/', c->target_len - skip);
+    if (!path)
+        return false; /* "http://host" without a path: not worth guessing */
+    uint32_t cut = (uint32_t)(path - t);
+    c->target += cut;
+    c->target_len -= cut;
+    return true;
+}
+
 static int on_headers_complete(llhttp_t *p)
 {
     sandlet_conn *c = conn_of(p);
@@ -444,9 +540,25 @@ static int on_headers_complete(llhttp_t *p)
     c->http_minor = llhttp_get_http_minor(p);
     c->keep_alive = llhttp_should_keep_alive(p);
     c->head_only = llhttp_get_method(p) == HTTP_HEAD;
-    if (c->target_len == 0 || c->head.len == 0) {
+    if (c->target_len == 0 || c->head.len == 0 || !origin_form(c)) {
         c->error_status = 400;
         return -1;
+    }
+    /* RFC 9112: a 1.1 request carries exactly one Host. */
+    for (unsigned i = 0; i < c->nhdrs; i++)
+        if (strcasecmp((const char *)c->head.data + c->hdrs[i].name, "host") == 0)
+            c->nhost++;
+    if (c->nhost > 1 || (c->nhost == 0 && c->http_major == 1 && c->http_minor >= 1)) {
+        c->error_status = 400;
+        return -1;
+    }
+    const char *expect = find_header(c, "expect");
+    if (expect) {
+        if (strcasecmp(expect, "100-continue") != 0) {
+            c->error_status = 417;
+            return -1;
+        }
+        c->expect_continue = c->http_minor >= 1;
     }
     const char *target = (const char *)c->head.data + c->target;
     snprintf(c->reqline, sizeof(c->reqline), "%s %.*s HTTP/%u.%u",
@@ -462,6 +574,14 @@ static int on_headers_complete(llhttp_t *p)
     c->servlet = sandlet_conf_route(c->srv->conf, target, plen);
     if (c->servlet)
         c->servlet_index = (size_t)(c->servlet - c->srv->conf->servlets);
+    /* The client waits for our go-ahead before sending the body; give it
+     * only when the request will be read (limits were checked above). */
+    if (c->expect_continue && (p->flags & (F_CONTENT_LENGTH | F_CHUNKED)) &&
+        conn_write(c, "HTTP/1.1 100 Continue\r\n\r\n", 25, NULL, 0, NULL, 0) < 0) {
+        c->error_status = 500;
+        return -1;
+    }
+    set_phase(c, PHASE_BODY);
     return 0;
 }
 
@@ -473,6 +593,7 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
         return -1;
     }
     sandlet_buf_put(&c->body, at, len);
+    set_phase(c, PHASE_BODY); /* progress restarts the gap timer */
     if (c->body.error) {
         c->error_status = 500;
         return -1;
@@ -482,7 +603,7 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
 
 static int on_message_complete(llhttp_t *p)
 {
-    (void)p;
+    set_phase(conn_of(p), PHASE_DONE);
     /* Stop here: the rest of the input waits until this request is
      * answered, which keeps pipelined responses in order. */
     return HPE_PAUSED;
@@ -550,6 +671,7 @@ static void process_input(sandlet_conn *c)
     while (c->state == CONN_READING && c->in.len > 0) {
         const char *data = (const char *)c->in.data;
         llhttp_errno_t err = llhttp_execute(&c->parser, data, c->in.len);
+        c->prev_byte = data[c->in.len - 1];
         if (err == HPE_OK) {
             sandlet_buf_reset(&c->in);
             break;
@@ -562,6 +684,8 @@ static void process_input(sandlet_conn *c)
             continue;
         }
         int status = c->error_status ? c->error_status : 400;
+        if (err == HPE_INVALID_METHOD)
+            status = 501;
         sandlet_debug("%s: bad request (%s): answering %d", c->peer, llhttp_errno_name(err),
                       status);
         c->state = CONN_WAITING;
@@ -602,6 +726,8 @@ static void on_closed(uv_handle_t *h)
 {
     sandlet_conn *c = h->data;
     sandlet_server *srv = c->srv;
+    if (--c->open_handles > 0)
+        return;
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -630,8 +756,9 @@ static void conn_close(sandlet_conn *c)
         c->reading = false;
     }
     /* A write error or reset means nothing more can be delivered. */
+    uv_timer_stop(&c->timer);
     if (c->peer_closed && c->pending_writes == 0) {
-        uv_close((uv_handle_t *)&c->tcp, on_closed);
+        close_handles(c);
         return;
     }
     finish_close(c);
@@ -654,6 +781,9 @@ void sandlet_http_accept(uv_stream_t *listener, int status)
     c->srv = srv;
     uv_tcp_init(srv->loop, &c->tcp);
     c->tcp.data = c;
+    uv_timer_init(srv->loop, &c->timer);
+    c->timer.data = c;
+    c->open_handles = 2;
     c->next = srv->conns;
     if (srv->conns)
         srv->conns->prev = c;
@@ -661,7 +791,7 @@ void sandlet_http_accept(uv_stream_t *listener, int status)
     srv->nconns++;
     if (uv_accept(listener, (uv_stream_t *)&c->tcp) < 0) {
         c->state = CONN_CLOSING;
-        uv_close((uv_handle_t *)&c->tcp, on_closed);
+        close_handles(c);
         return;
     }
     uv_tcp_nodelay(&c->tcp, 1);
@@ -687,6 +817,8 @@ void sandlet_http_accept(uv_stream_t *listener, int status)
     llhttp_init(&c->parser, HTTP_REQUEST, &settings);
     c->parser.data = c;
     c->state = CONN_READING;
+    /* A new connection must send its request head in time. */
+    set_phase(c, PHASE_HEADERS);
     set_reading(c, true);
 }
 
