@@ -124,8 +124,11 @@ struct sandlet_worker {
     char reqline[160];
     char servlet[96];
     uv_timer_t restart;
+    uv_timer_t deadline; /* the request's timeout */
+    bool timed_out;
+    uint64_t started;  /* uv_now when the request was sent */
     unsigned failures; /* consecutive deaths without a served request */
-    uint64_t served;
+    uint64_t served;   /* by this incarnation, for max-requests */
 };
 
 struct sandlet_pool {

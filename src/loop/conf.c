@@ -54,6 +54,16 @@ enum slot {
     SLOT_WORKERS,
     SLOT_QUEUE,
     SLOT_QUEUE_TIMEOUT,
+    SLOT_SB_USER,
+    SLOT_SB_GROUP,
+    SLOT_MEMORY,
+    SLOT_OPEN_FILES,
+    SLOT_CPU,
+    SLOT_CORE,
+    SLOT_VIOLATIONS,
+    SLOT_TIMEOUT,
+    SLOT_MAX_REQUESTS,
+    SLOT_SERVLET_TIMEOUT,
     SLOT_LIBRARY,
     SLOT_SANDBOX,
     SLOT_COUNT
@@ -106,6 +116,8 @@ static int do_queue_timeout(parser *ps, const token *dir, token *args);
 static int do_library(parser *ps, const token *dir, token *args);
 static int do_use_sandbox(parser *ps, const token *dir, token *args);
 static int do_param(parser *ps, const token *dir, token *args);
+static int do_confine(parser *ps, const token *dir, token *args);
+static int do_servlet_timeout(parser *ps, const token *dir, token *args);
 
 /* Order matters only for messages: "expected" lists follow it. */
 static const directive directives[] = {
@@ -120,7 +132,20 @@ static const directive directives[] = {
     {"workers", CTX_SANDBOX, 1, "N", SLOT_WORKERS, CTX_NONE, do_workers, NULL},
     {"queue", CTX_SANDBOX, 1, "N", SLOT_QUEUE, CTX_NONE, do_queue, NULL},
     {"queue-timeout", CTX_SANDBOX, 1, "MS", SLOT_QUEUE_TIMEOUT, CTX_NONE, do_queue_timeout, NULL},
+    {"user", CTX_SANDBOX, 1, "NAME", SLOT_SB_USER, CTX_NONE, do_confine, NULL},
+    {"group", CTX_SANDBOX, 1, "NAME", SLOT_SB_GROUP, CTX_NONE, do_confine, NULL},
+    {"readable", CTX_SANDBOX, 1, "PATH", SLOT_NONE, CTX_NONE, do_confine, NULL},
+    {"writable", CTX_SANDBOX, 1, "DIR", SLOT_NONE, CTX_NONE, do_confine, NULL},
+    {"memory", CTX_SANDBOX, 1, "MIB", SLOT_MEMORY, CTX_NONE, do_confine, NULL},
+    {"open-files", CTX_SANDBOX, 1, "N", SLOT_OPEN_FILES, CTX_NONE, do_confine, NULL},
+    {"cpu-seconds", CTX_SANDBOX, 1, "N", SLOT_CPU, CTX_NONE, do_confine, NULL},
+    {"core-dumps", CTX_SANDBOX, 1, "on|off", SLOT_CORE, CTX_NONE, do_confine, NULL},
+    {"syscalls", CTX_SANDBOX, 1, "files|database", SLOT_NONE, CTX_NONE, do_confine, NULL},
+    {"syscall-violations", CTX_SANDBOX, 1, "kill|log", SLOT_VIOLATIONS, CTX_NONE, do_confine, NULL},
+    {"timeout", CTX_SANDBOX, 1, "MS", SLOT_TIMEOUT, CTX_NONE, do_confine, NULL},
+    {"max-requests", CTX_SANDBOX, 1, "N", SLOT_MAX_REQUESTS, CTX_NONE, do_confine, NULL},
     {"library", CTX_SERVLET, 1, "FILE", SLOT_LIBRARY, CTX_NONE, do_library, NULL},
+    {"timeout", CTX_SERVLET, 1, "MS", SLOT_SERVLET_TIMEOUT, CTX_NONE, do_servlet_timeout, NULL},
     {"sandbox", CTX_SERVLET, 1, "NAME", SLOT_SANDBOX, CTX_NONE, do_use_sandbox, NULL},
     {"param", CTX_SERVLET, 2, "NAME VALUE", SLOT_NONE, CTX_NONE, do_param, NULL},
 };
@@ -569,6 +594,96 @@ static int do_queue(parser *ps, const token *dir, token *args)
 static int do_queue_timeout(parser *ps, const token *dir, token *args)
 {
     return number(ps, dir, &args[0], 1, 3600000, &ps->conf->sandboxes[ps->cur].queue_timeout);
+}
+
+/* Appends a path to a sandbox's Landlock list; relative paths resolve
+ * against the configuration's folder, like libraries. */
+static int add_path(parser *ps, token *arg, char ***list, size_t *n)
+{
+    if (!arg->text[0])
+        return fail(ps, arg->line, arg->col, "empty path (expected an absolute or relative path)");
+    char *path = arg->text;
+    if (path[0] != '/' && ps->basedir && ps->basedir[0]) {
+        size_t bl = strlen(ps->basedir), pl = strlen(path);
+        char *joined = malloc(bl + pl + 2);
+        if (!joined)
+            return nomem(ps);
+        memcpy(joined, ps->basedir, bl);
+        joined[bl] = '/';
+        memcpy(joined + bl + 1, path, pl + 1);
+        path = joined;
+    } else {
+        arg->text = NULL;
+    }
+    char **grown = reserve(*list, *n, sizeof(**list));
+    if (!grown) {
+        if (path != arg->text)
+            free(path);
+        return nomem(ps);
+    }
+    *list = grown;
+    grown[(*n)++] = path;
+    return 0;
+}
+
+static int on_off(parser *ps, const token *dir, const token *arg, const char *on, const char *off,
+                  bool *out)
+{
+    char sh[SHOWN_MAX];
+    if (strcmp(arg->text, on) == 0)
+        *out = true;
+    else if (strcmp(arg->text, off) == 0)
+        *out = false;
+    else
+        return fail(ps, arg->line, arg->col, "invalid value '%s' for '%s' (expected %s or %s)",
+                    shown(sh, sizeof(sh), arg->text), dir->text, on, off);
+    return 0;
+}
+
+/* The sandbox's confinement and guardian settings (DESIGN.md's
+ * order: limits, user, Landlock paths, system-call groups). */
+static int do_confine(parser *ps, const token *dir, token *args)
+{
+    sandlet_sandbox_conf *sb = &ps->conf->sandboxes[ps->cur];
+    const char *d = dir->text;
+    char sh[SHOWN_MAX];
+    if (strcmp(d, "user") == 0)
+        return take_string(ps, dir, &args[0], "NAME", &sb->user);
+    if (strcmp(d, "group") == 0)
+        return take_string(ps, dir, &args[0], "NAME", &sb->group);
+    if (strcmp(d, "readable") == 0)
+        return add_path(ps, &args[0], &sb->readable, &sb->nreadable);
+    if (strcmp(d, "writable") == 0)
+        return add_path(ps, &args[0], &sb->writable, &sb->nwritable);
+    if (strcmp(d, "memory") == 0)
+        return number(ps, dir, &args[0], 16, 1u << 20, &sb->memory_mib);
+    if (strcmp(d, "open-files") == 0)
+        return number(ps, dir, &args[0], 16, 1u << 20, &sb->open_files);
+    if (strcmp(d, "cpu-seconds") == 0)
+        return number(ps, dir, &args[0], 1, 1u << 30, &sb->cpu_seconds);
+    if (strcmp(d, "core-dumps") == 0)
+        return on_off(ps, dir, &args[0], "on", "off", &sb->core_dumps);
+    if (strcmp(d, "syscall-violations") == 0)
+        return on_off(ps, dir, &args[0], "log", "kill", &sb->learn);
+    if (strcmp(d, "timeout") == 0)
+        return number(ps, dir, &args[0], 1, 86400000, &sb->timeout);
+    if (strcmp(d, "max-requests") == 0)
+        return number(ps, dir, &args[0], 1, 4000000000u, &sb->max_requests);
+    /* syscalls GROUP */
+    if (strcmp(args[0].text, "files") == 0)
+        sb->syscalls |= SANDLET_SYSCALLS_FILES;
+    else if (strcmp(args[0].text, "database") == 0)
+        sb->syscalls |= SANDLET_SYSCALLS_DATABASE;
+    else
+        return fail(ps, args[0].line, args[0].col,
+                    "unknown system-call group '%s' (expected files or database)",
+                    shown(sh, sizeof(sh), args[0].text));
+    return 0;
+}
+
+static int do_servlet_timeout(parser *ps, const token *dir, token *args)
+{
+    return number(ps, dir, &args[0], 1, 86400000, &ps->conf->servlets[ps->cur].timeout);
 }
 
 /* The three client timeouts share one handler: the directive's name picks
@@ -1032,8 +1147,18 @@ void sandlet_conf_free(sandlet_conf *conf)
         return;
     for (size_t i = 0; i < conf->nlistens; i++)
         free(conf->listens[i].host);
-    for (size_t i = 0; i < conf->nsandboxes; i++)
-        free(conf->sandboxes[i].name);
+    for (size_t i = 0; i < conf->nsandboxes; i++) {
+        sandlet_sandbox_conf *sb = &conf->sandboxes[i];
+        free(sb->name);
+        free(sb->user);
+        free(sb->group);
+        for (size_t j = 0; j < sb->nreadable; j++)
+            free(sb->readable[j]);
+        for (size_t j = 0; j < sb->nwritable; j++)
+            free(sb->writable[j]);
+        free(sb->readable);
+        free(sb->writable);
+    }
     for (size_t i = 0; i < conf->nservlets; i++) {
         sandlet_servlet_conf *s = &conf->servlets[i];
         for (size_t j = 0; j < s->nparams; j++) {

@@ -14,11 +14,19 @@
  *       workers 4;                  # 1..256, default 2
  *       queue 256;                  # waiting requests, 0..65535, default 1024
  *       queue-timeout 5000;         # ms a request may wait, then 503; default 10000
+ *       timeout 30000;              # ms a request may run, then kill + 504
+ *       max-requests 10000;         # recycle a worker after N requests
+ *       user www; group www;        # confinement (issue in progress): uid/gid,
+ *       readable DIR; writable DIR; # Landlock paths, limits (memory MIB,
+ *       open-files N; cpu-seconds N; core-dumps on|off), seccomp groups
+ *       syscalls files|database;    # (repeatable) and learning mode
+ *       syscall-violations kill|log;
  *   }
  *   servlet /hello {                # exact path; "/app/" + "*" matches a prefix
  *       library hello.so;           # relative to the config file's folder
  *       sandbox shop;               # default: "default" (created on demand)
  *       param greeting "Hello";     # passed to init, repeatable
+ *       timeout 5000;               # overrides the sandbox's
  *   }
  *
  * Tokens are words or double-quoted strings (with \" and \\ escapes).
@@ -54,10 +62,30 @@ typedef struct sandlet_listen_conf {
     int line;
 } sandlet_listen_conf;
 
+/* Opt-in system-call groups of a sandbox's seccomp filter. */
+#define SANDLET_SYSCALLS_FILES    1u
+#define SANDLET_SYSCALLS_DATABASE 2u
+
 typedef struct sandlet_sandbox_conf {
     char *name;
     unsigned workers;
     unsigned queue;
+    /* Confinement: NULL/0 fields keep the default. */
+    char *user;      /* default: the daemon's user */
+    char *group;     /* default: the user's primary group */
+    char **readable; /* Landlock read-only paths besides the libraries */
+    size_t nreadable;
+    char **writable; /* Landlock read-write directories */
+    size_t nwritable;
+    unsigned memory_mib;  /* address-space limit */
+    unsigned open_files;  /* RLIMIT_NOFILE */
+    unsigned cpu_seconds; /* RLIMIT_CPU */
+    bool core_dumps;
+    unsigned syscalls; /* SANDLET_SYSCALLS_* */
+    bool learn;        /* "syscall-violations log": log, do not kill */
+    /* Guardian. */
+    unsigned timeout;       /* ms a request may run; 0: none */
+    unsigned max_requests;  /* recycle a worker after this many; 0: never */
     unsigned queue_timeout; /* ms a request may wait for a worker */
     int line;
 } sandlet_sandbox_conf;
@@ -69,6 +97,7 @@ typedef struct sandlet_servlet_conf {
     size_t sandbox; /* index into sandlet_conf.sandboxes */
     sandlet_param *params;
     size_t nparams;
+    unsigned timeout; /* ms; 0: the sandbox's */
     int line;
 } sandlet_servlet_conf;
 

@@ -16,6 +16,7 @@
 #include "sandbox/control.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,8 @@
 
 static void worker_spawn(sandlet_worker *w);
 static void worker_lost(sandlet_worker *w);
+static void worker_lost_status(sandlet_worker *w, int status);
+static void close_pipe(sandlet_worker *w);
 static void worker_process(sandlet_worker *w);
 
 static const char *sandbox_name(const sandlet_worker *w)
@@ -108,6 +111,21 @@ static int encode_request(sandlet_worker *w, sandlet_conn *c)
     return rc;
 }
 
+static void on_deadline(uv_timer_t *t)
+{
+    sandlet_worker *w = t->data;
+    if (w->state != W_BUSY)
+        return;
+    sandlet_error("worker %d of sandbox '%s' ran past its timeout (%" PRIu64
+                  " ms) serving %s: %s; killing it",
+                  (int)w->pid, sandbox_name(w), uv_now(w->pool->srv->loop) - w->started, w->servlet,
+                  w->reqline);
+    w->timed_out = true;
+    sandlet_server_control(w->pool->srv, SANDLET_CTL_KILL, (uint32_t)w->pool->index, w->slot,
+                           w->gen, -1, SIGKILL);
+    worker_lost_status(w, 504);
+}
+
 static void send_request(sandlet_worker *w, sandlet_conn *c)
 {
     sandlet_server *srv = w->pool->srv;
@@ -125,6 +143,10 @@ static void send_request(sandlet_worker *w, sandlet_conn *c)
     int rc = encode_request(w, c);
     if (rc == 0)
         rc = write_out(w);
+    unsigned limit = c->servlet->timeout ? c->servlet->timeout : w->pool->conf->timeout;
+    w->started = uv_now(srv->loop);
+    if (rc == 0 && limit)
+        uv_timer_start(&w->deadline, on_deadline, limit, 0);
     if (rc < 0) {
         sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot hand %s to sandbox '%s'", c->reqline,
                           sandbox_name(w));
@@ -251,10 +273,21 @@ static void violation(sandlet_worker *w, const char *why)
 
 static void request_finished(sandlet_worker *w)
 {
+    uv_timer_stop(&w->deadline);
     w->served++;
     w->failures = 0;
     w->conn = NULL;
     w->reqline[0] = '\0';
+    unsigned max = w->pool->conf->max_requests;
+    if (max && w->served >= max) {
+        /* Recycle: closing the socketpair makes the worker run destroy
+         * and exit 0; its EXITED report starts the next one at once. */
+        sandlet_debug("worker %d of sandbox '%s' served %u requests; recycling it", (int)w->pid,
+                      sandbox_name(w), max);
+        close_pipe(w);
+        w->state = W_DYING;
+        return;
+    }
     w->state = W_IDLE;
     sandlet_pool_submit(w->pool, NULL);
 }
@@ -408,17 +441,23 @@ static void close_pipe(sandlet_worker *w)
 
 /* The worker's socketpair is unusable: fail its request, wait for the
  * supervisor's report of its exit. */
-static void worker_lost(sandlet_worker *w)
+static void worker_lost_status(sandlet_worker *w, int status)
 {
     close_pipe(w);
+    uv_timer_stop(&w->deadline);
     sandlet_conn *c = w->conn;
     w->conn = NULL;
     if (c) {
         c->worker = NULL;
-        sandlet_conn_fail(c, 502);
+        sandlet_conn_fail(c, status);
     }
     if (w->state != W_DOWN)
         w->state = W_DYING;
+}
+
+static void worker_lost(sandlet_worker *w)
+{
+    worker_lost_status(w, w->timed_out ? 504 : 502);
 }
 
 static void on_restart(uv_timer_t *t)
@@ -477,6 +516,8 @@ static void worker_spawn(sandlet_worker *w)
     }
     w->gen++;
     w->state = W_STARTING;
+    w->served = 0;
+    w->timed_out = false;
     w->got_head = false;
     w->conn = NULL;
     sandlet_buf_reset(&w->in);
@@ -584,6 +625,8 @@ int sandlet_pools_start(sandlet_server *srv)
             sandlet_buf_init(&w->out, 0);
             uv_timer_init(srv->loop, &w->restart);
             w->restart.data = w;
+            uv_timer_init(srv->loop, &w->deadline);
+            w->deadline.data = w;
         }
     }
     for (size_t i = 0; i < conf->nsandboxes; i++)
@@ -605,6 +648,8 @@ void sandlet_pools_stop(sandlet_server *srv)
             worker_lost(w);
             if (!uv_is_closing((uv_handle_t *)&w->restart))
                 uv_close((uv_handle_t *)&w->restart, NULL);
+            if (!uv_is_closing((uv_handle_t *)&w->deadline))
+                uv_close((uv_handle_t *)&w->deadline, NULL);
         }
     }
 }

@@ -138,7 +138,7 @@ bool sandlet_static_not_modified(const char *if_none_match, const char *if_modif
  *           matching (strong comparison of etags, exact date), several
  *           ranges (not supported), or an empty representation;
  *   1       206 with Content-Range "bytes start-(start+length-1)/size";
- *   -ERANGE 416 with Content-Range "bytes * /size" (no space).
+ *   -ERANGE 416 with Content-Range "bytes *" immediately followed by "/size".
  * Numbers too big for 64 bits saturate, which keeps their meaning: a huge
  * first-pos is unsatisfiable, a huge last-pos or suffix-length means "to
  * the end" / "the whole".  *start and *length are set only when 1.

@@ -25,7 +25,7 @@ static th_daemon daemon_;
 
 static char *make_conf(void)
 {
-    static char conf[4096];
+    static char conf[8192];
     snprintf(conf, sizeof(conf),
              "sandbox main { workers 2; }\n"
              "sandbox crashy { workers 1; }\n"
@@ -33,10 +33,18 @@ static char *make_conf(void)
              "servlet /probe/* { library \"%s\"; sandbox main; param greeting \"hi there\"; }\n"
              "servlet /crash { library \"%s\"; sandbox crashy; }\n"
              "sandbox broken { workers 1; queue-timeout 300; }\n"
+             "sandbox slow { workers 1; timeout 300; }\n"
+             "servlet /slow/* { library \"%s\"; sandbox slow; }\n"
+             "servlet /slower/* { library \"%s\"; sandbox slow; timeout 900; }\n"
+             "sandbox recycle { workers 1; max-requests 3; }\n"
+             "servlet /recycle/* { library \"%s\"; sandbox recycle; }\n"
              "servlet /broken { library \"/nonexistent/broken.so\"; sandbox broken; }\n",
              th_build_path("examples/hello/.libs/hello.so"),
              th_build_path("tests/fixtures/.libs/probe.so"),
-             th_build_path("tests/fixtures/.libs/crash.so"));
+             th_build_path("tests/fixtures/.libs/crash.so"),
+             th_build_path("tests/fixtures/.libs/probe.so"),
+             th_build_path("tests/fixtures/.libs/probe.so"),
+             th_build_path("tests/fixtures/.libs/probe.so"));
     return conf;
 }
 
@@ -451,6 +459,45 @@ static void test_sandbox_that_cannot_start(void **state)
     th_response_free(&r);
 }
 
+static void test_timeout_kills_worker(void **state)
+{
+    (void)state;
+    th_response r;
+    get("/slow/sleep?ms=3000", &r);
+    assert_int_equal(r.status, 504);
+    th_response_free(&r);
+    assert_true(th_log_wait(&daemon_, "ran past its timeout", 3000));
+    assert_true(th_log_contains(&daemon_, "serving /slow/*: GET /slow/sleep?ms=3000 HTTP/1.1"));
+    /* The sandbox comes back for the next request. */
+    get("/slow/param?v=back", &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "back");
+    th_response_free(&r);
+    /* A servlet's own timeout overrides its sandbox's. */
+    get("/slower/sleep?ms=500", &r);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+}
+
+static void test_max_requests_recycles(void **state)
+{
+    (void)state;
+    long pids[7];
+    for (int i = 0; i < 7; i++) {
+        th_response r;
+        get("/recycle/pid", &r);
+        assert_int_equal(r.status, 200);
+        pids[i] = atol(r.body);
+        th_response_free(&r);
+    }
+    assert_int_equal(pids[0], pids[1]);
+    assert_int_equal(pids[1], pids[2]);
+    assert_int_not_equal(pids[2], pids[3]);
+    assert_int_equal(pids[3], pids[4]);
+    assert_int_equal(pids[4], pids[5]);
+    assert_int_not_equal(pids[5], pids[6]);
+}
+
 static void test_config_check(void **state)
 {
     (void)state;
@@ -493,6 +540,8 @@ int main(void)
         cmocka_unit_test(test_http10_closes),
         cmocka_unit_test(test_crash_is_contained),
         cmocka_unit_test(test_sandbox_that_cannot_start),
+        cmocka_unit_test(test_timeout_kills_worker),
+        cmocka_unit_test(test_max_requests_recycles),
         cmocka_unit_test(test_config_check),
         cmocka_unit_test(test_sigterm_leaves_nothing),
     };

@@ -179,6 +179,36 @@ static void test_queue_timeout(void **state)
     sandlet_conf_free(c);
 }
 
+static void test_confinement_settings(void **state)
+{
+    (void)state;
+    sandlet_conf *c = parse_ok("sandbox a {\n user www; group web;\n readable /srv/ro;\n"
+                               " readable data;\n writable /srv/rw;\n memory 256;\n"
+                               " open-files 64; cpu-seconds 30; core-dumps on;\n"
+                               " syscalls files; syscalls database;\n"
+                               " syscall-violations log; timeout 5000; max-requests 1000;\n}\n"
+                               "servlet /x { library x.so; sandbox a; timeout 100; }\n",
+                               "/etc/sandlet");
+    const sandlet_sandbox_conf *sb = &c->sandboxes[0];
+    assert_string_equal(sb->user, "www");
+    assert_string_equal(sb->group, "web");
+    assert_int_equal(sb->nreadable, 2);
+    assert_string_equal(sb->readable[0], "/srv/ro");
+    assert_string_equal(sb->readable[1], "/etc/sandlet/data");
+    assert_int_equal(sb->nwritable, 1);
+    assert_string_equal(sb->writable[0], "/srv/rw");
+    assert_int_equal(sb->memory_mib, 256);
+    assert_int_equal(sb->open_files, 64);
+    assert_int_equal(sb->cpu_seconds, 30);
+    assert_true(sb->core_dumps);
+    assert_int_equal(sb->syscalls, SANDLET_SYSCALLS_FILES | SANDLET_SYSCALLS_DATABASE);
+    assert_true(sb->learn);
+    assert_int_equal(sb->timeout, 5000);
+    assert_int_equal(sb->max_requests, 1000);
+    assert_int_equal(c->servlets[0].timeout, 100);
+    sandlet_conf_free(c);
+}
+
 static void test_default_sandbox(void **state)
 {
     (void)state;
@@ -296,8 +326,13 @@ static const struct bad_case bad_cases[] = {
     /* unknown and misplaced directives */
     {"listen 127.0.0.1:8080;\nfoo bar;\n", 2, 1, "unknown directive 'foo' at top level"},
     {"servlet /x {\n    librari x.so;\n}\n", 2, 5,
-     "unknown directive 'librari' in servlet block (expected library, sandbox or param)"},
-    {"sandbox a {\n  threads 2;\n}\n", 2, 3, "expected workers, queue or queue-timeout"},
+     "unknown directive 'librari' in servlet block (expected library, timeout, sandbox or param)"},
+    {"sandbox a {\n  threads 2;\n}\n", 2, 3, "(expected workers, queue, queue-timeout, user,"},
+    {"sandbox a {\n  syscalls network;\n}\n", 2, 12, "unknown system-call group 'network'"},
+    {"sandbox a {\n  core-dumps maybe;\n}\n", 2, 14, "(expected on or off)"},
+    {"sandbox a {\n  syscall-violations trace;\n}\n", 2, 22, "(expected log or kill)"},
+    {"sandbox a {\n  memory 1;\n}\n", 2, 10, "out of range"},
+    {"sandbox a {\n  user a;\n  user b;\n}\n", 3, 3, "user"},
     {"sandbox a {\n  queue-timeout 0;\n}\n", 2, 17, "out of range (expected 1..3600000)"},
     {"sandbox a {\n  queue-timeout 5;\n  queue-timeout 6;\n}\n", 3, 3, "queue-timeout"},
     {"param x y;\n", 1, 1, "'param' is not allowed at top level"},
@@ -643,6 +678,7 @@ int main(void)
         cmocka_unit_test(test_full_example),
         cmocka_unit_test(test_empty_gets_defaults),
         cmocka_unit_test(test_queue_timeout),
+        cmocka_unit_test(test_confinement_settings),
         cmocka_unit_test(test_default_sandbox),
         cmocka_unit_test(test_sandbox_declared_later),
         cmocka_unit_test(test_library_paths),
