@@ -135,6 +135,7 @@ struct sandlet_pool {
     sandlet_server *srv;
     size_t index;
     const sandlet_sandbox_conf *conf;
+    uint32_t uid, gid; /* the workers' identity; UINT32_MAX: keep */
     sandlet_worker *workers;
     sandlet_conn *qhead, *qtail;
     size_t queued;
@@ -167,6 +168,8 @@ struct sandlet_server {
     int ctl;
     uv_poll_t ctl_poll;
     pid_t supervisor;
+    bool confine;  /* off only for the confinement benchmark */
+    uint32_t *ids; /* per sandbox: uid, gid pairs resolved at start */
     bool stopping;
     uint32_t next_id;
     time_t date_sec;

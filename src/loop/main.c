@@ -125,6 +125,55 @@ static int drop_privileges(const char *user)
     return 0;
 }
 
+/* Resolves each sandbox's user and group before anything starts, so that
+ * a typo stops sandletd with a message instead of a crash-looping sandbox.
+ * A sandbox runs as its own user, else the daemon's "user", else as the
+ * user sandletd was started as. */
+static int resolve_identities(sandlet_server *srv, const char *self_user)
+{
+    const sandlet_conf *conf = srv->conf;
+    srv->ids = calloc(conf->nsandboxes ? 2 * conf->nsandboxes : 1, sizeof(uint32_t));
+    if (!srv->ids)
+        return -ENOMEM;
+    bool root = geteuid() == 0;
+    for (size_t i = 0; i < conf->nsandboxes; i++) {
+        const sandlet_sandbox_conf *sb = &conf->sandboxes[i];
+        const char *user = sb->user ? sb->user : self_user;
+        uint32_t uid = UINT32_MAX, gid = UINT32_MAX;
+        if (user) {
+            struct passwd *pw = getpwnam(user);
+            if (!pw) {
+                sandlet_error("%s:%d: sandbox '%s' runs as user '%s', which does not exist; "
+                              "create it or change the 'user' line",
+                              conf->file, sb->line, sb->name, user);
+                return -ENOENT;
+            }
+            uid = pw->pw_uid;
+            gid = pw->pw_gid;
+        }
+        if (sb->group) {
+            struct group *gr = getgrnam(sb->group);
+            if (!gr) {
+                sandlet_error("%s:%d: sandbox '%s' runs as group '%s', which does not exist; "
+                              "create it or change the 'group' line",
+                              conf->file, sb->line, sb->name, sb->group);
+                return -ENOENT;
+            }
+            gid = gr->gr_gid;
+        }
+        if (!root &&
+            ((uid != UINT32_MAX && uid != getuid()) || (gid != UINT32_MAX && gid != getgid()))) {
+            sandlet_error("%s:%d: sandbox '%s' asks for another user or group, but sandletd "
+                          "was not started as root; start it as root or remove the line",
+                          conf->file, sb->line, sb->name);
+            return -EPERM;
+        }
+        srv->ids[2 * i] = uid;
+        srv->ids[2 * i + 1] = gid;
+    }
+    return 0;
+}
+
 /* ---- stopping ---------------------------------------------------------------- */
 
 static void close_any(uv_handle_t *h, void *arg)
@@ -265,6 +314,7 @@ static int open_self(void)
 static int run(sandlet_conf *conf)
 {
     sandlet_server *srv = &m.srv;
+    srv->confine = !getenv("SANDLET_NO_CONFINEMENT");
     int exe = open_self();
     if (exe < 0) {
         sandlet_log_errno(SANDLET_LOG_ERROR, exe,
@@ -289,6 +339,8 @@ static int run(sandlet_conf *conf)
             return 1;
         }
     }
+    if (resolve_identities(srv, conf->user) < 0)
+        return 1;
     int ctl[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0) {
         sandlet_log_errno(SANDLET_LOG_ERROR, -errno, "control socketpair");
@@ -360,6 +412,7 @@ static int run(sandlet_conf *conf)
         waitpid(m.srv.supervisor, &st, 0);
     }
     sandlet_pools_free(srv);
+    free(srv->ids);
     free(srv->listeners);
     uv_loop_close(&m.loop);
     sandlet_info("stopped");

@@ -554,6 +554,23 @@ static void worker_spawn(sandlet_worker *w)
             sandlet_buf_put_str(b, s->params[j].value, strlen(s->params[j].value));
         }
     }
+    /* How the worker confines itself once its servlets are ready. */
+    const sandlet_sandbox_conf *sb = p->conf;
+    sandlet_buf_put_u8(b, srv->confine);
+    sandlet_buf_put_u32(b, p->uid);
+    sandlet_buf_put_u32(b, p->gid);
+    sandlet_buf_put_u32(b, sb->memory_mib);
+    sandlet_buf_put_u32(b, sb->open_files);
+    sandlet_buf_put_u32(b, sb->cpu_seconds);
+    sandlet_buf_put_u8(b, sb->core_dumps);
+    sandlet_buf_put_u8(b, (uint8_t)sb->syscalls);
+    sandlet_buf_put_u8(b, sb->learn);
+    sandlet_buf_put_u16(b, (uint16_t)sb->nreadable);
+    for (size_t i = 0; i < sb->nreadable; i++)
+        sandlet_buf_put_str(b, sb->readable[i], strlen(sb->readable[i]));
+    sandlet_buf_put_u16(b, (uint16_t)sb->nwritable);
+    for (size_t i = 0; i < sb->nwritable; i++)
+        sandlet_buf_put_str(b, sb->writable[i], strlen(sb->writable[i]));
     if (rc == 0)
         rc = sandlet_frame_finish(b, start, SANDLET_FRAME_END);
     if (rc == 0)
@@ -611,6 +628,8 @@ int sandlet_pools_start(sandlet_server *srv)
         p->srv = srv;
         p->index = i;
         p->conf = &conf->sandboxes[i];
+        p->uid = srv->ids ? srv->ids[2 * i] : UINT32_MAX;
+        p->gid = srv->ids ? srv->ids[2 * i + 1] : UINT32_MAX;
         uv_timer_init(srv->loop, &p->qtimer);
         p->qtimer.data = p;
         p->workers = calloc(p->conf->workers, sizeof(*p->workers));

@@ -384,8 +384,10 @@ int sandlet_static_open(int docroot_fd, const char *target, size_t len, const ch
     if (!S_ISREG(st.st_mode))
         return -EACCES;
 
-    /* The real open: O_NONBLOCK in case the entry was swapped for a FIFO
-     * since the probe, which the inode check below then catches. */
+    /* The real open.  The entry may have been replaced since the probe: a
+     * new regular file (a deploy renaming files into place) is served; a
+     * FIFO cannot block thanks to O_NONBLOCK and anything else is refused
+     * with -EAGAIN. */
     int fd;
     rc = open_beneath(docroot_fd, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, &fd);
     if (rc < 0)
@@ -396,7 +398,7 @@ int sandlet_static_open(int docroot_fd, const char *target, size_t len, const ch
         close_fd(fd);
         return rc;
     }
-    if (!S_ISREG(st2.st_mode) || st2.st_dev != st.st_dev || st2.st_ino != st.st_ino) {
+    if (!S_ISREG(st2.st_mode)) {
         close_fd(fd);
         return -EAGAIN;
     }
@@ -688,8 +690,8 @@ int sandlet_static_mime_load(sandlet_mime *m, const char *path)
     memset(m, 0, sizeof(*m));
     if (!path)
         return -EINVAL;
-    char *buf;
-    size_t n;
+    char *buf = NULL;
+    size_t n = 0;
     int rc = read_small_file(path, &buf, &n);
     if (rc < 0)
         return rc;

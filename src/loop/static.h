@@ -19,7 +19,7 @@
  *   -ENOENT        404  missing, not a directory, or directory without index
  *   -EACCES        403  symlink out of the docroot, non-regular file, no
  *                       permission (404 hides existence)
- *   -EAGAIN        503  the file changed while being opened; retrying is fine
+ *   -EAGAIN        503  replaced by a non-regular file while being opened
  *   -EMFILE, -ENFILE, -ENOMEM: 503; anything else: 500
  */
 #ifndef SANDLET_STATIC_H
@@ -102,7 +102,7 @@ void sandlet_static_mime_free(sandlet_mime *m);
 
 /* Content-Type for an extension (case-insensitive, without the dot): the
  * loaded table (m may be NULL), then the built-in one, then
- * "application/octet-stream".  text/* types carry "; charset=utf-8".  The
+ * "application/octet-stream".  "text/..." types carry "; charset=utf-8".  The
  * string lives as long as *m. */
 const char *sandlet_static_mime(const sandlet_mime *m, const char *ext);
 

@@ -21,7 +21,11 @@
  *
  *   INIT     (acceptor→worker) str sandbox, u16 servlet count, then per
  *            servlet: str path, str library, u16 param count,
- *            params × (str name, str value)
+ *            params × (str name, str value); then the confinement: u8
+ *            enabled, u32 uid, u32 gid (0xFFFFFFFF: keep), u32 memory MiB,
+ *            u32 open files, u32 cpu seconds (0: unchanged), u8 core
+ *            dumps, u8 syscall groups, u8 learn, u16 readable count,
+ *            readable × str, u16 writable count, writable × str
  *   READY    (worker→acceptor) empty: all servlets are initialised
  *   FAIL     (worker→acceptor) str message: init failed, worker exits
  *   REQUEST  (acceptor→worker) u16 servlet index, u8 http major,

@@ -13,6 +13,7 @@
 #include "sandbox/worker.h"
 #include "lib/servlet.h"
 #include "loop/log.h"
+#include "sandbox/confine.h"
 #include "sandbox/frame.h"
 
 #include <dlfcn.h>
@@ -39,10 +40,12 @@ static struct {
     uint8_t *init;  /* the INIT payload; servlet params point into it */
     loaded *servlets;
     size_t nservlets;
-    sandlet_buf head;    /* scratch for the response head frame */
-    sandlet_buf reqhead; /* REQUEST payload of a request spread over frames */
-    sandlet_buf body;    /* its body, gathered from REQBODY frames */
-    uint32_t id;         /* request being served */
+    sandlet_buf head;        /* scratch for the response head frame */
+    sandlet_buf reqhead;     /* REQUEST payload of a request spread over frames */
+    sandlet_buf body;        /* its body, gathered from REQBODY frames */
+    uint32_t id;             /* request being served */
+    sandlet_confine confine; /* applied once servlets are initialised */
+    bool confine_on;
 } w;
 
 static int write_all(struct iovec *iov, int n)
@@ -170,7 +173,47 @@ static void fail(const char *fmt, ...)
     exit(1);
 }
 
-static void load_servlets(void)
+/* Reads the confinement part of INIT into w.confine.  The library paths
+ * join the Landlock read list, so that what was loaded stays readable. */
+static void confine_settings(sandlet_reader *r, const char *sandbox, const char **libs)
+{
+    sandlet_confine *c = &w.confine;
+    memset(c, 0, sizeof(*c));
+    c->sandbox = sandbox;
+    w.confine_on = sandlet_read_u8(r) != 0;
+    uint32_t uid = sandlet_read_u32(r), gid = sandlet_read_u32(r);
+    c->uid = uid == UINT32_MAX ? (uid_t)-1 : (uid_t)uid;
+    c->gid = gid == UINT32_MAX ? (gid_t)-1 : (gid_t)gid;
+    c->memory = (unsigned long long)sandlet_read_u32(r) << 20;
+    c->open_files = sandlet_read_u32(r);
+    c->cpu_seconds = sandlet_read_u32(r);
+    c->core_dumps = sandlet_read_u8(r) != 0;
+    unsigned groups = sandlet_read_u8(r);
+    c->groups = (groups & 1u ? SANDLET_SC_FILES : 0) | (groups & 2u ? SANDLET_SC_DATABASE : 0);
+    c->learn = sandlet_read_u8(r) != 0;
+    size_t nread = sandlet_read_u16(r);
+    const char **read = calloc(nread + w.nservlets + 1, sizeof(*read));
+    if (!read)
+        fail("out of memory reading the confinement settings");
+    for (size_t i = 0; i < w.nservlets; i++)
+        read[i] = libs[i];
+    for (size_t i = 0; i < nread; i++)
+        read[w.nservlets + i] = sandlet_read_str(r, NULL);
+    c->read_paths = read;
+    c->nread = w.nservlets + nread;
+    size_t nwrite = sandlet_read_u16(r);
+    const char **write = calloc(nwrite + 1, sizeof(*write));
+    if (!write)
+        fail("out of memory reading the confinement settings");
+    for (size_t i = 0; i < nwrite; i++)
+        write[i] = sandlet_read_str(r, NULL);
+    c->write_paths = write;
+    c->nwrite = nwrite;
+    if (r->bad || r->pos != r->len)
+        fail("malformed INIT frame from the acceptor");
+}
+
+static void load_servlets(const char *sandbox)
 {
     sandlet_frame_hdr h;
     int rc = read_frame(&h);
@@ -187,12 +230,14 @@ static void load_servlets(void)
     sandlet_read_str(&r, NULL); /* sandbox name: argv already has it */
     w.nservlets = sandlet_read_u16(&r);
     w.servlets = calloc(w.nservlets ? w.nservlets : 1, sizeof(*w.servlets));
-    if (!w.servlets)
+    const char **libs = calloc(w.nservlets ? w.nservlets : 1, sizeof(*libs));
+    if (!w.servlets || !libs)
         fail("out of memory loading %zu servlets", w.nservlets);
     for (size_t i = 0; i < w.nservlets && !r.bad; i++) {
         loaded *s = &w.servlets[i];
         s->path = sandlet_read_str(&r, NULL);
         const char *lib = sandlet_read_str(&r, NULL);
+        libs[i] = lib;
         size_t np = sandlet_read_u16(&r);
         sandlet_lib_header *params = calloc(np ? np : 1, sizeof(*params));
         if (!params)
@@ -218,8 +263,7 @@ static void load_servlets(void)
         if (!s->servlet->service)
             fail("servlet %s: %s has no service function", s->path, lib);
     }
-    if (r.bad || r.pos != r.len)
-        fail("malformed INIT frame from the acceptor");
+    confine_settings(&r, sandbox, libs);
     /* Init only after every library loaded, so that a load failure never
      * leaves a half-initialised set behind. */
     for (size_t i = 0; i < w.nservlets; i++) {
@@ -228,6 +272,22 @@ static void load_servlets(void)
             fail("servlet %s: init returned %d", s->path, rc);
         s->initialised = true;
     }
+    /* Servlets are loaded and initialised (database connections opened,
+     * files read): from here on the worker only serves. */
+    if (w.confine_on) {
+        char err[512];
+        bool landlock = true;
+        if (sandlet_confine_apply(&w.confine, &landlock, err, sizeof(err)) < 0)
+            fail("%s", err);
+        if (!landlock)
+            sandlet_warn("this kernel has no Landlock: sandbox '%s' is confined by user, "
+                         "limits and seccomp only",
+                         sandbox);
+    } else {
+        sandlet_warn("confinement is OFF (SANDLET_NO_CONFINEMENT is set): for "
+                     "benchmarks only, never in production");
+    }
+    free(libs);
 }
 
 static void destroy_servlets(void)
@@ -285,7 +345,7 @@ int sandlet_worker_main(const char *sandbox)
     sandlet_buf_init(&w.reqhead, SANDLET_FRAME_MAX);
     sandlet_buf_init(&w.body, 0);
 
-    load_servlets();
+    load_servlets(sandbox);
     if (send_simple(SANDLET_FRAME_READY, NULL) < 0)
         return 1;
 

@@ -1,0 +1,747 @@
+/*
+ * confine.c - locks a worker down after its servlets are loaded: resource
+ * limits, an unprivileged identity, no_new_privs, empty capability sets,
+ * Landlock (raw system calls, ABI 1-3 file rights) and a seccomp allowlist
+ * (libseccomp) whose violations are reported by a SIGSYS handler.
+ *
+ * Every step is checked and a failure is reported in one line naming the
+ * step, the value and the fix.  It must never loosen a restriction that is
+ * already in place, never continue past a failed step, and never let the
+ * SIGSYS handler allocate, take a lock or use stdio: it runs in a process
+ * that has just broken its contract.  The allowlist below is the whole
+ * system-call surface of a confined worker: every entry says why it is
+ * there, and the groups stay sorted (tests/unit/test_confine.c checks).
+ */
+#include "config.h"
+
+#include "sandbox/confine.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/landlock.h>
+#include <pthread.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <grp.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Landlock rights newer than the installed headers. */
+#ifndef LANDLOCK_ACCESS_FS_REFER
+#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13) /* ABI 2 */
+#endif
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14) /* ABI 3 */
+#endif
+
+#define LL_ABI1                                                                                    \
+    (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE |   \
+     LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_REMOVE_DIR |                                 \
+     LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR | \
+     LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO |   \
+     LANDLOCK_ACCESS_FS_MAKE_BLOCK | LANDLOCK_ACCESS_FS_MAKE_SYM)
+/* What a read path grants: open files for reading (which is also what
+ * mmap of a library needs), list directories, execute. */
+#define LL_READ                                                                                    \
+    (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR)
+/* The rights that apply to a file rather than a directory. */
+#define LL_FILE                                                                                    \
+    (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE |   \
+     LANDLOCK_ACCESS_FS_TRUNCATE)
+
+/* si_code of a SIGSYS raised by a seccomp filter (glibc does not name it). */
+#define SIGSYS_SECCOMP 1
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- the allowlist ---------------------------------------------------- */
+
+/* Argument conditions: which calls of a system call an entry allows.  All
+ * of them fail closed when a caller puts garbage in the upper half of a
+ * 32-bit argument (seccomp compares 64-bit values, the kernel uses 32). */
+enum cond {
+    ANY,         /* every call */
+    PROT_NOT_WX, /* prot (arg 2) is not both PROT_WRITE and PROT_EXEC */
+    NOT_SIGSYS,  /* signal (arg 0) is not SIGSYS, whose handler reports violations */
+    SELF,        /* thread group (arg 0) is this process */
+    FD_ONLY,     /* AT_EMPTY_PATH in flags (arg 3): glibc's fstat() */
+    FCNTL_FLAGS, /* command (arg 1) is F_GETFD, F_SETFD, F_GETFL or F_SETFL */
+    FCNTL_LOCKS, /* command (arg 1) is a record-lock command */
+    READ_LIMITS, /* own process (arg 0 == 0) and no new limit (arg 2 NULL) */
+    TCGETS_ONLY, /* request (arg 1) is TCGETS: isatty() */
+    NULL_PATH,   /* path (arg 1) is NULL: futimens() */
+    INET_UNIX,   /* domain (arg 0) is AF_UNIX, AF_INET or AF_INET6 */
+};
+
+typedef struct rule {
+    const char *name;
+    unsigned group; /* 0: base set, else one SANDLET_SC_* bit */
+    enum cond cond;
+} rule;
+
+#define BASE  0u
+#define FILES SANDLET_SC_FILES
+#define DB    SANDLET_SC_DATABASE
+
+static const rule allowlist[] = {
+    /* base: the worker loop, the error log and ordinary libc use */
+    {"brk", BASE, ANY},                 /* malloc grows the main heap */
+    {"clock_getres", BASE, ANY},        /* clock_getres(), when the vDSO cannot answer */
+    {"clock_gettime", BASE, ANY},       /* log timestamps, time(), clock(); vDSO fallback */
+    {"clock_nanosleep", BASE, ANY},     /* nanosleep() and sleep() in glibc */
+    {"close", BASE, ANY},               /* closing descriptors opened before lockdown */
+    {"exit", BASE, ANY},                /* end of a thread */
+    {"exit_group", BASE, ANY},          /* exit(), _exit(): the worker's end */
+    {"fcntl", BASE, FCNTL_FLAGS},       /* O_NONBLOCK and FD_CLOEXEC on existing descriptors */
+    {"futex", BASE, ANY},               /* glibc locks (stdio, malloc) under contention */
+    {"getegid", BASE, ANY},             /* identity query, harmless */
+    {"geteuid", BASE, ANY},             /* identity query, harmless */
+    {"getgid", BASE, ANY},              /* identity query, harmless */
+    {"getpid", BASE, ANY},              /* log lines; raise() and abort() */
+    {"getrandom", BASE, ANY},           /* session ids, arc4random() */
+    {"gettid", BASE, ANY},              /* raise() and abort() */
+    {"gettimeofday", BASE, ANY},        /* gettimeofday(); vDSO fallback */
+    {"getuid", BASE, ANY},              /* identity query, harmless */
+    {"ioctl", BASE, TCGETS_ONLY},       /* isatty(): stdio asks when stdout is a char device */
+    {"lseek", BASE, ANY},               /* stdio fseek/ftell/fflush on descriptors it has */
+    {"madvise", BASE, ANY},             /* free() hands memory back (MADV_DONTNEED) */
+    {"mmap", BASE, PROT_NOT_WX},        /* large malloc blocks; never writable and executable */
+    {"mprotect", BASE, PROT_NOT_WX},    /* malloc arenas grow in place; never to W+X */
+    {"mremap", BASE, ANY},              /* realloc() of large blocks */
+    {"munmap", BASE, ANY},              /* free() of large blocks */
+    {"nanosleep", BASE, ANY},           /* nanosleep() in code built against older libcs */
+    {"newfstatat", BASE, FD_ONLY},      /* fstat(): stdio sizes its buffers; paths: files group */
+    {"prlimit64", BASE, READ_LIMITS},   /* getrlimit(); setting limits is refused */
+    {"read", BASE, ANY},                /* request frames on the socketpair */
+    {"readv", BASE, ANY},               /* scatter reads on descriptors it has */
+    {"restart_syscall", BASE, ANY},     /* resumes a sleep interrupted by a signal */
+    {"rt_sigaction", BASE, NOT_SIGSYS}, /* signal handlers, except SIGSYS (the reporter) */
+    {"rt_sigprocmask", BASE, ANY},      /* signal masks; abort(), raise() */
+    {"rt_sigreturn", BASE, ANY},        /* return from a signal handler */
+    {"sched_yield", BASE, ANY},         /* spinning locks back off */
+    {"sysinfo", BASE, ANY},             /* qsort() asks sysconf(_SC_PHYS_PAGES) */
+    {"tgkill", BASE, SELF},             /* raise() and abort(): signals to itself only */
+    {"time", BASE, ANY},                /* time(); vDSO fallback */
+    {"uname", BASE, ANY},               /* uname(), gethostname() */
+    {"write", BASE, ANY},               /* response frames, the error log, stdio */
+    {"writev", BASE, ANY},              /* response frames: head and body in one call */
+
+    /* files: open and change files, still fenced by Landlock.  Landlock
+     * does not govern metadata (stat, access, chmod, utimes by path), so
+     * the calls that change it work on open descriptors only. */
+    {"access", FILES, ANY},          /* access() (metadata only) */
+    {"creat", FILES, ANY},           /* creat() */
+    {"faccessat", FILES, ANY},       /* faccessat() (metadata only) */
+    {"faccessat2", FILES, ANY},      /* access() with flags in glibc >= 2.33 */
+    {"fallocate", FILES, ANY},       /* posix_fallocate() on an open file (SQLite) */
+    {"fchmod", FILES, ANY},          /* fchmod() on an open file; chmod by path is refused */
+    {"fcntl", FILES, FCNTL_LOCKS},   /* record locks (SQLite, lockf()) */
+    {"fdatasync", FILES, ANY},       /* fdatasync() */
+    {"flock", FILES, ANY},           /* flock() on an open file */
+    {"fsync", FILES, ANY},           /* fsync() */
+    {"ftruncate", FILES, ANY},       /* ftruncate(); truncate() by path is refused */
+    {"getdents64", FILES, ANY},      /* readdir() */
+    {"lstat", FILES, ANY},           /* lstat() (metadata only) */
+    {"mkdir", FILES, ANY},           /* mkdir() */
+    {"mkdirat", FILES, ANY},         /* mkdirat() */
+    {"newfstatat", FILES, ANY},      /* stat(), lstat(), fstatat() by path in glibc */
+    {"open", FILES, ANY},            /* open() in code that bypasses glibc */
+    {"openat", FILES, ANY},          /* open(), fopen(), opendir() in glibc */
+    {"pread64", FILES, ANY},         /* pread() */
+    {"pwrite64", FILES, ANY},        /* pwrite() */
+    {"readlink", FILES, ANY},        /* readlink() */
+    {"readlinkat", FILES, ANY},      /* readlinkat(), realpath() */
+    {"rename", FILES, ANY},          /* rename() in glibc */
+    {"renameat", FILES, ANY},        /* renameat() */
+    {"renameat2", FILES, ANY},       /* renameat2() (RENAME_NOREPLACE) */
+    {"rmdir", FILES, ANY},           /* rmdir() */
+    {"stat", FILES, ANY},            /* stat() in code that bypasses glibc */
+    {"statx", FILES, ANY},           /* statx() */
+    {"unlink", FILES, ANY},          /* unlink() */
+    {"unlinkat", FILES, ANY},        /* unlinkat(), remove() */
+    {"utimensat", FILES, NULL_PATH}, /* futimens() only; times by path are refused */
+
+    /* database: reconnect to a database (libpq over TCP or a unix socket) */
+    {"connect", DB, ANY},      /* connect() to the database */
+    {"getpeername", DB, ANY},  /* libpq checks its peer */
+    {"getsockname", DB, ANY},  /* libpq reads its local address */
+    {"getsockopt", DB, ANY},   /* SO_ERROR after a non-blocking connect */
+    {"poll", DB, ANY},         /* libpq waits for the server */
+    {"ppoll", DB, ANY},        /* poll() with a timespec */
+    {"recvfrom", DB, ANY},     /* recv() */
+    {"recvmsg", DB, ANY},      /* recvmsg() */
+    {"sendmsg", DB, ANY},      /* sendmsg() */
+    {"sendto", DB, ANY},       /* send() */
+    {"setsockopt", DB, ANY},   /* TCP_NODELAY, keepalives */
+    {"shutdown", DB, ANY},     /* orderly close */
+    {"socket", DB, INET_UNIX}, /* AF_UNIX, AF_INET, AF_INET6 sockets only */
+};
+
+const char *sandlet_confine_allowlist(size_t i, unsigned *group)
+{
+    if (i >= ARRAY_LEN(allowlist))
+        return NULL;
+    if (group)
+        *group = allowlist[i].group;
+    return allowlist[i].name;
+}
+
+/* ---- system-call names, resolved ahead of need -------------------------- */
+
+/* The SIGSYS handler may not allocate, and libseccomp's resolver returns
+ * a strdup()ed name, so the names of this architecture's system calls are
+ * copied into a static pool once, before the filter is loaded. */
+#define NAMES_MAX 1024
+static char name_pool[12288];
+static uint16_t name_at[NAMES_MAX]; /* offset + 1 in name_pool; 0: no name */
+static pthread_once_t names_once = PTHREAD_ONCE_INIT;
+
+static void names_build(void)
+{
+    size_t used = 0;
+    for (int nr = 0; nr < NAMES_MAX; nr++) {
+        char *s = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+        if (!s)
+            continue;
+        size_t n = strlen(s) + 1;
+        if (used + n <= sizeof(name_pool)) {
+            memcpy(name_pool + used, s, n);
+            name_at[nr] = (uint16_t)(used + 1);
+            used += n;
+        }
+        free(s);
+    }
+}
+
+/* Async-signal-safe once names_build() has run. */
+static const char *name_lookup(int nr)
+{
+    if (nr < 0 || nr >= NAMES_MAX || !name_at[nr])
+        return "unknown";
+    return name_pool + name_at[nr] - 1;
+}
+
+const char *sandlet_confine_syscall_name(int nr)
+{
+    pthread_once(&names_once, names_build);
+    return name_lookup(nr);
+}
+
+/* ---- the SIGSYS reporter ---------------------------------------------- */
+
+static char sigsys_prefix[160]; /* "sandletd worker NAME: seccomp: forbidden system call " */
+static size_t sigsys_prefix_len;
+static uint32_t native_arch;
+static pid_t self_pid;
+
+static size_t put(char *buf, size_t at, size_t cap, const char *s, size_t n)
+{
+    if (n > cap - at)
+        n = cap - at;
+    memcpy(buf + at, s, n);
+    return at + n;
+}
+
+static size_t put_num(char *buf, size_t at, size_t cap, long v)
+{
+    char digits[24];
+    size_t n = 0;
+    unsigned long u = v < 0 ? 0UL - (unsigned long)v : (unsigned long)v;
+    do
+        digits[sizeof(digits) - 1 - n++] = (char)('0' + u % 10);
+    while ((u /= 10) && n < sizeof(digits) - 1);
+    if (v < 0)
+        digits[sizeof(digits) - 1 - n++] = '-';
+    return put(buf, at, cap, digits + sizeof(digits) - n, n);
+}
+
+/* Installed with SA_RESETHAND, so SIGSYS is back to its default (death
+ * with SIGSYS) when this runs; SA_NODEFER lets the re-raise act at once. */
+static void on_sigsys(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    char line[320];
+    size_t n = put(line, 0, sizeof(line) - 1, sigsys_prefix, sigsys_prefix_len);
+    if (si && si->si_code == SIGSYS_SECCOMP) {
+        const char *name = si->si_arch == native_arch ? name_lookup(si->si_syscall) : "unknown";
+        n = put(line, n, sizeof(line) - 1, name, strlen(name));
+        n = put(line, n, sizeof(line) - 1, " (", 2);
+        n = put_num(line, n, sizeof(line) - 1, si->si_syscall);
+        n = put(line, n, sizeof(line) - 1, ")", 1);
+    } else {
+        static const char other[] = "none (SIGSYS sent by a process)";
+        n = put(line, n, sizeof(line) - 1, other, sizeof(other) - 1);
+    }
+    line[n++] = '\n';
+    ssize_t w;
+    do
+        w = write(STDERR_FILENO, line, n);
+    while (w < 0 && errno == EINTR);
+
+    /* No sigaction() here: the filter refuses it for SIGSYS, and
+     * SA_RESETHAND has already restored the default. */
+    syscall(SYS_tgkill, self_pid, syscall(SYS_gettid), sig);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGSYS);
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
+    syscall(SYS_exit_group, 128 + SIGSYS); /* not reached */
+}
+
+/* ---- reporting -------------------------------------------------------- */
+
+typedef struct run {
+    const sandlet_confine *c;
+    char *err;
+    size_t errlen;
+} run;
+
+/* Writes "sandbox 'NAME': STEP: REASON; FIX" and returns rc.  REASON is
+ * strerror(-rc) unless reason is given. */
+static int report(const run *r, int rc, const char *reason, const char *fix, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int report(const run *r, int rc, const char *reason, const char *fix, const char *fmt, ...)
+{
+    if (!r->err || !r->errlen)
+        return rc;
+    char step[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(step, sizeof(step), fmt, ap);
+    va_end(ap);
+    snprintf(r->err, r->errlen, "sandbox '%s': %s: %s; %s",
+             r->c && r->c->sandbox ? r->c->sandbox : "?", step, reason ? reason : strerror(-rc),
+             fix);
+    return rc;
+}
+
+/* ---- steps ------------------------------------------------------------ */
+
+/* Things glibc would otherwise read from files later, when it no longer can. */
+static int prepare_libc(const run *r)
+{
+    /* With TZ unset, every localtime() stats /etc/localtime; with it set
+     * to the same file, glibc reads it once here and never looks again. */
+    if (!getenv("TZ") && setenv("TZ", ":/etc/localtime", 0) < 0)
+        return report(r, -errno, NULL, "the worker is out of memory", "setenv(TZ)");
+    tzset();
+    /* Fatal glibc errors (heap corruption, stack smashing) open /dev/tty
+     * unless told to write to standard error. */
+    if (setenv("LIBC_FATAL_STDERR_", "1", 0) < 0)
+        return report(r, -errno, NULL, "the worker is out of memory", "setenv(LIBC_FATAL_STDERR_)");
+    return 0;
+}
+
+/* Sets soft and hard limit; never raises the hard limit (a lower one
+ * already confines more). */
+static int set_limit(const run *r, int resource, const char *name, rlim_t soft, rlim_t hard,
+                     const char *fix)
+{
+    struct rlimit cur;
+    if (getrlimit(resource, &cur) < 0)
+        return report(r, -errno, NULL, fix, "getrlimit(%s)", name);
+    if (cur.rlim_max != RLIM_INFINITY && hard > cur.rlim_max)
+        hard = cur.rlim_max;
+    if (soft > hard)
+        soft = hard;
+    struct rlimit lim = {soft, hard};
+    if (setrlimit(resource, &lim) < 0)
+        return report(r, -errno, NULL, fix, "setrlimit(%s, %llu)", name, (unsigned long long)soft);
+    return 0;
+}
+
+/* The address space the process maps now, or 0 when unknown. */
+static unsigned long long mapped_bytes(void)
+{
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    char buf[128];
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    unsigned long long pages = strtoull(buf, NULL, 10);
+    long page = sysconf(_SC_PAGESIZE);
+    return page > 0 ? pages * (unsigned long long)page : 0;
+}
+
+static int apply_limits(const run *r)
+{
+    const sandlet_confine *c = r->c;
+    int rc;
+    if (c->memory) {
+        unsigned long long used = mapped_bytes();
+        if (used && c->memory <= used)
+            return report(r, -EINVAL, "below the address space the worker already maps",
+                          "raise the sandbox's memory limit well above that",
+                          "memory %llu bytes (RLIMIT_AS; %llu mapped)", c->memory, used);
+        rc = set_limit(r, RLIMIT_AS, "RLIMIT_AS", (rlim_t)c->memory, (rlim_t)c->memory,
+                       "check the sandbox's memory limit");
+        if (rc < 0)
+            return rc;
+    }
+    if (c->open_files) {
+        rc = set_limit(r, RLIMIT_NOFILE, "RLIMIT_NOFILE", c->open_files, c->open_files,
+                       "check the sandbox's open-files limit");
+        if (rc < 0)
+            return rc;
+    }
+    if (c->cpu_seconds) {
+        /* SIGXCPU at the soft limit says what happened; SIGKILL a second later. */
+        rc = set_limit(r, RLIMIT_CPU, "RLIMIT_CPU", c->cpu_seconds, (rlim_t)c->cpu_seconds + 1,
+                       "check the sandbox's CPU limit");
+        if (rc < 0)
+            return rc;
+    }
+    if (!c->core_dumps) {
+        rc = set_limit(r, RLIMIT_CORE, "RLIMIT_CORE", 0, 0, "report a bug");
+        if (rc < 0)
+            return rc;
+    }
+    /* Not enforced for root; seccomp refuses fork and clone anyway. */
+    return set_limit(r, RLIMIT_NPROC, "RLIMIT_NPROC", 0, 0, "report a bug");
+}
+
+static int drop_identity(const run *r)
+{
+    const sandlet_confine *c = r->c;
+    bool set_uid = c->uid != (uid_t)-1, set_gid = c->gid != (gid_t)-1;
+    if (!set_uid && !set_gid)
+        return 0;
+    bool root = geteuid() == 0;
+    const char *fix = root ? "sandletd lacks CAP_SETUID/CAP_SETGID (a container?); grant them"
+                           : "start sandletd as root, or leave the sandbox's user and group unset";
+    if (root && set_uid && c->uid != 0 && !set_gid && getegid() == 0)
+        return report(r, -EINVAL, "the worker would keep group root",
+                      "give the sandbox a group as well", "setuid(%u) without a group",
+                      (unsigned)c->uid);
+    if (root && setgroups(0, NULL) < 0)
+        return report(r, -errno, NULL, fix, "setgroups(0)");
+    if (set_gid && setresgid(c->gid, c->gid, c->gid) < 0)
+        return report(r, -errno, NULL, fix, "setgid(%u)", (unsigned)c->gid);
+    if (set_uid && setresuid(c->uid, c->uid, c->uid) < 0)
+        return report(r, -errno, NULL, fix, "setuid(%u)", (unsigned)c->uid);
+
+    /* Verify: all three ids changed, no supplementary groups, no way back. */
+    uid_t ru, eu, su;
+    gid_t rg, eg, sg;
+    if (getresuid(&ru, &eu, &su) < 0 || getresgid(&rg, &eg, &sg) < 0)
+        return report(r, -errno, NULL, "report a bug", "getresuid()");
+    if (set_uid && (ru != c->uid || eu != c->uid || su != c->uid))
+        return report(r, -EPERM, "the ids are still mixed", "report a bug",
+                      "setuid(%u): real/effective/saved %u/%u/%u", (unsigned)c->uid, (unsigned)ru,
+                      (unsigned)eu, (unsigned)su);
+    if (set_gid && (rg != c->gid || eg != c->gid || sg != c->gid))
+        return report(r, -EPERM, "the ids are still mixed", "report a bug",
+                      "setgid(%u): real/effective/saved %u/%u/%u", (unsigned)c->gid, (unsigned)rg,
+                      (unsigned)eg, (unsigned)sg);
+    if (root && getgroups(0, NULL) != 0)
+        return report(r, -EPERM, "supplementary groups remain", "report a bug", "setgroups(0)");
+    if (root && set_uid && c->uid != 0) {
+        if (setuid(0) == 0 || errno != EPERM)
+            return report(r, -EPERM, "the drop is reversible", "report a bug",
+                          "setuid(0) after setuid(%u)", (unsigned)c->uid);
+        if (!(set_gid && c->gid == 0) && (setgid(0) == 0 || errno != EPERM))
+            return report(r, -EPERM, "the drop is reversible", "report a bug",
+                          "setgid(0) after setuid(%u)", (unsigned)c->uid);
+    }
+    return 0;
+}
+
+static int drop_privileges(const run *r)
+{
+    /* The kernel resets "dumpable" on an identity change; say what we mean.
+     * Not dumpable also keeps other processes of the same user from
+     * ptrace-attaching to the worker. */
+    if (prctl(PR_SET_DUMPABLE, r->c->core_dumps ? 1 : 0, 0, 0, 0) < 0)
+        return report(r, -errno, NULL, "report a bug", "prctl(PR_SET_DUMPABLE, %d)",
+                      r->c->core_dumps ? 1 : 0);
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)
+        return report(r, errno ? -errno : -EPERM, NULL, "the kernel is older than 3.5",
+                      "prctl(PR_SET_NO_NEW_PRIVS, 1)");
+    /* EINVAL: a kernel before 4.3 has no ambient set to clear. */
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+        return report(r, -errno, NULL, "report a bug", "prctl(PR_CAP_AMBIENT_CLEAR_ALL)");
+    struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+    memset(data, 0, sizeof(data));
+    if (syscall(SYS_capset, &hdr, data) < 0)
+        return report(r, -errno, NULL, "report a bug",
+                      "capset(empty permitted, effective, "
+                      "inheritable)");
+    if (syscall(SYS_capget, &hdr, data) < 0)
+        return report(r, -errno, NULL, "report a bug", "capget()");
+    for (size_t i = 0; i < ARRAY_LEN(data); i++)
+        if (data[i].effective || data[i].permitted || data[i].inheritable)
+            return report(r, -EPERM, "capabilities remain", "report a bug",
+                          "capset(empty): word %zu is %#x/%#x/%#x", i, data[i].effective,
+                          data[i].permitted, data[i].inheritable);
+    return 0;
+}
+
+/* Adds one path to a ruleset (rfd >= 0) or, without Landlock, just checks
+ * that it exists, so that a configuration error shows on every kernel. */
+static int landlock_path(const run *r, int rfd, const char *kind, const char *path, uint64_t access)
+{
+    if (!path || !*path)
+        return report(r, -EINVAL, "empty path", "fix the sandbox's paths", "landlock %s path",
+                      kind);
+    int fd = open(path, O_PATH | O_CLOEXEC);
+    if (fd < 0)
+        return report(r, -errno, NULL, "create it or remove it from the sandbox",
+                      "landlock %s path '%s'", kind, path);
+    int rc = 0;
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        rc = report(r, -errno, NULL, "check the path", "landlock %s path '%s'", kind, path);
+    } else if (rfd >= 0) {
+        if (!S_ISDIR(st.st_mode))
+            access &= LL_FILE; /* directory rights on a file: EINVAL */
+        struct landlock_path_beneath_attr pb = {.allowed_access = access, .parent_fd = fd};
+        if (syscall(SYS_landlock_add_rule, rfd, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) < 0)
+            rc = report(r, -errno, NULL, "check the path", "landlock_add_rule(%s '%s', %#llx)",
+                        kind, path, (unsigned long long)access);
+    }
+    close(fd);
+    return rc;
+}
+
+static int apply_landlock(const run *r, bool *active)
+{
+    const sandlet_confine *c = r->c;
+    long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+    int rfd = -1;
+    *active = abi >= 1;
+    if (abi < 0 && errno != ENOSYS && errno != EOPNOTSUPP)
+        return report(r, -errno, NULL, "report a bug", "landlock_create_ruleset(VERSION)");
+    uint64_t handled = 0;
+    if (*active) {
+        handled = LL_ABI1;
+        if (abi >= 2)
+            handled |= LANDLOCK_ACCESS_FS_REFER;
+        if (abi >= 3)
+            handled |= LANDLOCK_ACCESS_FS_TRUNCATE;
+        struct landlock_ruleset_attr attr;
+        memset(&attr, 0, sizeof(attr));
+        attr.handled_access_fs = handled;
+        rfd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
+        if (rfd < 0)
+            return report(r, -errno, NULL, "report a bug",
+                          "landlock_create_ruleset(ABI %ld, access %#llx)", abi,
+                          (unsigned long long)handled);
+    }
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < c->nread; i++)
+        rc = landlock_path(r, rfd, "read", c->read_paths[i], handled & LL_READ);
+    for (size_t i = 0; rc == 0 && i < c->nwrite; i++)
+        rc = landlock_path(r, rfd, "write", c->write_paths[i], handled);
+    if (rc == 0 && rfd >= 0 && syscall(SYS_landlock_restrict_self, rfd, 0) < 0)
+        rc = report(r, -errno, NULL, "report a bug", "landlock_restrict_self(ABI %ld)", abi);
+    if (rfd >= 0)
+        close(rfd);
+    return rc;
+}
+
+/* One argument comparison, every field set (libseccomp's SCMP_An macros
+ * leave datum_b implicit, which clang's -Wextra rejects).  For
+ * SCMP_CMP_MASKED_EQ, a is the mask and b the value. */
+static struct scmp_arg_cmp arg(unsigned n, enum scmp_compare op, scmp_datum_t a, scmp_datum_t b)
+{
+    struct scmp_arg_cmp c = {.arg = n, .op = op, .datum_a = a, .datum_b = b};
+    return c;
+}
+
+/* Adds the rule(s) for one allowlist entry. */
+static int add_rule(scmp_filter_ctx ctx, int nr, enum cond cond)
+{
+    const uint32_t ok = SCMP_ACT_ALLOW;
+    const scmp_datum_t wx = PROT_WRITE | PROT_EXEC;
+    int rc = 0;
+    switch (cond) {
+    case ANY: return seccomp_rule_add(ctx, ok, nr, 0);
+    case PROT_NOT_WX: {
+        const scmp_datum_t allowed[] = {0, PROT_WRITE, PROT_EXEC};
+        for (size_t i = 0; rc == 0 && i < ARRAY_LEN(allowed); i++)
+            rc = seccomp_rule_add(ctx, ok, nr, 1, arg(2, SCMP_CMP_MASKED_EQ, wx, allowed[i]));
+        return rc;
+    }
+    case NOT_SIGSYS:
+        /* 1..30, 32..63 and 64: a plain "!= SIGSYS" would let SIGSYS with
+         * garbage in the upper 32 bits through. */
+        rc = seccomp_rule_add(ctx, ok, nr, 1, arg(0, SCMP_CMP_LT, SIGSYS, 0));
+        if (rc == 0)
+            rc =
+                seccomp_rule_add(ctx, ok, nr, 1, arg(0, SCMP_CMP_MASKED_EQ, ~(scmp_datum_t)31, 32));
+        if (rc == 0)
+            rc = seccomp_rule_add(ctx, ok, nr, 1, arg(0, SCMP_CMP_EQ, 64, 0));
+        return rc;
+    case SELF:
+        return seccomp_rule_add(ctx, ok, nr, 1, arg(0, SCMP_CMP_EQ, (scmp_datum_t)self_pid, 0));
+    case FD_ONLY:
+        return seccomp_rule_add(ctx, ok, nr, 1,
+                                arg(3, SCMP_CMP_MASKED_EQ, AT_EMPTY_PATH, AT_EMPTY_PATH));
+    case FCNTL_FLAGS: {
+        const scmp_datum_t cmds[] = {F_GETFD, F_SETFD, F_GETFL, F_SETFL};
+        for (size_t i = 0; rc == 0 && i < ARRAY_LEN(cmds); i++)
+            rc = seccomp_rule_add(ctx, ok, nr, 1, arg(1, SCMP_CMP_EQ, cmds[i], 0));
+        return rc;
+    }
+    case FCNTL_LOCKS: {
+        const scmp_datum_t cmds[] = {F_GETLK,     F_SETLK,     F_SETLKW,
+                                     F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW};
+        for (size_t i = 0; rc == 0 && i < ARRAY_LEN(cmds); i++)
+            rc = seccomp_rule_add(ctx, ok, nr, 1, arg(1, SCMP_CMP_EQ, cmds[i], 0));
+        return rc;
+    }
+    case READ_LIMITS:
+        return seccomp_rule_add(ctx, ok, nr, 2, arg(0, SCMP_CMP_EQ, 0, 0),
+                                arg(2, SCMP_CMP_EQ, 0, 0));
+    case TCGETS_ONLY: return seccomp_rule_add(ctx, ok, nr, 1, arg(1, SCMP_CMP_EQ, TCGETS, 0));
+    case NULL_PATH: return seccomp_rule_add(ctx, ok, nr, 1, arg(1, SCMP_CMP_EQ, 0, 0));
+    case INET_UNIX: {
+        const scmp_datum_t domains[] = {AF_UNIX, AF_INET, AF_INET6};
+        for (size_t i = 0; rc == 0 && i < ARRAY_LEN(domains); i++)
+            rc = seccomp_rule_add(ctx, ok, nr, 1, arg(0, SCMP_CMP_EQ, domains[i], 0));
+        return rc;
+    }
+    }
+    return -EINVAL;
+}
+
+/* Whether an enabled entry allows every call of this name, which makes
+ * conditional entries of the same name redundant. */
+static bool allowed_outright(const char *name, unsigned groups)
+{
+    for (size_t i = 0; i < ARRAY_LEN(allowlist); i++)
+        if (allowlist[i].cond == ANY && (!allowlist[i].group || (allowlist[i].group & groups)) &&
+            strcmp(allowlist[i].name, name) == 0)
+            return true;
+    return false;
+}
+
+static int install_reporter(const run *r)
+{
+    const char *name = r->c->sandbox ? r->c->sandbox : "?";
+    int n = snprintf(sigsys_prefix, sizeof(sigsys_prefix),
+                     "sandletd worker %.64s: seccomp: forbidden system call ", name);
+    if (n < 0)
+        return report(r, -EINVAL, "cannot format", "report a bug", "SIGSYS message");
+    sigsys_prefix_len = (size_t)n < sizeof(sigsys_prefix) ? (size_t)n : sizeof(sigsys_prefix) - 1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_sigsys;
+    sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGSYS, &sa, NULL) < 0)
+        return report(r, -errno, NULL, "report a bug", "sigaction(SIGSYS)");
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGSYS);
+    if (sigprocmask(SIG_UNBLOCK, &set, NULL) < 0)
+        return report(r, -errno, NULL, "report a bug", "sigprocmask(unblock SIGSYS)");
+    return 0;
+}
+
+static int apply_seccomp(const run *r)
+{
+    const sandlet_confine *c = r->c;
+    int rc = pthread_once(&names_once, names_build);
+    if (rc != 0)
+        return report(r, -rc, NULL, "report a bug", "resolving system-call names");
+    native_arch = seccomp_arch_native();
+    self_pid = getpid();
+    if (!c->learn && (rc = install_reporter(r)) < 0)
+        return rc;
+
+    /* Learning mode: the kernel logs the call (audit type=1326 SECCOMP, in
+     * the kernel log or audit.log) and lets it through. */
+    if (c->learn && seccomp_api_get() < 3)
+        return report(r, -EOPNOTSUPP, "the kernel cannot log and allow (SECCOMP_RET_LOG)",
+                      "use Linux 4.14 or later, or turn learning mode off",
+                      "seccomp learning mode");
+    scmp_filter_ctx ctx = seccomp_init(c->learn ? SCMP_ACT_LOG : SCMP_ACT_TRAP);
+    if (!ctx)
+        return report(r, -ENOMEM, NULL, "the worker is out of memory", "seccomp_init(default %s)",
+                      c->learn ? "log" : "trap");
+    /* x86 system calls from an x86_64 process (int 0x80) are never
+     * legitimate.  Killing the thread kills a single-threaded worker too,
+     * on kernels before 4.14 that cannot kill a whole process. */
+    if (seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS) < 0 &&
+        (rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_THREAD)) < 0) {
+        rc = report(r, rc, NULL, "report a bug", "seccomp_attr_set(BADARCH, KILL)");
+        goto out;
+    }
+    if ((rc = seccomp_attr_set(ctx, SCMP_FLTATR_API_SYSRAWRC, 1)) < 0) {
+        rc = report(r, rc, NULL, "libseccomp is older than 2.5; upgrade it",
+                    "seccomp_attr_set(API_SYSRAWRC)");
+        goto out;
+    }
+    /* Filter every thread, should there be any.  Best effort: it needs the
+     * seccomp() system call (Linux 3.17), and a worker is single-threaded. */
+    (void)seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
+    for (size_t i = 0; i < ARRAY_LEN(allowlist); i++) {
+        const rule *e = &allowlist[i];
+        if (e->group && !(e->group & c->groups))
+            continue;
+        if (e->cond != ANY && allowed_outright(e->name, c->groups))
+            continue;
+        int nr = seccomp_syscall_resolve_name(e->name);
+        if (nr == __NR_SCMP_ERROR) {
+            rc = report(r, -EINVAL, "libseccomp does not know it", "update libseccomp",
+                        "seccomp rule for %s", e->name);
+            goto out;
+        }
+        if (nr < 0)
+            continue; /* not a system call on this architecture */
+        if ((rc = add_rule(ctx, nr, e->cond)) < 0) {
+            rc = report(r, rc, NULL, "report a bug", "seccomp rule for %s", e->name);
+            goto out;
+        }
+    }
+    if ((rc = seccomp_load(ctx)) < 0)
+        rc = report(r, rc, NULL, "check that the kernel has CONFIG_SECCOMP_FILTER",
+                    "seccomp_load(%s)", c->learn ? "learning" : "enforcing");
+out:
+    seccomp_release(ctx);
+    return rc;
+}
+
+int sandlet_confine_apply(const sandlet_confine *c, bool *landlock_active, char *err, size_t errlen)
+{
+    run r = {c, err, errlen};
+    bool active = false;
+    int rc;
+    if (landlock_active)
+        *landlock_active = false;
+    if (err && errlen)
+        err[0] = '\0';
+    if (!c)
+        return report(&r, -EINVAL, "no configuration", "report a bug", "confinement");
+    if (c->groups & ~(unsigned)SANDLET_SC_ALL)
+        return report(&r, -EINVAL, "unknown group", "report a bug", "system-call groups %#x",
+                      c->groups);
+    if ((c->nread && !c->read_paths) || (c->nwrite && !c->write_paths))
+        return report(&r, -EINVAL, "path count without paths", "report a bug", "landlock paths");
+    if ((rc = prepare_libc(&r)) < 0 || (rc = apply_limits(&r)) < 0 ||
+        (rc = drop_identity(&r)) < 0 || (rc = drop_privileges(&r)) < 0 ||
+        (rc = apply_landlock(&r, &active)) < 0)
+        return rc;
+    if (landlock_active)
+        *landlock_active = active;
+    return apply_seccomp(&r);
+}

@@ -1,0 +1,270 @@
+/*
+ * test_hostile.c - hostile servlets in confined sandboxes next to a
+ * well-behaved one: every attack fails, the log names what happened, and
+ * the well-behaved servlet keeps answering 200 throughout.
+ */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static th_daemon d;
+static char dir_a[64], dir_b[64], secret_b[128];
+static int listener = -1;
+static unsigned listen_port;
+
+static bool confinement_off(void)
+{
+    if (getenv("SANDLET_NO_CONFINEMENT")) {
+        printf("SKIP: SANDLET_NO_CONFINEMENT is set (sanitizer run); confinement not tested\n");
+        return true;
+    }
+    return false;
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    if (confinement_off())
+        return 0;
+    th_become_subreaper();
+    signal(SIGPIPE, SIG_IGN);
+    snprintf(dir_a, sizeof(dir_a), "/tmp/sandlet-a-XXXXXX");
+    snprintf(dir_b, sizeof(dir_b), "/tmp/sandlet-b-XXXXXX");
+    if (!mkdtemp(dir_a) || !mkdtemp(dir_b))
+        return -1;
+    snprintf(secret_b, sizeof(secret_b), "%s/secret", dir_b);
+    FILE *f = fopen(secret_b, "w");
+    if (!f)
+        return -1;
+    fputs("other sandbox's data", f);
+    fclose(f);
+    bool root = geteuid() == 0;
+    if (root) {
+        /* Sandbox b runs as nobody: its directory must be its own. */
+        chmod(dir_a, 0777);
+        chown(dir_b, 65534, 65534);
+        chown(secret_b, 65534, 65534);
+        chmod(dir_b, 0700);
+        chmod(secret_b, 0600);
+    }
+    /* A loopback listener for the database group's connect. */
+    listener = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    if (bind(listener, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(listener, 8) < 0 ||
+        getsockname(listener, (struct sockaddr *)&a, &len) < 0)
+        return -1;
+    listen_port = ntohs(a.sin_port);
+
+    const char *hostile = th_build_path("tests/fixtures/.libs/hostile.so");
+    char conf[4096];
+    snprintf(conf, sizeof(conf),
+             "sandbox good { workers 1; }\n"
+             "servlet /good/* { library \"%s\"; sandbox good; }\n"
+             "sandbox evil { workers 1; memory 128; timeout 3000; }\n"
+             "servlet /evil { library \"%s\"; sandbox evil; }\n"
+             "sandbox files { workers 1; syscalls files; writable \"%s\"; }\n"
+             "servlet /files { library \"%s\"; sandbox files; }\n"
+             "sandbox other { workers 1; %s syscalls files; writable \"%s\"; }\n"
+             "servlet /other { library \"%s\"; sandbox other; }\n"
+             "servlet /other-probe/* { library \"%s\"; sandbox other; }\n"
+             "sandbox db { workers 1; syscalls database; }\n"
+             "servlet /db { library \"%s\"; sandbox db; }\n",
+             th_build_path("tests/fixtures/.libs/probe.so"), hostile, dir_a, hostile,
+             root ? "user nobody; group nogroup;" : "", dir_b, hostile,
+             th_build_path("tests/fixtures/.libs/probe.so"), hostile);
+    return th_start(&d, conf, false);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    if (getenv("SANDLET_NO_CONFINEMENT"))
+        return 0;
+    if (listener >= 0)
+        close(listener);
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", dir_a, dir_b);
+    if (system(cmd) != 0)
+        return -1;
+    return th_stop(&d) == 0 ? 0 : -1;
+}
+
+static void get(const char *target, th_response *r)
+{
+    assert_int_equal(th_request(d.port, "GET", target, NULL, NULL, 0, r), 0);
+}
+
+static void assert_good_alive(void)
+{
+    th_response r;
+    get("/good/param?v=fine", &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "fine");
+    th_response_free(&r);
+}
+
+/* An attack that must kill its worker with the given status, with the
+ * log naming the forbidden system call; the sandbox then recovers. */
+static void attack_dies(const char *path, const char *what, const char *arg, int status,
+                        const char *log_needle)
+{
+    char target[256];
+    snprintf(target, sizeof(target), "%s?do=%s&arg=%s", path, what, arg);
+    th_response r;
+    get(target, &r);
+    assert_int_equal(r.status, status);
+    th_response_free(&r);
+    if (log_needle)
+        assert_true(th_log_wait(&d, log_needle, 3000));
+    assert_good_alive();
+    /* The attacker's sandbox serves again (and its crash count resets). */
+    snprintf(target, sizeof(target), "%s?do=nothing", path);
+    get(target, &r);
+    assert_int_equal(r.status, 404);
+    th_response_free(&r);
+}
+
+static void test_worker_status(void **state)
+{
+    (void)state;
+    if (confinement_off())
+        skip();
+    th_response r;
+    get("/other-probe/pid", &r);
+    assert_int_equal(r.status, 200);
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%s/status", r.body);
+    th_response_free(&r);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[256];
+    bool nnp = false, seccomp = false, capeff = false, uid_ok = geteuid() != 0;
+    while (fgets(line, sizeof(line), f)) {
+        nnp |= strcmp(line, "NoNewPrivs:\t1\n") == 0;
+        seccomp |= strcmp(line, "Seccomp:\t2\n") == 0;
+        capeff |= strcmp(line, "CapEff:\t0000000000000000\n") == 0;
+        if (strncmp(line, "Uid:", 4) == 0 && geteuid() == 0)
+            uid_ok = strcmp(line, "Uid:\t65534\t65534\t65534\t65534\n") == 0;
+    }
+    fclose(f);
+    assert_true(nnp);
+    assert_true(seccomp);
+    assert_true(capeff);
+    assert_true(uid_ok);
+    if (geteuid() != 0)
+        printf("SKIP: not root: the other-uid check of sandbox 'other' did not run\n");
+}
+
+static void test_forbidden_syscalls(void **state)
+{
+    (void)state;
+    if (confinement_off())
+        skip();
+    attack_dies("/evil", "exec", "", 502, "forbidden system call execve");
+    attack_dies("/evil", "fork", "", 502, "forbidden system call clone");
+    attack_dies("/evil", "shadow", "", 502, "forbidden system call openat");
+    attack_dies("/evil", "connect", "1", 502, "forbidden system call socket");
+    attack_dies("/evil", "ptrace", "1", 502, "forbidden system call ptrace");
+    attack_dies("/evil", "setuid", "", 502, "forbidden system call setuid");
+    attack_dies("/evil", "wx", "", 502, "forbidden system call mmap");
+    char pid[16];
+    snprintf(pid, sizeof(pid), "%d", (int)d.pid);
+    attack_dies("/evil", "kill", pid, 502, "forbidden system call kill");
+    assert_int_equal(kill(d.pid, 0), 0);
+    /* Every one of them was logged with the sandbox and the request. */
+    assert_true(th_log_contains(&d, "worker evil"));
+    assert_true(th_log_contains(&d, "killed by signal 31"));
+    assert_true(th_log_contains(&d, "GET /evil?do=exec&arg= HTTP/1.1"));
+}
+
+static void test_runaway_servlets(void **state)
+{
+    (void)state;
+    if (confinement_off())
+        skip();
+    /* An endless loop: killed at the timeout, 504. */
+    attack_dies("/evil", "spin", "", 504, "ran past its timeout");
+    /* Allocating without end: the address-space limit stops it. */
+    th_response r;
+    get("/evil?do=alloc", &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "survived: malloc failed at the limit");
+    th_response_free(&r);
+    assert_good_alive();
+}
+
+static void test_files_fenced(void **state)
+{
+    (void)state;
+    if (confinement_off())
+        skip();
+    th_response r;
+    char target[256];
+    /* Its own writable directory: allowed. */
+    snprintf(target, sizeof(target), "/files?do=write&arg=%s/mine", dir_a);
+    get(target, &r);
+    assert_string_equal(r.body + strlen(r.body) - 3, ": 1");
+    th_response_free(&r);
+    /* Anywhere else: refused. */
+    get("/files?do=write&arg=/tmp/sandlet-escape", &r);
+    assert_non_null(strstr(r.body, ": -13"));
+    th_response_free(&r);
+    assert_int_equal(access("/tmp/sandlet-escape", F_OK), -1);
+    /* Another sandbox's directory: refused. */
+    snprintf(target, sizeof(target), "/files?do=read&arg=%s", secret_b);
+    get(target, &r);
+    assert_non_null(strstr(r.body, ": -13"));
+    assert_null(strstr(r.body, "other sandbox's data"));
+    th_response_free(&r);
+    get("/files?do=read&arg=/etc/shadow", &r);
+    assert_non_null(strstr(r.body, ": -13"));
+    th_response_free(&r);
+    /* The owner reads its own file. */
+    snprintf(target, sizeof(target), "/other?do=read&arg=%s", secret_b);
+    get(target, &r);
+    assert_non_null(strstr(r.body, "other sandbox's data"));
+    th_response_free(&r);
+    assert_good_alive();
+}
+
+static void test_database_group(void **state)
+{
+    (void)state;
+    if (confinement_off())
+        skip();
+    char target[64];
+    snprintf(target, sizeof(target), "/db?do=connect&arg=%u", listen_port);
+    th_response r;
+    get(target, &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "connect: 0");
+    th_response_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_worker_status),    cmocka_unit_test(test_forbidden_syscalls),
+        cmocka_unit_test(test_runaway_servlets), cmocka_unit_test(test_files_fenced),
+        cmocka_unit_test(test_database_group),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
