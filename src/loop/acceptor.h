@@ -25,6 +25,7 @@
 /* Stop reading a worker while this much is waiting to go to the client. */
 #define SANDLET_WRITE_HIGH_WATER ((size_t)1024 * 1024)
 #define SANDLET_SHUTDOWN_MS      10000
+#define SANDLET_SERVER_HEADER    "Server: sandlet/" PACKAGE_VERSION "\r\n"
 
 typedef struct sandlet_server sandlet_server;
 typedef struct sandlet_conn sandlet_conn;
@@ -81,12 +82,19 @@ struct sandlet_conn {
     /* Response framing. */
     bool chunked;
     bool head_only; /* HEAD request: no body bytes go out */
+    int file_fd;    /* static file being sent, -1 when none */
+    uint64_t file_off, file_left;
     size_t pending_writes;
     char peer[64];
     char reqline[160]; /* "GET /path HTTP/1.1", truncated, for logs */
 };
 
 void sandlet_http_accept(uv_stream_t *listener, int status);
+/* Queues bytes (three pieces, one write) to the client. */
+int sandlet_conn_write(sandlet_conn *c, const void *a, size_t alen, const void *b, size_t blen,
+                       const void *d, size_t dlen);
+/* The response to the current request is fully queued. */
+void sandlet_conn_request_done(sandlet_conn *c);
 /* Response side, called by pool.c with what the worker sent. */
 int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, bool end);
 int sandlet_conn_response_body(sandlet_conn *c, const uint8_t *data, size_t len, bool end);
@@ -98,6 +106,15 @@ size_t sandlet_conn_write_backlog(const sandlet_conn *c);
 /* Closes idle connections and marks busy ones to close when done. */
 void sandlet_http_shutdown(sandlet_server *srv);
 const char *sandlet_http_date(sandlet_server *srv);
+
+/* ---- files.c ---------------------------------------------------------- */
+
+/* Answers a request no servlet routes: a file under the docroot. */
+void sandlet_files_serve(sandlet_conn *c);
+/* Sends more of a large file once the client has drained. */
+void sandlet_files_pump(sandlet_conn *c);
+int sandlet_files_open(sandlet_server *srv);
+void sandlet_files_close(sandlet_server *srv);
 
 /* ---- pool.c ----------------------------------------------------------- */
 
@@ -168,8 +185,10 @@ struct sandlet_server {
     int ctl;
     uv_poll_t ctl_poll;
     pid_t supervisor;
-    bool confine;  /* off only for the confinement benchmark */
-    uint32_t *ids; /* per sandbox: uid, gid pairs resolved at start */
+    bool confine;   /* off only for benchmarks and sanitizer builds */
+    int docroot_fd; /* -1: no docroot configured */
+    void *mime;     /* sandlet_mime */
+    uint32_t *ids;  /* per sandbox: uid, gid pairs resolved at start */
     bool stopping;
     uint32_t next_id;
     time_t date_sec;

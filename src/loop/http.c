@@ -23,11 +23,11 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #define READ_CHUNK ((size_t)64 * 1024)
 /* Unparsed input held while a request is served (pipelining). */
-#define IN_LIMIT      (SANDLET_MAX_HEADER_BYTES + 2 * READ_CHUNK)
-#define SERVER_HEADER "Server: sandlet/" PACKAGE_VERSION "\r\n"
+#define IN_LIMIT (SANDLET_MAX_HEADER_BYTES + 2 * READ_CHUNK)
 
 typedef struct wreq {
     uv_write_t req;
@@ -168,11 +168,13 @@ static void after_write(uv_write_t *req, int status)
     }
     if (c->worker && sandlet_conn_write_backlog(c) < SANDLET_WRITE_HIGH_WATER / 2)
         sandlet_pool_resume(c);
+    if (c->file_fd >= 0 && sandlet_conn_write_backlog(c) < SANDLET_WRITE_HIGH_WATER / 2)
+        sandlet_files_pump(c);
 }
 
 /* Queues the concatenation of up to three pieces as one write. */
-static int conn_write(sandlet_conn *c, const void *a, size_t alen, const void *b, size_t blen,
-                      const void *d, size_t dlen)
+int sandlet_conn_write(sandlet_conn *c, const void *a, size_t alen, const void *b, size_t blen,
+                       const void *d, size_t dlen)
 {
     if (c->state == CONN_CLOSING)
         return -ECONNRESET;
@@ -259,7 +261,7 @@ static void reset_request(sandlet_conn *c)
 }
 
 /* The response to the current request is fully queued. */
-static void request_done(sandlet_conn *c)
+void sandlet_conn_request_done(sandlet_conn *c)
 {
     if (c->state == CONN_CLOSING)
         return;
@@ -287,7 +289,7 @@ static void simple_response(sandlet_conn *c, int status, bool close)
         c->keep_alive = false;
     char head[512];
     int hlen = snprintf(head, sizeof(head),
-                        "HTTP/1.1 %d %s\r\nDate: %s\r\n" SERVER_HEADER
+                        "HTTP/1.1 %d %s\r\nDate: %s\r\n" SANDLET_SERVER_HEADER
                         "Content-Type: text/html; charset=utf-8\r\nContent-Length: %d\r\n%s%s\r\n",
                         status, reason(status), sandlet_http_date(c->srv), blen,
                         status == 503 ? "Retry-After: 1\r\n" : "",
@@ -297,11 +299,12 @@ static void simple_response(sandlet_conn *c, int status, bool close)
         conn_close(c);
         return;
     }
-    if (conn_write(c, head, (size_t)hlen, body, c->head_only ? 0 : (size_t)blen, NULL, 0) < 0) {
+    if (sandlet_conn_write(c, head, (size_t)hlen, body, c->head_only ? 0 : (size_t)blen, NULL, 0) <
+        0) {
         conn_close(c);
         return;
     }
-    request_done(c);
+    sandlet_conn_request_done(c);
 }
 
 void sandlet_conn_fail(sandlet_conn *c, int status)
@@ -324,8 +327,8 @@ int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, 
     sandlet_buf h;
     sandlet_buf_init(&h, SANDLET_MAX_HEADER_BYTES);
     char line[128];
-    int n = snprintf(line, sizeof(line), "HTTP/1.1 %u %s\r\nDate: %s\r\n" SERVER_HEADER, r->status,
-                     reason(r->status), sandlet_http_date(c->srv));
+    int n = snprintf(line, sizeof(line), "HTTP/1.1 %u %s\r\nDate: %s\r\n" SANDLET_SERVER_HEADER,
+                     r->status, reason(r->status), sandlet_http_date(c->srv));
     sandlet_buf_put(&h, line, (size_t)n);
     sandlet_reader it = r->headers;
     uint16_t left = r->nheaders;
@@ -376,19 +379,19 @@ int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, 
     c->state = CONN_SENDING;
     int rc;
     if (c->chunked || c->head_only || !has_body) {
-        rc = conn_write(c, h.data, h.len, NULL, 0, NULL, 0);
+        rc = sandlet_conn_write(c, h.data, h.len, NULL, 0, NULL, 0);
         sandlet_buf_free(&h);
         if (rc == 0 && has_body)
             rc = sandlet_conn_response_body(c, r->body, r->body_len, end);
         else if (rc == 0 && end)
-            request_done(c);
+            sandlet_conn_request_done(c);
         return rc;
     }
     /* The common case: head and whole body in one write. */
-    rc = conn_write(c, h.data, h.len, r->body, r->body_len, NULL, 0);
+    rc = sandlet_conn_write(c, h.data, h.len, r->body, r->body_len, NULL, 0);
     sandlet_buf_free(&h);
     if (rc == 0 && end)
-        request_done(c);
+        sandlet_conn_request_done(c);
     return rc;
 }
 
@@ -402,12 +405,12 @@ int sandlet_conn_response_body(sandlet_conn *c, const uint8_t *data, size_t len,
         int n = len ? snprintf(size, sizeof(size), "%zx\r\n", len) : 0;
         const char *tail = end ? (len ? "\r\n0\r\n\r\n" : "0\r\n\r\n") : "\r\n";
         size_t tlen = end ? (len ? 7 : 5) : (len ? 2 : 0);
-        rc = conn_write(c, size, (size_t)n, data, len, tail, tlen);
+        rc = sandlet_conn_write(c, size, (size_t)n, data, len, tail, tlen);
     } else {
-        rc = conn_write(c, data, len, NULL, 0, NULL, 0);
+        rc = sandlet_conn_write(c, data, len, NULL, 0, NULL, 0);
     }
     if (rc == 0 && end)
-        request_done(c);
+        sandlet_conn_request_done(c);
     return rc;
 }
 
@@ -577,7 +580,7 @@ static int on_headers_complete(llhttp_t *p)
     /* The client waits for our go-ahead before sending the body; give it
      * only when the request will be read (limits were checked above). */
     if (c->expect_continue && (p->flags & (F_CONTENT_LENGTH | F_CHUNKED)) &&
-        conn_write(c, "HTTP/1.1 100 Continue\r\n\r\n", 25, NULL, 0, NULL, 0) < 0) {
+        sandlet_conn_write(c, "HTTP/1.1 100 Continue\r\n\r\n", 25, NULL, 0, NULL, 0) < 0) {
         c->error_status = 500;
         return -1;
     }
@@ -631,7 +634,7 @@ static void dispatch(sandlet_conn *c)
 {
     if (!c->servlet) {
         c->state = CONN_WAITING;
-        simple_response(c, 404, false);
+        sandlet_files_serve(c);
         return;
     }
     c->state = CONN_WAITING;
@@ -735,6 +738,8 @@ static void on_closed(uv_handle_t *h)
     if (c->next)
         c->next->prev = c->prev;
     srv->nconns--;
+    if (c->file_fd >= 0)
+        close(c->file_fd);
     sandlet_buf_free(&c->in);
     sandlet_buf_free(&c->head);
     sandlet_buf_free(&c->body);
@@ -779,6 +784,7 @@ void sandlet_http_accept(uv_stream_t *listener, int status)
         return;
     }
     c->srv = srv;
+    c->file_fd = -1;
     uv_tcp_init(srv->loop, &c->tcp);
     c->tcp.data = c;
     uv_timer_init(srv->loop, &c->timer);

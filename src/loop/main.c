@@ -339,7 +339,7 @@ static int run(sandlet_conf *conf)
             return 1;
         }
     }
-    if (resolve_identities(srv, conf->user) < 0)
+    if (resolve_identities(srv, conf->user) < 0 || sandlet_files_open(srv) < 0)
         return 1;
     int ctl[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0) {
@@ -357,6 +357,7 @@ static int run(sandlet_conf *conf)
         free(fds);
         free(srv->listeners);
         close(ctl[0]);
+        sandlet_files_close(srv); /* the supervisor serves nothing */
         int st = sandlet_supervisor_run(conf, ctl[1], exe);
         sandlet_conf_free(conf);
         _exit(st);
@@ -412,6 +413,7 @@ static int run(sandlet_conf *conf)
         waitpid(m.srv.supervisor, &st, 0);
     }
     sandlet_pools_free(srv);
+    sandlet_files_close(srv);
     free(srv->ids);
     free(srv->listeners);
     uv_loop_close(&m.loop);

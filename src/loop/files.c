@@ -1,0 +1,256 @@
+/*
+ * files.c - the docroot: answers every request no servlet routes with a
+ * file, a 304, a range, a redirect to a directory's slash, or an error.
+ *
+ * Path safety, MIME types, validators and ranges live in static.c; this
+ * file turns their answers into responses.  It must never serve anything
+ * static.c did not open, and never buffer a large file whole: files above
+ * one chunk are streamed as the client drains its socket.
+ */
+#include "config.h"
+
+#include "loop/acceptor.h"
+#include "loop/log.h"
+#include "loop/static.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CHUNK      ((size_t)256 * 1024)
+#define INDEX_NAME "index.html"
+#define ALLOW      "Allow: GET, HEAD, OPTIONS\r\n"
+
+int sandlet_files_open(sandlet_server *srv)
+{
+    srv->docroot_fd = -1;
+    srv->mime = NULL;
+    const sandlet_conf *conf = srv->conf;
+    if (!conf->docroot)
+        return 0;
+    srv->docroot_fd = open(conf->docroot, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (srv->docroot_fd < 0) {
+        int err = -errno;
+        sandlet_log_errno(SANDLET_LOG_ERROR, err,
+                          "%s: docroot %s cannot be opened; create it or fix the docroot line",
+                          conf->file, conf->docroot);
+        return err;
+    }
+    sandlet_mime *m = calloc(1, sizeof(*m));
+    if (!m)
+        return -ENOMEM;
+    int rc = sandlet_static_mime_load(m, "/etc/mime.types");
+    if (rc < 0 && rc != -ENOENT)
+        sandlet_log_errno(SANDLET_LOG_WARN, rc,
+                          "/etc/mime.types unreadable; using the built-in types");
+    srv->mime = m;
+    return 0;
+}
+
+void sandlet_files_close(sandlet_server *srv)
+{
+    if (srv->docroot_fd >= 0)
+        close(srv->docroot_fd);
+    srv->docroot_fd = -1;
+    if (srv->mime) {
+        sandlet_static_mime_free(srv->mime);
+        free(srv->mime);
+        srv->mime = NULL;
+    }
+}
+
+static const char *header(const sandlet_conn *c, const char *name)
+{
+    for (unsigned i = 0; i < c->nhdrs; i++)
+        if (strcasecmp((const char *)c->head.data + c->hdrs[i].name, name) == 0)
+            return (const char *)c->head.data + c->hdrs[i].value;
+    return NULL;
+}
+
+static const char *connection(const sandlet_conn *c)
+{
+    if (!c->keep_alive)
+        return "Connection: close\r\n";
+    return c->http_minor == 0 ? "Connection: keep-alive\r\n" : "";
+}
+
+/* A body-less answer with extra header lines (Allow, Location). */
+static void bodyless(sandlet_conn *c, const char *status, const char *extra)
+{
+    char head[1024 + SANDLET_STATIC_PATH_MAX];
+    int n = snprintf(head, sizeof(head),
+                     "HTTP/1.1 %s\r\nDate: %s\r\n" SANDLET_SERVER_HEADER
+                     "%sContent-Length: 0\r\n%s\r\n",
+                     status, sandlet_http_date(c->srv), extra, connection(c));
+    if (n < 0 || (size_t)n >= sizeof(head) ||
+        sandlet_conn_write(c, head, (size_t)n, NULL, 0, NULL, 0) < 0) {
+        sandlet_conn_fail(c, 500);
+        return;
+    }
+    sandlet_conn_request_done(c);
+}
+
+static int status_of(int err)
+{
+    switch (err) {
+    case -EINVAL:
+    case -ENOENT:
+    case -ENOTDIR: return 404;
+    case -EACCES:
+    case -EPERM: return 403;
+    case -ENAMETOOLONG: return 414;
+    case -EAGAIN:
+    case -EMFILE:
+    case -ENFILE:
+    case -ENOMEM: return 503;
+    default: return 500;
+    }
+}
+
+/* One loop thread: one read buffer is enough (writes copy out of it). */
+static char buf[CHUNK];
+
+void sandlet_files_pump(sandlet_conn *c)
+{
+    while (c->file_fd >= 0 && c->file_left > 0 &&
+           sandlet_conn_write_backlog(c) < SANDLET_WRITE_HIGH_WATER) {
+        size_t want = c->file_left < CHUNK ? (size_t)c->file_left : CHUNK;
+        ssize_t n = pread(c->file_fd, buf, want, (off_t)c->file_off);
+        if (n <= 0) {
+            /* The file shrank or failed under us: the promised length can
+             * no longer be met, so the connection must end here. */
+            sandlet_warn("%s: reading a static file failed at offset %" PRIu64 "; closing", c->peer,
+                         c->file_off);
+            close(c->file_fd);
+            c->file_fd = -1;
+            sandlet_conn_fail(c, 500);
+            return;
+        }
+        if (sandlet_conn_write(c, buf, (size_t)n, NULL, 0, NULL, 0) < 0)
+            return;
+        c->file_off += (uint64_t)n;
+        c->file_left -= (uint64_t)n;
+    }
+    if (c->file_fd >= 0 && c->file_left == 0) {
+        close(c->file_fd);
+        c->file_fd = -1;
+        sandlet_conn_request_done(c);
+    }
+}
+
+void sandlet_files_serve(sandlet_conn *c)
+{
+    sandlet_server *srv = c->srv;
+    int method = llhttp_get_method(&c->parser);
+    if (srv->docroot_fd < 0) {
+        sandlet_conn_fail(c, 404);
+        return;
+    }
+    if (method == HTTP_OPTIONS) {
+        bodyless(c, "204 No Content", ALLOW);
+        return;
+    }
+    if (method != HTTP_GET && method != HTTP_HEAD) {
+        bodyless(c, "405 Method Not Allowed", ALLOW);
+        return;
+    }
+    const char *target = (const char *)c->head.data + c->target;
+    const char *q = memchr(target, '?', c->target_len);
+    size_t plen = q ? (size_t)(q - target) : c->target_len;
+    int fd;
+    struct stat st;
+    char ext[SANDLET_STATIC_EXT_MAX];
+    int rc =
+        sandlet_static_open(srv->docroot_fd, target, plen, INDEX_NAME, &fd, &st, ext, sizeof(ext));
+    if (rc == -EISDIR) {
+        /* "/dir" → "/dir/", keeping the query. */
+        char loc[SANDLET_STATIC_PATH_MAX + 32];
+        int n = snprintf(loc, sizeof(loc), "Location: %.*s/%.*s\r\n", (int)plen, target,
+                         (int)(c->target_len - plen), target + plen);
+        if (n < 0 || (size_t)n >= sizeof(loc)) {
+            sandlet_conn_fail(c, 414);
+            return;
+        }
+        bodyless(c, "301 Moved Permanently", loc);
+        return;
+    }
+    if (rc < 0) {
+        sandlet_conn_fail(c, status_of(rc));
+        return;
+    }
+    char etag[SANDLET_STATIC_ETAG_MAX], lastmod[SANDLET_STATIC_DATE_MAX];
+    sandlet_static_etag(&st, etag, sizeof(etag));
+    sandlet_static_http_date(st.st_mtime, lastmod, sizeof(lastmod));
+    char validators[256];
+    snprintf(validators, sizeof(validators), "ETag: %s\r\nLast-Modified: %s\r\n", etag, lastmod);
+    if (sandlet_static_not_modified(header(c, "if-none-match"), header(c, "if-modified-since"),
+                                    etag, st.st_mtime)) {
+        close(fd);
+        bodyless(c, "304 Not Modified", validators);
+        return;
+    }
+    uint64_t size = (uint64_t)st.st_size, start = 0, length = size;
+    rc = sandlet_static_range(header(c, "range"), header(c, "if-range"), etag, st.st_mtime, size,
+                              &start, &length);
+    char status[32] = "200 OK", range[96] = "";
+    if (rc == -ERANGE) {
+        close(fd);
+        snprintf(range, sizeof(range), "Content-Range: bytes */%" PRIu64 "\r\n", size);
+        bodyless(c, "416 Range Not Satisfiable", range);
+        return;
+    }
+    if (rc == 1) {
+        snprintf(status, sizeof(status), "206 Partial Content");
+        snprintf(range, sizeof(range),
+                 "Content-Range: bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64 "\r\n", start,
+                 start + length - 1, size);
+    }
+    char head[1024];
+    int n = snprintf(head, sizeof(head),
+                     "HTTP/1.1 %s\r\nDate: %s\r\n" SANDLET_SERVER_HEADER
+                     "Content-Type: %s\r\nContent-Length: %" PRIu64 "\r\n%s%s"
+                     "Accept-Ranges: bytes\r\n%s\r\n",
+                     status, sandlet_http_date(srv), sandlet_static_mime(srv->mime, ext), length,
+                     validators, range, connection(c));
+    if (n < 0 || (size_t)n >= sizeof(head)) {
+        close(fd);
+        sandlet_conn_fail(c, 500);
+        return;
+    }
+    if (c->head_only || length == 0) {
+        close(fd);
+        if (sandlet_conn_write(c, head, (size_t)n, NULL, 0, NULL, 0) < 0)
+            sandlet_conn_fail(c, 500);
+        else
+            sandlet_conn_request_done(c);
+        return;
+    }
+    if (length <= CHUNK) {
+        /* The common case: head and whole body in one write. */
+        ssize_t got = pread(fd, buf, (size_t)length, (off_t)start);
+        close(fd);
+        if (got != (ssize_t)length) {
+            sandlet_conn_fail(c, 500);
+            return;
+        }
+        if (sandlet_conn_write(c, head, (size_t)n, buf, (size_t)length, NULL, 0) < 0)
+            sandlet_conn_fail(c, 500);
+        else
+            sandlet_conn_request_done(c);
+        return;
+    }
+    if (sandlet_conn_write(c, head, (size_t)n, NULL, 0, NULL, 0) < 0) {
+        close(fd);
+        sandlet_conn_fail(c, 500);
+        return;
+    }
+    c->state = CONN_SENDING;
+    c->file_fd = fd;
+    c->file_off = start;
+    c->file_left = length;
+    sandlet_files_pump(c);
+}

@@ -1,0 +1,300 @@
+/*
+ * test_files.c - static files from the docroot: content types, validators
+ * and 304, ranges, directories, methods, large files streamed, paths that
+ * try to leave the docroot, and many concurrent keep-alive clients.
+ */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define BIG (3u * 1024 * 1024 + 7)
+
+static th_daemon d;
+static char root[64], outside[64];
+
+static void put(const char *dir, const char *name, const void *data, size_t len)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    fclose(f);
+}
+
+static unsigned char big_byte(size_t i)
+{
+    return (unsigned char)((i * 2654435761u) >> 13);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    th_become_subreaper();
+    signal(SIGPIPE, SIG_IGN);
+    /* Room for the many-clients test, in us and in the daemon we start. */
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    snprintf(root, sizeof(root), "/tmp/sandlet-root-XXXXXX");
+    snprintf(outside, sizeof(outside), "/tmp/sandlet-out-XXXXXX");
+    if (!mkdtemp(root) || !mkdtemp(outside))
+        return -1;
+    chmod(root, 0755);
+    put(root, "index.html", "<h1>home</h1>\n", 14);
+    put(root, "a.txt", "0123456789", 10);
+    char sub[128];
+    snprintf(sub, sizeof(sub), "%s/sub", root);
+    mkdir(sub, 0755);
+    put(sub, "index.html", "sub index", 9);
+    snprintf(sub, sizeof(sub), "%s/empty", root);
+    mkdir(sub, 0755);
+    put(outside, "secret", "TOP SECRET", 10);
+    char link[128], target[128];
+    snprintf(link, sizeof(link), "%s/escape", root);
+    snprintf(target, sizeof(target), "%s/secret", outside);
+    if (symlink(target, link) < 0)
+        return -1;
+    unsigned char *big = malloc(BIG);
+    if (!big)
+        return -1;
+    for (size_t i = 0; i < BIG; i++)
+        big[i] = big_byte(i);
+    put(root, "big.bin", big, BIG);
+    free(big);
+    char conf[512];
+    snprintf(conf, sizeof(conf), "docroot \"%s\";\n", root);
+    return th_start(&d, conf, false);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", root, outside);
+    int rc = system(cmd);
+    return th_stop(&d) == 0 && rc == 0 ? 0 : -1;
+}
+
+static void get(const char *target, const char *headers, th_response *r)
+{
+    assert_int_equal(th_request(d.port, "GET", target, headers, NULL, 0, r), 0);
+}
+
+static void test_files_and_types(void **state)
+{
+    (void)state;
+    th_response r;
+    char v[128];
+    get("/", NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "<h1>home</h1>\n");
+    assert_true(th_header(&r, "Content-Type", v, sizeof(v)));
+    assert_string_equal(v, "text/html; charset=utf-8");
+    th_response_free(&r);
+    get("/a.txt", NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "0123456789");
+    assert_true(th_header(&r, "Content-Type", v, sizeof(v)));
+    assert_non_null(strstr(v, "text/plain"));
+    assert_true(th_header(&r, "Accept-Ranges", v, sizeof(v)));
+    th_response_free(&r);
+    get("/sub/", NULL, &r);
+    assert_string_equal(r.body, "sub index");
+    th_response_free(&r);
+    get("/sub?x=1", NULL, &r);
+    assert_int_equal(r.status, 301);
+    assert_true(th_header(&r, "Location", v, sizeof(v)));
+    assert_string_equal(v, "/sub/?x=1");
+    th_response_free(&r);
+    get("/empty/", NULL, &r); /* no index, no listing */
+    assert_int_equal(r.status, 404);
+    th_response_free(&r);
+    get("/missing.txt", NULL, &r);
+    assert_int_equal(r.status, 404);
+    th_response_free(&r);
+}
+
+static void test_conditional(void **state)
+{
+    (void)state;
+    th_response r;
+    char etag[128], lastmod[128], hdr[300];
+    get("/a.txt", NULL, &r);
+    assert_true(th_header(&r, "ETag", etag, sizeof(etag)));
+    assert_true(th_header(&r, "Last-Modified", lastmod, sizeof(lastmod)));
+    th_response_free(&r);
+    snprintf(hdr, sizeof(hdr), "If-None-Match: %s\r\n", etag);
+    get("/a.txt", hdr, &r);
+    assert_int_equal(r.status, 304);
+    assert_int_equal(r.body_len, 0);
+    th_response_free(&r);
+    snprintf(hdr, sizeof(hdr), "If-Modified-Since: %s\r\n", lastmod);
+    get("/a.txt", hdr, &r);
+    assert_int_equal(r.status, 304);
+    th_response_free(&r);
+    get("/a.txt", "If-None-Match: \"other\"\r\n", &r);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+}
+
+static void test_ranges(void **state)
+{
+    (void)state;
+    th_response r;
+    char v[128];
+    get("/a.txt", "Range: bytes=2-5\r\n", &r);
+    assert_int_equal(r.status, 206);
+    assert_string_equal(r.body, "2345");
+    assert_true(th_header(&r, "Content-Range", v, sizeof(v)));
+    assert_string_equal(v, "bytes 2-5/10");
+    th_response_free(&r);
+    get("/a.txt", "Range: bytes=-3\r\n", &r);
+    assert_int_equal(r.status, 206);
+    assert_string_equal(r.body, "789");
+    th_response_free(&r);
+    get("/a.txt", "Range: bytes=50-\r\n", &r);
+    assert_int_equal(r.status, 416);
+    assert_true(th_header(&r, "Content-Range", v, sizeof(v)));
+    assert_string_equal(v, "bytes */10");
+    th_response_free(&r);
+}
+
+static void test_big_file_streams(void **state)
+{
+    (void)state;
+    th_response r;
+    get("/big.bin", NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.body_len, BIG);
+    for (size_t i = 0; i < BIG; i++)
+        if ((unsigned char)r.body[i] != big_byte(i))
+            fail_msg("byte %zu differs", i);
+    th_response_free(&r);
+    /* A range in the middle of it. */
+    get("/big.bin", "Range: bytes=1048570-1048579\r\n", &r);
+    assert_int_equal(r.status, 206);
+    assert_int_equal(r.body_len, 10);
+    for (size_t i = 0; i < 10; i++)
+        assert_int_equal((unsigned char)r.body[i], big_byte(1048570 + i));
+    th_response_free(&r);
+}
+
+static void test_methods(void **state)
+{
+    (void)state;
+    th_response r;
+    char v[128];
+    assert_int_equal(th_request(d.port, "HEAD", "/a.txt", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_true(th_header(&r, "Content-Length", v, sizeof(v)));
+    assert_string_equal(v, "10");
+    assert_int_equal(r.body_len, 0);
+    th_response_free(&r);
+    assert_int_equal(th_request(d.port, "POST", "/a.txt", NULL, "x", 1, &r), 0);
+    assert_int_equal(r.status, 405);
+    assert_true(th_header(&r, "Allow", v, sizeof(v)));
+    assert_string_equal(v, "GET, HEAD, OPTIONS");
+    th_response_free(&r);
+    assert_int_equal(th_request(d.port, "OPTIONS", "/a.txt", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 204);
+    th_response_free(&r);
+}
+
+static void test_no_escape(void **state)
+{
+    (void)state;
+    static const char *const attempts[] = {
+        "/../etc/passwd",
+        "/%2e%2e/etc/passwd",
+        "/%2E%2e%2fetc%2fpasswd",
+        "/sub/../../etc/passwd",
+        "/a.txt%00.html",
+        "/..%5c..%5cetc%5cpasswd",
+        "/%c0%ae%c0%ae/etc/passwd",
+        "/escape",
+        "/./a.txt",
+        "//etc/passwd",
+        "/sub/%2e%2e/%2e%2e/etc/passwd",
+    };
+    for (size_t i = 0; i < sizeof(attempts) / sizeof(attempts[0]); i++) {
+        th_response r;
+        /* A raw request: the target goes out exactly as written. */
+        th_conn *c = th_connect(d.port, false);
+        assert_non_null(c);
+        char req[256];
+        snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                 attempts[i]);
+        assert_int_equal(th_send_str(c, req), 0);
+        assert_int_equal(th_read(c, &r, false), 0);
+        th_close(c);
+        if (r.status != 400 && r.status != 403 && r.status != 404)
+            fail_msg("%s answered %d", attempts[i], r.status);
+        assert_null(strstr(r.body, "TOP SECRET"));
+        assert_null(strstr(r.body, "root:"));
+        th_response_free(&r);
+    }
+}
+
+static void test_many_keepalive_clients(void **state)
+{
+    (void)state;
+    enum { N = 2000 };
+    th_conn **c = calloc(N, sizeof(*c));
+    assert_non_null(c);
+    for (int i = 0; i < N; i++) {
+        c[i] = th_connect(d.port, false);
+        if (!c[i])
+            fail_msg("connection %d failed", i);
+        assert_int_equal(th_send_str(c[i], "GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    }
+    int ok = 0;
+    for (int i = 0; i < N; i++) {
+        th_response r;
+        if (th_read(c[i], &r, false) == 0 && r.status == 200 && strcmp(r.body, "0123456789") == 0)
+            ok++;
+        th_response_free(&r);
+    }
+    /* Each connection is still open and serves a second request. */
+    for (int i = 0; i < N; i += 97) {
+        th_response r;
+        assert_int_equal(th_send_str(c[i], "GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+        assert_int_equal(th_read(c[i], &r, false), 0);
+        assert_int_equal(r.status, 200);
+        th_response_free(&r);
+    }
+    for (int i = 0; i < N; i++)
+        th_close(c[i]);
+    free(c);
+    assert_int_equal(ok, N);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_files_and_types),
+        cmocka_unit_test(test_conditional),
+        cmocka_unit_test(test_ranges),
+        cmocka_unit_test(test_big_file_streams),
+        cmocka_unit_test(test_methods),
+        cmocka_unit_test(test_no_escape),
+        cmocka_unit_test(test_many_keepalive_clients),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
