@@ -95,6 +95,8 @@ int sandlet_conn_write(sandlet_conn *c, const void *a, size_t alen, const void *
                        const void *d, size_t dlen);
 /* The response to the current request is fully queued. */
 void sandlet_conn_request_done(sandlet_conn *c);
+/* The value of the first request header called name (any case), or NULL. */
+const char *sandlet_conn_header(const sandlet_conn *c, const char *name);
 /* Response side, called by pool.c with what the worker sent. */
 int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, bool end);
 int sandlet_conn_response_body(sandlet_conn *c, const uint8_t *data, size_t len, bool end);

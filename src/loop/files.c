@@ -63,14 +63,6 @@ void sandlet_files_close(sandlet_server *srv)
     }
 }
 
-static const char *header(const sandlet_conn *c, const char *name)
-{
-    for (unsigned i = 0; i < c->nhdrs; i++)
-        if (strcasecmp((const char *)c->head.data + c->hdrs[i].name, name) == 0)
-            return (const char *)c->head.data + c->hdrs[i].value;
-    return NULL;
-}
-
 static const char *connection(const sandlet_conn *c)
 {
     if (!c->keep_alive)
@@ -187,15 +179,16 @@ void sandlet_files_serve(sandlet_conn *c)
     sandlet_static_http_date(st.st_mtime, lastmod, sizeof(lastmod));
     char validators[256];
     snprintf(validators, sizeof(validators), "ETag: %s\r\nLast-Modified: %s\r\n", etag, lastmod);
-    if (sandlet_static_not_modified(header(c, "if-none-match"), header(c, "if-modified-since"),
-                                    etag, st.st_mtime)) {
+    if (sandlet_static_not_modified(sandlet_conn_header(c, "if-none-match"),
+                                    sandlet_conn_header(c, "if-modified-since"), etag,
+                                    st.st_mtime)) {
         close(fd);
         bodyless(c, "304 Not Modified", validators);
         return;
     }
     uint64_t size = (uint64_t)st.st_size, start = 0, length = size;
-    rc = sandlet_static_range(header(c, "range"), header(c, "if-range"), etag, st.st_mtime, size,
-                              &start, &length);
+    rc = sandlet_static_range(sandlet_conn_header(c, "range"), sandlet_conn_header(c, "if-range"),
+                              etag, st.st_mtime, size, &start, &length);
     char status[32] = "200 OK", range[96] = "";
     if (rc == -ERANGE) {
         close(fd);

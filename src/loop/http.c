@@ -504,8 +504,7 @@ static int on_header_value_complete(llhttp_t *p)
     return head_put(conn_of(p), "", 1, 431);
 }
 
-/* The value of the only header called name, NULL when absent. */
-static const char *find_header(const sandlet_conn *c, const char *name)
+const char *sandlet_conn_header(const sandlet_conn *c, const char *name)
 {
     for (unsigned i = 0; i < c->nhdrs; i++)
         if (strcasecmp((const char *)c->head.data + c->hdrs[i].name, name) == 0)
@@ -555,7 +554,7 @@ static int on_headers_complete(llhttp_t *p)
         c->error_status = 400;
         return -1;
     }
-    const char *expect = find_header(c, "expect");
+    const char *expect = sandlet_conn_header(c, "expect");
     if (expect) {
         if (strcasecmp(expect, "100-continue") != 0) {
             c->error_status = 417;

@@ -328,6 +328,7 @@ static int run(sandlet_conf *conf)
     srv->listeners = calloc(conf->nlistens, sizeof(uv_tcp_t));
     if (!fds || !srv->listeners) {
         sandlet_error("out of memory");
+        free(fds);
         return 1;
     }
     for (size_t i = 0; i < conf->nlistens; i++) {
@@ -336,6 +337,7 @@ static int run(sandlet_conf *conf)
             sandlet_log_errno(SANDLET_LOG_ERROR, rc, "%s:%d: cannot listen on %s port %u",
                               conf->file, conf->listens[i].line, conf->listens[i].host,
                               conf->listens[i].port);
+            free(fds);
             return 1;
         }
     }

@@ -25,23 +25,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#if defined(SYS_openat2)
-#if defined(__has_include)
-#if __has_include(<linux/openat2.h>)
+/* Linux 5.6+ headers (Debian 12 ships 6.1); without the system call at
+ * run time the O_NOFOLLOW walk takes over. */
 #include <linux/openat2.h>
-#define HAVE_OPENAT2_H 1
-#endif
-#endif
-#ifndef HAVE_OPENAT2_H
-struct open_how {
-    uint64_t flags;
-    uint64_t mode;
-    uint64_t resolve;
-};
-#define RESOLVE_NO_MAGICLINKS 0x02
-#define RESOLVE_BENEATH       0x08
-#endif
-#endif
 
 /* openat2 may fail with EAGAIN when a rename races with ".." resolution. */
 #define OPENAT2_TRIES 4
@@ -295,7 +281,7 @@ static int open_beneath(int dirfd, const char *rel, int flags, int *fd_out)
  * block, a device could react). */
 static int probe(int dirfd, const char *rel, struct stat *st)
 {
-    int fd;
+    int fd = -1;
     int rc = open_beneath(dirfd, rel, O_PATH, &fd);
     if (rc < 0)
         return rc;
@@ -388,7 +374,7 @@ int sandlet_static_open(int docroot_fd, const char *target, size_t len, const ch
      * new regular file (a deploy renaming files into place) is served; a
      * FIFO cannot block thanks to O_NONBLOCK and anything else is refused
      * with -EAGAIN. */
-    int fd;
+    int fd = -1;
     rc = open_beneath(docroot_fd, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, &fd);
     if (rc < 0)
         return rc;
@@ -856,7 +842,7 @@ static int finish_date(int64_t y, int mon, int d, int h, int mi, int sec, time_t
 {
     if (mon < 1 || mon > 12 || d < 1 || d > days_in_month(y, mon) || h > 23 || mi > 59 || sec > 60)
         return -EINVAL;
-    int64_t v = days_from_civil(y, mon, d) * 86400 + h * 3600 + mi * 60 + sec;
+    int64_t v = days_from_civil(y, mon, d) * 86400 + (int64_t)h * 3600 + (int64_t)mi * 60 + sec;
     if ((int64_t)(time_t)v != v)
         return -EINVAL;
     *out = (time_t)v;
