@@ -81,8 +81,11 @@ struct sandlet_conn {
     sandlet_worker *worker;
     /* Response framing. */
     bool chunked;
-    bool head_only; /* HEAD request: no body bytes go out */
-    int file_fd;    /* static file being sent, -1 when none */
+    bool head_only;   /* HEAD request: no body bytes go out */
+    int file_fd;      /* static file being sent, -1 when none */
+    uint64_t started; /* uv_hrtime at the request's first byte */
+    int resp_status;  /* for the access log; 0 until a response began */
+    uint64_t resp_bytes;
     uint64_t file_off, file_left;
     size_t pending_writes;
     char peer[64];
@@ -108,6 +111,15 @@ size_t sandlet_conn_write_backlog(const sandlet_conn *c);
 /* Closes idle connections and marks busy ones to close when done. */
 void sandlet_http_shutdown(sandlet_server *srv);
 const char *sandlet_http_date(sandlet_server *srv);
+
+/* ---- accesslog.c ------------------------------------------------------- */
+
+void sandlet_access_start(sandlet_server *srv);
+/* One line for the request c just answered. */
+void sandlet_access_log(sandlet_conn *c);
+void sandlet_access_flush(sandlet_server *srv);
+/* Takes fd (freshly opened by the supervisor) as the new log. */
+void sandlet_access_reopen(sandlet_server *srv, int fd);
 
 /* ---- files.c ---------------------------------------------------------- */
 
@@ -189,8 +201,14 @@ struct sandlet_server {
     pid_t supervisor;
     bool confine;   /* off only for benchmarks and sanitizer builds */
     int docroot_fd; /* -1: no docroot configured */
-    void *mime;     /* sandlet_mime */
-    uint32_t *ids;  /* per sandbox: uid, gid pairs resolved at start */
+    int access_fd;  /* -1: no access log */
+    uv_timer_t access_timer;
+    time_t access_sec;
+    char access_time[40];
+    size_t access_len;
+    char access_buf[64 * 1024];
+    void *mime;    /* sandlet_mime */
+    uint32_t *ids; /* per sandbox: uid, gid pairs resolved at start */
     bool stopping;
     uint32_t next_id;
     time_t date_sec;

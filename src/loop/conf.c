@@ -48,6 +48,8 @@ enum slot {
     SLOT_NONE,
     SLOT_USER,
     SLOT_DOCROOT,
+    SLOT_ACCESS_LOG,
+    SLOT_ERROR_LOG,
     SLOT_HEADER_TIMEOUT,
     SLOT_BODY_TIMEOUT,
     SLOT_KEEPALIVE_TIMEOUT,
@@ -106,6 +108,7 @@ typedef struct directive {
 static int do_listen(parser *ps, const token *dir, token *args);
 static int do_user(parser *ps, const token *dir, token *args);
 static int do_docroot(parser *ps, const token *dir, token *args);
+static int do_log(parser *ps, const token *dir, token *args);
 static int do_timeout(parser *ps, const token *dir, token *args);
 static int open_sandbox(parser *ps, const token *dir, token *args);
 static int open_servlet(parser *ps, const token *dir, token *args);
@@ -124,6 +127,8 @@ static const directive directives[] = {
     {"listen", CTX_TOP, 1, "ADDR:PORT", SLOT_NONE, CTX_NONE, do_listen, NULL},
     {"user", CTX_TOP, 1, "NAME", SLOT_USER, CTX_NONE, do_user, NULL},
     {"docroot", CTX_TOP, 1, "DIR", SLOT_DOCROOT, CTX_NONE, do_docroot, NULL},
+    {"access-log", CTX_TOP, 1, "FILE", SLOT_ACCESS_LOG, CTX_NONE, do_log, NULL},
+    {"error-log", CTX_TOP, 1, "FILE", SLOT_ERROR_LOG, CTX_NONE, do_log, NULL},
     {"header-timeout", CTX_TOP, 1, "MS", SLOT_HEADER_TIMEOUT, CTX_NONE, do_timeout, NULL},
     {"body-timeout", CTX_TOP, 1, "MS", SLOT_BODY_TIMEOUT, CTX_NONE, do_timeout, NULL},
     {"keepalive-timeout", CTX_TOP, 1, "MS", SLOT_KEEPALIVE_TIMEOUT, CTX_NONE, do_timeout, NULL},
@@ -527,9 +532,34 @@ static int do_user(parser *ps, const token *dir, token *args)
     return take_string(ps, dir, &args[0], "NAME", &ps->conf->user);
 }
 
+/* A path argument, made absolute against the configuration's folder. */
+static int take_path(parser *ps, const token *dir, token *arg, const char *meta, char **field)
+{
+    int rc = take_string(ps, dir, arg, meta, field);
+    if (rc < 0 || (*field)[0] == '/' || !ps->basedir || !ps->basedir[0])
+        return rc;
+    size_t bl = strlen(ps->basedir), pl = strlen(*field);
+    char *joined = malloc(bl + pl + 2);
+    if (!joined)
+        return nomem(ps);
+    memcpy(joined, ps->basedir, bl);
+    joined[bl] = '/';
+    memcpy(joined + bl + 1, *field, pl + 1);
+    free(*field);
+    *field = joined;
+    return 0;
+}
+
 static int do_docroot(parser *ps, const token *dir, token *args)
 {
-    return take_string(ps, dir, &args[0], "DIR", &ps->conf->docroot);
+    return take_path(ps, dir, &args[0], "DIR", &ps->conf->docroot);
+}
+
+static int do_log(parser *ps, const token *dir, token *args)
+{
+    char **field =
+        strcmp(dir->text, "access-log") == 0 ? &ps->conf->access_log : &ps->conf->error_log;
+    return take_path(ps, dir, &args[0], "FILE", field);
 }
 
 static int add_sandbox(parser *ps, char *name, int line)
@@ -1175,6 +1205,8 @@ void sandlet_conf_free(sandlet_conf *conf)
     free(conf->file);
     free(conf->user);
     free(conf->docroot);
+    free(conf->access_log);
+    free(conf->error_log);
     free(conf);
 }
 

@@ -7,6 +7,8 @@
  *   listen 127.0.0.1:8080;          # repeatable; IPv6 as [::1]:8080
  *   user sandlet;                   # drop to this user when started as root
  *   docroot /var/www/sandlet;
+ *   access-log /var/log/sandlet/access.log;
+ *   error-log /var/log/sandlet/error.log;
  *   header-timeout 10000;           # ms for a request head, then 408
  *   body-timeout 30000;             # ms between body reads, then 408
  *   keepalive-timeout 15000;        # ms an idle connection is kept
@@ -105,6 +107,8 @@ typedef struct sandlet_conf {
     char *file; /* as given, for messages */
     char *user; /* NULL: stay the user we were started as */
     char *docroot;
+    char *access_log;           /* Combined Log Format; NULL: none */
+    char *error_log;            /* NULL: standard error */
     unsigned header_timeout;    /* ms for a whole request head (slowloris) */
     unsigned body_timeout;      /* ms between two reads of a body */
     unsigned keepalive_timeout; /* ms an idle keep-alive connection stays */

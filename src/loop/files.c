@@ -71,8 +71,9 @@ static const char *connection(const sandlet_conn *c)
 }
 
 /* A body-less answer with extra header lines (Allow, Location). */
-static void bodyless(sandlet_conn *c, const char *status, const char *extra)
+static void bodyless(sandlet_conn *c, int code, const char *status, const char *extra)
 {
+    c->resp_status = code;
     char head[1024 + SANDLET_STATIC_PATH_MAX];
     int n = snprintf(head, sizeof(head),
                      "HTTP/1.1 %s\r\nDate: %s\r\n" SANDLET_SERVER_HEADER
@@ -143,11 +144,11 @@ void sandlet_files_serve(sandlet_conn *c)
         return;
     }
     if (method == HTTP_OPTIONS) {
-        bodyless(c, "204 No Content", ALLOW);
+        bodyless(c, 204, "204 No Content", ALLOW);
         return;
     }
     if (method != HTTP_GET && method != HTTP_HEAD) {
-        bodyless(c, "405 Method Not Allowed", ALLOW);
+        bodyless(c, 405, "405 Method Not Allowed", ALLOW);
         return;
     }
     const char *target = (const char *)c->head.data + c->target;
@@ -167,7 +168,7 @@ void sandlet_files_serve(sandlet_conn *c)
             sandlet_conn_fail(c, 414);
             return;
         }
-        bodyless(c, "301 Moved Permanently", loc);
+        bodyless(c, 301, "301 Moved Permanently", loc);
         return;
     }
     if (rc < 0) {
@@ -183,7 +184,7 @@ void sandlet_files_serve(sandlet_conn *c)
                                     sandlet_conn_header(c, "if-modified-since"), etag,
                                     st.st_mtime)) {
         close(fd);
-        bodyless(c, "304 Not Modified", validators);
+        bodyless(c, 304, "304 Not Modified", validators);
         return;
     }
     uint64_t size = (uint64_t)st.st_size, start = 0, length = size;
@@ -193,7 +194,7 @@ void sandlet_files_serve(sandlet_conn *c)
     if (rc == -ERANGE) {
         close(fd);
         snprintf(range, sizeof(range), "Content-Range: bytes */%" PRIu64 "\r\n", size);
-        bodyless(c, "416 Range Not Satisfiable", range);
+        bodyless(c, 416, "416 Range Not Satisfiable", range);
         return;
     }
     if (rc == 1) {
@@ -214,6 +215,8 @@ void sandlet_files_serve(sandlet_conn *c)
         sandlet_conn_fail(c, 500);
         return;
     }
+    c->resp_status = rc == 1 ? 206 : 200;
+    c->resp_bytes = c->head_only ? 0 : length;
     if (c->head_only || length == 0) {
         close(fd);
         if (sandlet_conn_write(c, head, (size_t)n, NULL, 0, NULL, 0) < 0)

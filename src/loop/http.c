@@ -265,6 +265,10 @@ void sandlet_conn_request_done(sandlet_conn *c)
 {
     if (c->state == CONN_CLOSING)
         return;
+    sandlet_access_log(c);
+    c->resp_status = 0;
+    c->resp_bytes = 0;
+    c->started = uv_hrtime();
     reset_request(c);
     if (!c->keep_alive || c->srv->stopping || c->peer_closed) {
         conn_close(c);
@@ -299,6 +303,8 @@ static void simple_response(sandlet_conn *c, int status, bool close)
         conn_close(c);
         return;
     }
+    c->resp_status = status;
+    c->resp_bytes = c->head_only ? 0 : (uint64_t)blen;
     if (sandlet_conn_write(c, head, (size_t)hlen, body, c->head_only ? 0 : (size_t)blen, NULL, 0) <
         0) {
         conn_close(c);
@@ -377,6 +383,7 @@ int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, 
         return err == -EMSGSIZE ? -EPROTO : err;
     }
     c->state = CONN_SENDING;
+    c->resp_status = r->status;
     int rc;
     if (c->chunked || c->head_only || !has_body) {
         rc = sandlet_conn_write(c, h.data, h.len, NULL, 0, NULL, 0);
@@ -388,6 +395,7 @@ int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, 
         return rc;
     }
     /* The common case: head and whole body in one write. */
+    c->resp_bytes = r->body_len;
     rc = sandlet_conn_write(c, h.data, h.len, r->body, r->body_len, NULL, 0);
     sandlet_buf_free(&h);
     if (rc == 0 && end)
@@ -398,6 +406,8 @@ int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, 
 int sandlet_conn_response_body(sandlet_conn *c, const uint8_t *data, size_t len, bool end)
 {
     int rc = 0;
+    if (!c->head_only)
+        c->resp_bytes += len;
     if (c->head_only) {
         /* Nothing to send for HEAD. */
     } else if (c->chunked) {
@@ -436,6 +446,9 @@ static int on_message_begin(llhttp_t *p)
 {
     sandlet_conn *c = conn_of(p);
     reset_request(c);
+    c->started = uv_hrtime();
+    c->resp_status = 0;
+    c->resp_bytes = 0;
     if (c->phase == PHASE_IDLE)
         set_phase(c, PHASE_HEADERS);
     return 0;
@@ -784,6 +797,7 @@ void sandlet_http_accept(uv_stream_t *listener, int status)
     }
     c->srv = srv;
     c->file_fd = -1;
+    c->started = uv_hrtime();
     uv_tcp_init(srv->loop, &c->tcp);
     c->tcp.data = c;
     uv_timer_init(srv->loop, &c->timer);

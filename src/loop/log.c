@@ -9,6 +9,7 @@
 #include "loop/log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -73,4 +74,10 @@ void sandlet_log_errno(enum sandlet_log_level level, int err, const char *fmt, .
     va_start(ap, fmt);
     vlog(level, err, fmt, ap);
     va_end(ap);
+}
+
+int sandlet_log_open_file(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
+    return fd < 0 ? -errno : fd;
 }

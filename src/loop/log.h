@@ -21,6 +21,9 @@ void sandlet_log(enum sandlet_log_level level, const char *fmt, ...)
 void sandlet_log_errno(enum sandlet_log_level level, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Opens a log file for appending (created 0640); returns fd or -errno. */
+int sandlet_log_open_file(const char *path);
+
 #define sandlet_error(...) sandlet_log(SANDLET_LOG_ERROR, __VA_ARGS__)
 #define sandlet_warn(...)  sandlet_log(SANDLET_LOG_WARN, __VA_ARGS__)
 #define sandlet_info(...)  sandlet_log(SANDLET_LOG_INFO, __VA_ARGS__)

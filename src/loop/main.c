@@ -35,7 +35,7 @@
 static struct {
     sandlet_server srv;
     uv_loop_t loop;
-    uv_signal_t sigterm, sigint, sigchld;
+    uv_signal_t sigterm, sigint, sigchld, sigusr1;
     uv_timer_t drain, reap;
     bool ctl_closed;
     int exit_status;
@@ -261,6 +261,49 @@ static void on_sigchld(uv_signal_t *s, int signum)
         uv_walk(&m.loop, close_any, NULL);
 }
 
+static const char *conf_path(const char *p)
+{
+    return p ? p : "(none)";
+}
+
+/* logrotate's signal: the supervisor, which may keep the right to open
+ * the files, reopens them and sends the new descriptors back. */
+static void on_sigusr1(uv_signal_t *s, int signum)
+{
+    (void)s;
+    (void)signum;
+    sandlet_access_flush(&m.srv);
+    if (m.srv.conf->access_log || m.srv.conf->error_log)
+        sandlet_server_control(&m.srv, SANDLET_CTL_REOPEN, 0, 0, 0, -1, 0);
+}
+
+/* Opens the logs before privileges are dropped: the error log becomes
+ * standard error of every process, the access log stays with us. */
+static int open_logs(sandlet_server *srv)
+{
+    srv->access_fd = -1;
+    const sandlet_conf *conf = srv->conf;
+    if (conf->error_log) {
+        int fd = sandlet_log_open_file(conf->error_log);
+        if (fd < 0) {
+            sandlet_log_errno(SANDLET_LOG_ERROR, fd, "%s: error-log %s cannot be opened",
+                              conf->file, conf->error_log);
+            return fd;
+        }
+        dup2(fd, STDERR_FILENO);
+        close(fd);
+    }
+    if (conf->access_log) {
+        srv->access_fd = sandlet_log_open_file(conf->access_log);
+        if (srv->access_fd < 0) {
+            sandlet_log_errno(SANDLET_LOG_ERROR, srv->access_fd,
+                              "%s: access-log %s cannot be opened", conf->file, conf->access_log);
+            return srv->access_fd;
+        }
+    }
+    return 0;
+}
+
 static void on_ctl(uv_poll_t *p, int status, int events)
 {
     (void)p;
@@ -282,8 +325,19 @@ static void on_ctl(uv_poll_t *p, int status, int events)
             begin_stop(1);
             return;
         }
+        if (msg.type == SANDLET_CTL_LOGFD && fd >= 0) {
+            if (msg.status == 0) {
+                sandlet_access_reopen(srv, fd);
+            } else {
+                dup2(fd, STDERR_FILENO);
+                close(fd);
+            }
+            sandlet_info("reopened %s", msg.status == 0 ? conf_path(srv->conf->access_log)
+                                                        : conf_path(srv->conf->error_log));
+            continue;
+        }
         if (fd >= 0)
-            close(fd); /* the supervisor never sends descriptors */
+            close(fd); /* only LOGFD carries a descriptor */
         sandlet_pool_control(srv, &msg);
     }
 }
@@ -341,7 +395,8 @@ static int run(sandlet_conf *conf)
             return 1;
         }
     }
-    if (resolve_identities(srv, conf->user) < 0 || sandlet_files_open(srv) < 0)
+    if (resolve_identities(srv, conf->user) < 0 || sandlet_files_open(srv) < 0 ||
+        open_logs(srv) < 0)
         return 1;
     int ctl[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0) {
@@ -360,6 +415,8 @@ static int run(sandlet_conf *conf)
         free(srv->listeners);
         close(ctl[0]);
         sandlet_files_close(srv); /* the supervisor serves nothing */
+        if (srv->access_fd >= 0)
+            close(srv->access_fd);
         int st = sandlet_supervisor_run(conf, ctl[1], exe);
         sandlet_conf_free(conf);
         _exit(st);
@@ -386,6 +443,9 @@ static int run(sandlet_conf *conf)
     uv_signal_start(&m.sigterm, on_signal, SIGTERM);
     uv_signal_start(&m.sigint, on_signal, SIGINT);
     uv_signal_start(&m.sigchld, on_sigchld, SIGCHLD);
+    uv_signal_init(&m.loop, &m.sigusr1);
+    uv_signal_start(&m.sigusr1, on_sigusr1, SIGUSR1);
+    sandlet_access_start(srv);
     uv_poll_init(&m.loop, &srv->ctl_poll, srv->ctl);
     uv_poll_start(&srv->ctl_poll, UV_READABLE, on_ctl);
 
@@ -414,6 +474,9 @@ static int run(sandlet_conf *conf)
         int st;
         waitpid(m.srv.supervisor, &st, 0);
     }
+    sandlet_access_flush(srv);
+    if (srv->access_fd >= 0)
+        close(srv->access_fd);
     sandlet_pools_free(srv);
     sandlet_files_close(srv);
     free(srv->ids);

@@ -18,6 +18,8 @@ enum sandlet_ctl_type {
     SANDLET_CTL_SPAWNED,      /* supervisor→acceptor: pid */
     SANDLET_CTL_SPAWN_FAILED, /* supervisor→acceptor: status = -errno */
     SANDLET_CTL_EXITED,       /* supervisor→acceptor: status, signal */
+    SANDLET_CTL_REOPEN,       /* acceptor→supervisor: reopen the log files */
+    SANDLET_CTL_LOGFD,        /* supervisor→acceptor: status 0 access, 1 error log; fd */
 };
 
 typedef struct sandlet_ctl {

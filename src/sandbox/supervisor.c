@@ -149,6 +149,33 @@ static void kill_child(const sandlet_ctl *m)
     /* Already gone: its EXITED report is on its way or was sent. */
 }
 
+/* logrotate moved the files away: open them again (we may be the only
+ * process still allowed to), take the error log as our own standard
+ * error, and hand both to the acceptor.  Running workers keep the old
+ * error log until they are restarted. */
+static void reopen_logs(const sandlet_ctl *req)
+{
+    const char *paths[2] = {sv.conf->access_log, sv.conf->error_log};
+    for (int which = 0; which < 2; which++) {
+        if (!paths[which])
+            continue;
+        int fd = sandlet_log_open_file(paths[which]);
+        if (fd < 0) {
+            sandlet_log_errno(SANDLET_LOG_ERROR, fd,
+                              "cannot reopen %s; check its folder's permissions", paths[which]);
+            continue;
+        }
+        if (which == 1)
+            dup2(fd, STDERR_FILENO);
+        sandlet_ctl m = {.type = SANDLET_CTL_LOGFD, .sandbox = req->sandbox, .status = which};
+        int rc = sandlet_ctl_send(sv.ctl, &m, fd);
+        if (rc < 0)
+            sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot hand %s to the acceptor",
+                              paths[which]);
+        close(fd);
+    }
+}
+
 static void on_grace(uv_timer_t *t)
 {
     (void)t;
@@ -199,6 +226,7 @@ static void on_ctl(uv_poll_t *p, int status, int events)
         switch (m.type) {
         case SANDLET_CTL_SPAWN: spawn(&m, fd); break;
         case SANDLET_CTL_KILL: kill_child(&m); break;
+        case SANDLET_CTL_REOPEN: reopen_logs(&m); break;
         default: sandlet_error("unknown control message type %u; ignored", m.type); break;
         }
         if (fd >= 0)
@@ -218,6 +246,7 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
     signal(SIGINT, SIG_IGN);
     signal(SIGTERM, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
+    signal(SIGUSR1, SIG_IGN);
     signal(SIGPIPE, SIG_IGN);
     memset(&sv, 0, sizeof(sv));
     sv.conf = conf;

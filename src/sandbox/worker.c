@@ -337,6 +337,7 @@ int sandlet_worker_main(const char *sandbox)
      * response short. */
     signal(SIGINT, SIG_IGN);
     signal(SIGTERM, SIG_IGN);
+    signal(SIGUSR1, SIG_IGN);
     memset(&w, 0, sizeof(w));
     w.fd = SANDLET_WORKER_FD;
     /* Room for one whole frame plus one read's worth of the next. */

@@ -78,8 +78,10 @@ static int group_setup(void **state)
         big[i] = big_byte(i);
     put(root, "big.bin", big, BIG);
     free(big);
-    char conf[512];
-    snprintf(conf, sizeof(conf), "docroot \"%s\";\n", root);
+    char conf[1024];
+    snprintf(conf, sizeof(conf),
+             "docroot \"%s\";\naccess-log \"%s/access.log\";\nerror-log \"%s/error.log\";\n", root,
+             outside, outside);
     return th_start(&d, conf, false);
 }
 
@@ -285,6 +287,56 @@ static void test_many_keepalive_clients(void **state)
     assert_int_equal(ok, N);
 }
 
+static bool file_has(const char *name, const char *needle, int ms)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "%s/%s", outside, name);
+    for (int waited = 0; waited <= ms; waited += 50) {
+        FILE *f = fopen(path, "r");
+        if (f) {
+            static char buf[4 << 20];
+            size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+            fclose(f);
+            buf[n] = '\0';
+            if (strstr(buf, needle))
+                return true;
+        }
+        usleep(50000);
+    }
+    return false;
+}
+
+static void test_access_log_and_rotation(void **state)
+{
+    (void)state;
+    th_response r;
+    get("/a.txt?first", "User-Agent: evil\"agent\xc3\xa9\r\nReferer: http://ref/\r\n", &r);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    /* Combined Log Format, client text escaped, time taken appended. */
+    assert_true(file_has("access.log",
+                         "\"GET /a.txt?first HTTP/1.1\" 200 10 \"http://ref/\" "
+                         "\"evil\\x22agent\\xc3\\xa9\" ",
+                         3000));
+    assert_true(file_has("access.log", "127.0.0.1 - - [", 0));
+    /* logrotate: move the files away, SIGUSR1, and new files appear. */
+    char from[256], to[256];
+    snprintf(from, sizeof(from), "%s/access.log", outside);
+    snprintf(to, sizeof(to), "%s/access.log.1", outside);
+    assert_int_equal(rename(from, to), 0);
+    snprintf(from, sizeof(from), "%s/error.log", outside);
+    snprintf(to, sizeof(to), "%s/error.log.1", outside);
+    assert_int_equal(rename(from, to), 0);
+    kill(d.pid, SIGUSR1);
+    assert_true(file_has("error.log", "reopened", 3000));
+    get("/missing?second", NULL, &r);
+    assert_int_equal(r.status, 404);
+    th_response_free(&r);
+    assert_true(file_has("access.log", "\"GET /missing?second HTTP/1.1\" 404 ", 3000));
+    assert_false(file_has("access.log", "first", 0));
+    assert_true(file_has("access.log.1", "first", 0));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -295,6 +347,7 @@ int main(void)
         cmocka_unit_test(test_methods),
         cmocka_unit_test(test_no_escape),
         cmocka_unit_test(test_many_keepalive_clients),
+        cmocka_unit_test(test_access_log_and_rotation),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
