@@ -395,6 +395,12 @@ static int run(sandlet_conf *conf)
             return 1;
         }
     }
+    for (size_t i = 0; i < conf->nsandboxes; i++)
+        if (conf->sandboxes[i].learn)
+            sandlet_warn("*** sandbox '%s': syscall-violations log is ON: forbidden system calls "
+                         "are ALLOWED and only logged by the kernel (dmesg / audit.log); for "
+                         "development only, never in production ***",
+                         conf->sandboxes[i].name);
     if (resolve_identities(srv, conf->user) < 0 || sandlet_files_open(srv) < 0 ||
         open_logs(srv) < 0)
         return 1;

@@ -36,7 +36,7 @@ static char *make_conf(void)
              "sandbox slow { workers 1; timeout 300; }\n"
              "servlet /slow/* { library \"%s\"; sandbox slow; }\n"
              "servlet /slower/* { library \"%s\"; sandbox slow; timeout 900; }\n"
-             "sandbox recycle { workers 1; max-requests 3; }\n"
+             "sandbox recycle { workers 1; max-requests 3; syscall-violations log; }\n"
              "servlet /recycle/* { library \"%s\"; sandbox recycle; }\n"
              "servlet /broken { library \"/nonexistent/broken.so\"; sandbox broken; }\n",
              th_build_path("examples/hello/.libs/hello.so"),
@@ -482,6 +482,8 @@ static void test_timeout_kills_worker(void **state)
 static void test_max_requests_recycles(void **state)
 {
     (void)state;
+    /* Its learning mode was announced loudly at start. */
+    assert_true(th_log_contains(&daemon_, "sandbox 'recycle': syscall-violations log is ON"));
     long pids[7];
     for (int i = 0; i < 7; i++) {
         th_response r;
