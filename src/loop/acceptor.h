@@ -193,6 +193,7 @@ struct sandlet_server {
     sandlet_conf *conf;
     uv_tcp_t *listeners;
     size_t nlisteners;
+    bool *paused; /* listener left unaccepted at max-connections */
     sandlet_pool *pools;
     sandlet_conn *conns;
     size_t nconns;

@@ -53,6 +53,7 @@ enum slot {
     SLOT_HEADER_TIMEOUT,
     SLOT_BODY_TIMEOUT,
     SLOT_KEEPALIVE_TIMEOUT,
+    SLOT_MAX_CONNECTIONS,
     SLOT_WORKERS,
     SLOT_QUEUE,
     SLOT_QUEUE_TIMEOUT,
@@ -132,6 +133,7 @@ static const directive directives[] = {
     {"header-timeout", CTX_TOP, 1, "MS", SLOT_HEADER_TIMEOUT, CTX_NONE, do_timeout, NULL},
     {"body-timeout", CTX_TOP, 1, "MS", SLOT_BODY_TIMEOUT, CTX_NONE, do_timeout, NULL},
     {"keepalive-timeout", CTX_TOP, 1, "MS", SLOT_KEEPALIVE_TIMEOUT, CTX_NONE, do_timeout, NULL},
+    {"max-connections", CTX_TOP, 1, "N", SLOT_MAX_CONNECTIONS, CTX_NONE, do_timeout, NULL},
     {"sandbox", CTX_TOP, 1, "NAME { ... }", SLOT_NONE, CTX_SANDBOX, open_sandbox, NULL},
     {"servlet", CTX_TOP, 1, "PATH { ... }", SLOT_NONE, CTX_SERVLET, open_servlet, close_servlet},
     {"workers", CTX_SANDBOX, 1, "N", SLOT_WORKERS, CTX_NONE, do_workers, NULL},
@@ -716,11 +718,13 @@ static int do_servlet_timeout(parser *ps, const token *dir, token *args)
     return number(ps, dir, &args[0], 1, 86400000, &ps->conf->servlets[ps->cur].timeout);
 }
 
-/* The three client timeouts share one handler: the directive's name picks
- * the field. */
+/* The client timeouts and the connection limit share one handler: the
+ * directive's name picks the field. */
 static int do_timeout(parser *ps, const token *dir, token *args)
 {
     sandlet_conf *c = ps->conf;
+    if (strcmp(dir->text, "max-connections") == 0)
+        return number(ps, dir, &args[0], 1, 1000000, &c->max_connections);
     unsigned *field = strcmp(dir->text, "header-timeout") == 0 ? &c->header_timeout
                       : strcmp(dir->text, "body-timeout") == 0 ? &c->body_timeout
                                                                : &c->keepalive_timeout;
@@ -1055,6 +1059,7 @@ int sandlet_conf_parse(const char *text, size_t len, const char *name, const cha
     ps.conf->header_timeout = SANDLET_DEFAULT_HEADER_TIMEOUT;
     ps.conf->body_timeout = SANDLET_DEFAULT_BODY_TIMEOUT;
     ps.conf->keepalive_timeout = SANDLET_DEFAULT_KEEPALIVE_TIMEOUT;
+    ps.conf->max_connections = SANDLET_DEFAULT_MAX_CONNECTIONS;
     ps.conf->file = dupn(ps.name, strlen(ps.name));
     rc = ps.conf->file ? 0 : nomem(&ps);
     if (rc == 0)

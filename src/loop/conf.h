@@ -12,6 +12,7 @@
  *   header-timeout 10000;           # ms for a request head, then 408
  *   body-timeout 30000;             # ms between body reads, then 408
  *   keepalive-timeout 15000;        # ms an idle connection is kept
+ *   max-connections 10000;          # accepting pauses at this many clients
  *   sandbox shop {
  *       workers 4;                  # 1..256, default 2
  *       queue 256;                  # waiting requests, 0..65535, default 1024
@@ -52,6 +53,7 @@
 #define SANDLET_DEFAULT_HEADER_TIMEOUT    10000
 #define SANDLET_DEFAULT_BODY_TIMEOUT      30000
 #define SANDLET_DEFAULT_KEEPALIVE_TIMEOUT 15000
+#define SANDLET_DEFAULT_MAX_CONNECTIONS   10000
 
 typedef struct sandlet_param {
     char *name;
@@ -112,6 +114,7 @@ typedef struct sandlet_conf {
     unsigned header_timeout;    /* ms for a whole request head (slowloris) */
     unsigned body_timeout;      /* ms between two reads of a body */
     unsigned keepalive_timeout; /* ms an idle keep-alive connection stays */
+    unsigned max_connections;   /* accepting pauses at this many clients */
     sandlet_listen_conf *listens;
     size_t nlistens;
     sandlet_sandbox_conf *sandboxes;

@@ -756,6 +756,12 @@ static void on_closed(uv_handle_t *h)
     sandlet_buf_free(&c->head);
     sandlet_buf_free(&c->body);
     free(c);
+    for (size_t i = 0; srv->paused && i < srv->nlisteners && !srv->stopping; i++) {
+        if (srv->paused[i] && srv->nconns < srv->conf->max_connections) {
+            srv->paused[i] = false;
+            sandlet_http_accept((uv_stream_t *)&srv->listeners[i], 0);
+        }
+    }
     sandlet_server_check_stopped(srv);
 }
 
@@ -786,6 +792,18 @@ void sandlet_http_accept(uv_stream_t *listener, int status)
     sandlet_server *srv = listener->data;
     if (status < 0) {
         sandlet_log_errno(SANDLET_LOG_WARN, status, "accept");
+        return;
+    }
+    if (srv->nconns >= srv->conf->max_connections) {
+        /* Leave the connection unaccepted: libuv then stops watching this
+         * listener until we accept, so nothing spins; the kernel's backlog
+         * holds the clients until a connection closes. */
+        size_t i = (size_t)((uv_tcp_t *)listener - srv->listeners);
+        if (i < srv->nlisteners && !srv->paused[i]) {
+            srv->paused[i] = true;
+            sandlet_warn("max-connections (%u) reached; accepting resumes when one closes",
+                         srv->conf->max_connections);
+        }
         return;
     }
     if (!settings_ready)

@@ -380,7 +380,8 @@ static int run(sandlet_conf *conf)
     srv->ctl = -1;
     int *fds = calloc(conf->nlistens, sizeof(int));
     srv->listeners = calloc(conf->nlistens, sizeof(uv_tcp_t));
-    if (!fds || !srv->listeners) {
+    srv->paused = calloc(conf->nlistens, sizeof(bool));
+    if (!fds || !srv->listeners || !srv->paused) {
         sandlet_error("out of memory");
         free(fds);
         return 1;
@@ -419,6 +420,7 @@ static int run(sandlet_conf *conf)
             close(fds[i]);
         free(fds);
         free(srv->listeners);
+        free(srv->paused);
         close(ctl[0]);
         sandlet_files_close(srv); /* the supervisor serves nothing */
         if (srv->access_fd >= 0)
@@ -486,6 +488,7 @@ static int run(sandlet_conf *conf)
     sandlet_pools_free(srv);
     sandlet_files_close(srv);
     free(srv->ids);
+    free(srv->paused);
     free(srv->listeners);
     uv_loop_close(&m.loop);
     sandlet_info("stopped");

@@ -14,6 +14,7 @@
 
 #include "harness.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -249,6 +250,44 @@ static void test_keepalive_idle_timeout(void **state)
     th_close(c);
 }
 
+static void test_max_connections(void **state)
+{
+    (void)state;
+    th_daemon small;
+    char conf[512];
+    snprintf(conf, sizeof(conf),
+             "max-connections 3;\nsandbox main { workers 1; }\n"
+             "servlet /probe/* { library \"%s\"; sandbox main; }\n",
+             th_build_path("tests/fixtures/.libs/probe.so"));
+    assert_int_equal(th_start(&small, conf, false), 0);
+    th_conn *c[4];
+    th_response r;
+    for (int i = 0; i < 3; i++) {
+        c[i] = th_connect(small.port, false);
+        assert_non_null(c[i]);
+        assert_int_equal(th_send_str(c[i], "GET /probe/param?v=x HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+        assert_int_equal(th_read(c[i], &r, false), 0);
+        assert_int_equal(r.status, 200);
+        th_response_free(&r);
+    }
+    /* The fourth waits in the kernel's backlog, unanswered... */
+    c[3] = th_connect(small.port, false);
+    assert_non_null(c[3]);
+    assert_int_equal(th_send_str(c[3], "GET /probe/param?v=4th HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    struct pollfd pfd = {.fd = c[3]->fd, .events = POLLIN};
+    assert_int_equal(poll(&pfd, 1, 400), 0);
+    assert_true(th_log_wait(&small, "max-connections (3) reached", 2000));
+    /* ...and is served as soon as another client leaves. */
+    th_close(c[0]);
+    assert_int_equal(th_read(c[3], &r, false), 0);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "4th");
+    th_response_free(&r);
+    for (int i = 1; i < 4; i++)
+        th_close(c[i]);
+    assert_int_equal(th_stop(&small), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -257,6 +296,7 @@ int main(void)
         cmocka_unit_test(test_chunked_request_body), cmocka_unit_test(test_smuggling_defences),
         cmocka_unit_test(test_size_limits),          cmocka_unit_test(test_header_timeout),
         cmocka_unit_test(test_body_timeout),         cmocka_unit_test(test_keepalive_idle_timeout),
+        cmocka_unit_test(test_max_connections),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
