@@ -121,6 +121,11 @@ void sandlet_access_flush(sandlet_server *srv);
 /* Takes fd (freshly opened by the supervisor) as the new log. */
 void sandlet_access_reopen(sandlet_server *srv, int fd);
 
+/* ---- status.c --------------------------------------------------------- */
+
+/* Answers the status page when c asks for it; false when c is not for it. */
+bool sandlet_status_serve(sandlet_conn *c);
+
 /* ---- files.c ---------------------------------------------------------- */
 
 /* Answers a request no servlet routes: a file under the docroot. */
@@ -171,6 +176,8 @@ struct sandlet_pool {
     sandlet_conn *qhead, *qtail;
     size_t queued;
     uv_timer_t qtimer; /* expires requests that waited too long */
+    /* Counters for the status page, since start. */
+    uint64_t served, restarts, crashes, timeouts, seccomp_kills, rejected;
 };
 
 int sandlet_pools_start(sandlet_server *srv);

@@ -50,6 +50,7 @@ enum slot {
     SLOT_DOCROOT,
     SLOT_ACCESS_LOG,
     SLOT_ERROR_LOG,
+    SLOT_STATUS,
     SLOT_HEADER_TIMEOUT,
     SLOT_BODY_TIMEOUT,
     SLOT_KEEPALIVE_TIMEOUT,
@@ -110,6 +111,7 @@ static int do_listen(parser *ps, const token *dir, token *args);
 static int do_user(parser *ps, const token *dir, token *args);
 static int do_docroot(parser *ps, const token *dir, token *args);
 static int do_log(parser *ps, const token *dir, token *args);
+static int do_status(parser *ps, const token *dir, token *args);
 static int do_timeout(parser *ps, const token *dir, token *args);
 static int open_sandbox(parser *ps, const token *dir, token *args);
 static int open_servlet(parser *ps, const token *dir, token *args);
@@ -130,6 +132,7 @@ static const directive directives[] = {
     {"docroot", CTX_TOP, 1, "DIR", SLOT_DOCROOT, CTX_NONE, do_docroot, NULL},
     {"access-log", CTX_TOP, 1, "FILE", SLOT_ACCESS_LOG, CTX_NONE, do_log, NULL},
     {"error-log", CTX_TOP, 1, "FILE", SLOT_ERROR_LOG, CTX_NONE, do_log, NULL},
+    {"status-page", CTX_TOP, 1, "PATH", SLOT_STATUS, CTX_NONE, do_status, NULL},
     {"header-timeout", CTX_TOP, 1, "MS", SLOT_HEADER_TIMEOUT, CTX_NONE, do_timeout, NULL},
     {"body-timeout", CTX_TOP, 1, "MS", SLOT_BODY_TIMEOUT, CTX_NONE, do_timeout, NULL},
     {"keepalive-timeout", CTX_TOP, 1, "MS", SLOT_KEEPALIVE_TIMEOUT, CTX_NONE, do_timeout, NULL},
@@ -555,6 +558,16 @@ static int take_path(parser *ps, const token *dir, token *arg, const char *meta,
 static int do_docroot(parser *ps, const token *dir, token *args)
 {
     return take_path(ps, dir, &args[0], "DIR", &ps->conf->docroot);
+}
+
+static int do_status(parser *ps, const token *dir, token *args)
+{
+    char sh[SHOWN_MAX];
+    if (args[0].text[0] != '/')
+        return fail(ps, args[0].line, args[0].col,
+                    "status-page '%s' must be a path starting with '/'",
+                    shown(sh, sizeof(sh), args[0].text));
+    return take_string(ps, dir, &args[0], "PATH", &ps->conf->status_page);
 }
 
 static int do_log(parser *ps, const token *dir, token *args)
@@ -1211,6 +1224,7 @@ void sandlet_conf_free(sandlet_conf *conf)
     free(conf->user);
     free(conf->docroot);
     free(conf->access_log);
+    free(conf->status_page);
     free(conf->error_log);
     free(conf);
 }

@@ -9,6 +9,7 @@
  *   docroot /var/www/sandlet;
  *   access-log /var/log/sandlet/access.log;
  *   error-log /var/log/sandlet/error.log;
+ *   status-page /sandlet-status;    # loopback clients only; ?format=prometheus
  *   header-timeout 10000;           # ms for a request head, then 408
  *   body-timeout 30000;             # ms between body reads, then 408
  *   keepalive-timeout 15000;        # ms an idle connection is kept
@@ -111,6 +112,7 @@ typedef struct sandlet_conf {
     char *docroot;
     char *access_log;           /* Combined Log Format; NULL: none */
     char *error_log;            /* NULL: standard error */
+    char *status_page;          /* loopback clients only; NULL: none */
     unsigned header_timeout;    /* ms for a whole request head (slowloris) */
     unsigned body_timeout;      /* ms between two reads of a body */
     unsigned keepalive_timeout; /* ms an idle keep-alive connection stays */

@@ -646,7 +646,8 @@ static void dispatch(sandlet_conn *c)
 {
     if (!c->servlet) {
         c->state = CONN_WAITING;
-        sandlet_files_serve(c);
+        if (!sandlet_status_serve(c))
+            sandlet_files_serve(c);
         return;
     }
     c->state = CONN_WAITING;

@@ -121,6 +121,7 @@ static void on_deadline(uv_timer_t *t)
                   (int)w->pid, sandbox_name(w), uv_now(w->pool->srv->loop) - w->started, w->servlet,
                   w->reqline);
     w->timed_out = true;
+    w->pool->timeouts++;
     sandlet_server_control(w->pool->srv, SANDLET_CTL_KILL, (uint32_t)w->pool->index, w->slot,
                            w->gen, -1, SIGKILL);
     worker_lost_status(w, 504);
@@ -179,6 +180,7 @@ static void queue_expire(uv_timer_t *t)
             p->qtail = NULL;
         p->queued--;
         c->pool = NULL;
+        p->rejected++;
         sandlet_warn("sandbox '%s': no worker free for %u ms (queue-timeout); answering 503 "
                      "to %s",
                      p->conf->name, p->conf->queue_timeout, c->reqline);
@@ -206,6 +208,7 @@ void sandlet_pool_submit(sandlet_pool *p, sandlet_conn *c)
                 sandlet_warn("sandbox '%s': queue full (%zu waiting); answering 503 to %s",
                              p->conf->name, p->queued, c->reqline);
                 c->pool = NULL;
+                p->rejected++;
                 sandlet_conn_fail(c, 503);
                 return;
             }
@@ -275,6 +278,7 @@ static void request_finished(sandlet_worker *w)
 {
     uv_timer_stop(&w->deadline);
     w->served++;
+    w->pool->served++;
     w->failures = 0;
     w->conn = NULL;
     w->reqline[0] = '\0';
@@ -498,8 +502,12 @@ static void worker_exited(sandlet_worker *w, const sandlet_ctl *m)
     w->state = W_DOWN;
     w->pid = 0;
     w->reqline[0] = '\0';
-    if (m->signal || m->status != 0 || held)
+    if (m->signal || m->status != 0 || held) {
         w->failures++;
+        w->pool->crashes++;
+    }
+    if (m->signal == SIGSYS)
+        w->pool->seccomp_kills++;
     schedule_restart(w);
 }
 
@@ -514,6 +522,8 @@ static void worker_spawn(sandlet_worker *w)
         schedule_restart(w);
         return;
     }
+    if (w->gen > 0)
+        p->restarts++;
     w->gen++;
     w->state = W_STARTING;
     w->served = 0;

@@ -27,6 +27,7 @@ static char *make_conf(void)
 {
     static char conf[8192];
     snprintf(conf, sizeof(conf),
+             "status-page /sandlet-status;\n"
              "sandbox main { workers 2; }\n"
              "sandbox crashy { workers 1; }\n"
              "servlet /hello { library \"%s\"; sandbox main; }\n"
@@ -500,6 +501,36 @@ static void test_max_requests_recycles(void **state)
     assert_int_not_equal(pids[5], pids[6]);
 }
 
+/* The value of one Prometheus sample line, or -1. */
+static long sample(const char *body, const char *series)
+{
+    const char *p = strstr(body, series);
+    return p ? atol(p + strlen(series)) : -1;
+}
+
+static void test_status_page(void **state)
+{
+    (void)state;
+    th_response r;
+    get("/sandlet-status", &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "sandbox"));
+    assert_non_null(strstr(r.body, "crashy"));
+    th_response_free(&r);
+    get("/sandlet-status?format=prometheus", &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "# TYPE sandlet_worker_crashes_total counter"));
+    /* The crash test killed crashy's worker five times and each came back. */
+    assert_true(sample(r.body, "sandlet_worker_crashes_total{sandbox=\"crashy\"} ") >= 5);
+    assert_true(sample(r.body, "sandlet_worker_restarts_total{sandbox=\"crashy\"} ") >= 5);
+    assert_int_equal(sample(r.body, "sandlet_worker_crashes_total{sandbox=\"main\"} "), 0);
+    assert_true(sample(r.body, "sandlet_requests_served_total{sandbox=\"main\"} ") > 100);
+    assert_true(sample(r.body, "sandlet_request_timeouts_total{sandbox=\"slow\"} ") >= 1);
+    assert_true(sample(r.body, "sandlet_requests_rejected_total{sandbox=\"broken\"} ") >= 1);
+    assert_int_equal(sample(r.body, "sandlet_workers{sandbox=\"main\"} "), 2);
+    th_response_free(&r);
+}
+
 static void test_config_check(void **state)
 {
     (void)state;
@@ -544,6 +575,7 @@ int main(void)
         cmocka_unit_test(test_sandbox_that_cannot_start),
         cmocka_unit_test(test_timeout_kills_worker),
         cmocka_unit_test(test_max_requests_recycles),
+        cmocka_unit_test(test_status_page),
         cmocka_unit_test(test_config_check),
         cmocka_unit_test(test_sigterm_leaves_nothing),
     };

@@ -76,6 +76,7 @@ static int group_setup(void **state)
     const char *hostile = th_build_path("tests/fixtures/.libs/hostile.so");
     char conf[4096];
     snprintf(conf, sizeof(conf),
+             "status-page /status;\n"
              "sandbox good { workers 1; }\n"
              "servlet /good/* { library \"%s\"; sandbox good; }\n"
              "sandbox evil { workers 1; memory 128; timeout 3000; }\n"
@@ -193,6 +194,14 @@ static void test_forbidden_syscalls(void **state)
     assert_true(th_log_contains(&d, "worker evil"));
     assert_true(th_log_contains(&d, "killed by signal 31"));
     assert_true(th_log_contains(&d, "GET /evil?do=exec&arg= HTTP/1.1"));
+    /* And counted as such on the status page. */
+    th_response r;
+    get("/status?format=prometheus", &r);
+    const char *series = "sandlet_seccomp_kills_total{sandbox=\"evil\"} ";
+    const char *p = strstr(r.body, series);
+    assert_non_null(p);
+    assert_true(atol(p + strlen(series)) >= 8);
+    th_response_free(&r);
 }
 
 static void test_runaway_servlets(void **state)

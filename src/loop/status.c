@@ -1,0 +1,137 @@
+/*
+ * status.c - the status page: per sandbox its workers, how many are busy,
+ * the queue, and counters since start (served, restarts, crashes,
+ * timeouts, seccomp kills, rejected), as plain text or, with
+ * ?format=prometheus, in the Prometheus exposition format.
+ *
+ * It answers loopback clients only (others get the 404 any unknown path
+ * gets), so that the public listener reveals nothing.  It must never block
+ * and never print a sandbox name unescaped into the Prometheus labels.
+ */
+#include "config.h"
+
+#include "loop/acceptor.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+static bool loopback(const char *peer)
+{
+    return strncmp(peer, "127.", 4) == 0 || strncmp(peer, "[::1]:", 6) == 0 ||
+           strncmp(peer, "[::ffff:127.", 12) == 0;
+}
+
+static unsigned count(const sandlet_pool *p, enum sandlet_worker_state st)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < p->conf->workers; i++)
+        n += p->workers[i].state == st;
+    return n;
+}
+
+/* Sandbox names come from the configuration: tokens without quotes or
+ * backslashes are the norm, but escape them anyway for the label syntax. */
+static void put_label(sandlet_buf *b, const char *name)
+{
+    for (const char *p = name; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            sandlet_buf_put(b, "\\", 1);
+        sandlet_buf_put(b, p, 1);
+    }
+}
+
+static void metric(sandlet_buf *b, const char *name, const char *help, const char *type,
+                   const sandlet_server *srv, size_t field)
+{
+    char line[256];
+    int n = snprintf(line, sizeof(line), "# HELP sandlet_%s %s\n# TYPE sandlet_%s %s\n", name, help,
+                     name, type);
+    sandlet_buf_put(b, line, (size_t)n);
+    for (size_t i = 0; i < srv->conf->nsandboxes; i++) {
+        const sandlet_pool *p = &srv->pools[i];
+        uint64_t v;
+        switch (field) {
+        case 0: v = p->conf->workers; break;
+        case 1: v = count(p, W_BUSY); break;
+        case 2: v = p->queued; break;
+        case 3: v = p->served; break;
+        case 4: v = p->restarts; break;
+        case 5: v = p->crashes; break;
+        case 6: v = p->timeouts; break;
+        case 7: v = p->seccomp_kills; break;
+        default: v = p->rejected; break;
+        }
+        n = snprintf(line, sizeof(line), "sandlet_%s{sandbox=\"", name);
+        sandlet_buf_put(b, line, (size_t)n);
+        put_label(b, p->conf->name);
+        n = snprintf(line, sizeof(line), "\"} %" PRIu64 "\n", v);
+        sandlet_buf_put(b, line, (size_t)n);
+    }
+}
+
+bool sandlet_status_serve(sandlet_conn *c)
+{
+    sandlet_server *srv = c->srv;
+    const char *page = srv->conf->status_page;
+    if (!page || !loopback(c->peer))
+        return false;
+    const char *target = (const char *)c->head.data + c->target;
+    const char *q = memchr(target, '?', c->target_len);
+    size_t plen = q ? (size_t)(q - target) : c->target_len;
+    if (plen != strlen(page) || memcmp(target, page, plen) != 0)
+        return false;
+    bool prom = q && strstr(q, "format=prometheus");
+    sandlet_buf b;
+    sandlet_buf_init(&b, 1u << 20);
+    if (prom) {
+        metric(&b, "workers", "Worker processes configured.", "gauge", srv, 0);
+        metric(&b, "busy_workers", "Workers serving a request now.", "gauge", srv, 1);
+        metric(&b, "queued_requests", "Requests waiting for a worker.", "gauge", srv, 2);
+        metric(&b, "requests_served_total", "Requests answered by a worker.", "counter", srv, 3);
+        metric(&b, "worker_restarts_total", "Workers started again.", "counter", srv, 4);
+        metric(&b, "worker_crashes_total", "Workers that died abnormally.", "counter", srv, 5);
+        metric(&b, "request_timeouts_total", "Requests killed at their timeout.", "counter", srv,
+               6);
+        metric(&b, "seccomp_kills_total", "Workers killed for a forbidden system call.", "counter",
+               srv, 7);
+        metric(&b, "requests_rejected_total", "Requests answered 503 (queue full or too long).",
+               "counter", srv, 8);
+    } else {
+        char line[512];
+        int n = snprintf(line, sizeof(line),
+                         "sandlet %s: %zu connections\n\n%-16s %7s %5s %6s "
+                         "%10s %8s %7s %8s %7s %8s\n",
+                         PACKAGE_VERSION, srv->nconns, "sandbox", "workers", "busy", "queued",
+                         "served", "restarts", "crashes", "timeouts", "seccomp", "rejected");
+        sandlet_buf_put(&b, line, (size_t)n);
+        for (size_t i = 0; i < srv->conf->nsandboxes; i++) {
+            const sandlet_pool *p = &srv->pools[i];
+            n = snprintf(line, sizeof(line),
+                         "%-16s %7u %5u %6zu %10" PRIu64 " %8" PRIu64 " %7" PRIu64 " %8" PRIu64
+                         " %7" PRIu64 " %8" PRIu64 "\n",
+                         p->conf->name, p->conf->workers, count(p, W_BUSY), p->queued, p->served,
+                         p->restarts, p->crashes, p->timeouts, p->seccomp_kills, p->rejected);
+            sandlet_buf_put(&b, line, (size_t)n);
+        }
+    }
+    char head[512];
+    int n =
+        snprintf(head, sizeof(head),
+                 "HTTP/1.1 200 OK\r\nDate: %s\r\n" SANDLET_SERVER_HEADER
+                 "Content-Type: %s\r\nCache-Control: no-store\r\nContent-Length: %zu\r\n%s\r\n",
+                 sandlet_http_date(srv),
+                 prom ? "text/plain; version=0.0.4; charset=utf-8" : "text/plain; charset=utf-8",
+                 b.len, c->keep_alive ? "" : "Connection: close\r\n");
+    c->resp_status = 200;
+    c->resp_bytes = c->head_only ? 0 : b.len;
+    if (b.error || n < 0 || (size_t)n >= sizeof(head) ||
+        sandlet_conn_write(c, head, (size_t)n, b.data, c->head_only ? 0 : b.len, NULL, 0) < 0) {
+        sandlet_buf_free(&b);
+        sandlet_conn_fail(c, 500);
+        return true;
+    }
+    sandlet_buf_free(&b);
+    sandlet_conn_request_done(c);
+    return true;
+}
