@@ -254,6 +254,54 @@ static void test_files_fenced(void **state)
     assert_good_alive();
 }
 
+static long rss_kb(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long kb = -1;
+    while (f && fgets(line, sizeof(line), f))
+        if (strncmp(line, "VmRSS:", 6) == 0)
+            kb = atol(line + 6);
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+static void test_broken_streams(void **state)
+{
+    (void)state;
+    if (confinement_off())
+        skip();
+    /* A worker that drops its socketpair mid-response: the client sees a
+     * cut connection, never a response that looks complete. */
+    th_conn *c = th_connect(d.port, false);
+    assert_non_null(c);
+    assert_int_equal(th_send_str(c, "GET /evil?do=halfclose HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    th_response r;
+    assert_int_equal(th_read(c, &r, false), -1);
+    th_response_free(&r);
+    th_close(c);
+    assert_good_alive();
+    get("/evil?do=nothing", &r);
+    assert_int_equal(r.status, 404);
+    th_response_free(&r);
+
+    /* A 1 GiB response to a client that does not read: backpressure keeps
+     * the acceptor's memory bounded. */
+    long before = rss_kb(d.pid);
+    c = th_connect(d.port, false);
+    assert_non_null(c);
+    assert_int_equal(th_send_str(c, "GET /evil?do=flood HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    sleep(2);
+    long during = rss_kb(d.pid);
+    assert_true(before > 0 && during > 0);
+    if (during - before > 32 * 1024)
+        fail_msg("acceptor grew from %ld to %ld KiB", before, during);
+    assert_good_alive();
+    th_close(c);
+}
+
 static void test_database_group(void **state)
 {
     (void)state;
@@ -273,7 +321,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_worker_status),    cmocka_unit_test(test_forbidden_syscalls),
         cmocka_unit_test(test_runaway_servlets), cmocka_unit_test(test_files_fenced),
-        cmocka_unit_test(test_database_group),
+        cmocka_unit_test(test_broken_streams),   cmocka_unit_test(test_database_group),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
