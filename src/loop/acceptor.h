@@ -202,6 +202,7 @@ struct sandlet_server {
     size_t nlisteners;
     bool *paused; /* listener left unaccepted at max-connections */
     sandlet_pool *pools;
+    uint16_t *local_index; /* per servlet: its index in its sandbox's INIT */
     sandlet_conn *conns;
     size_t nconns;
     int ctl;

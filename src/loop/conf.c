@@ -537,22 +537,38 @@ static int do_user(parser *ps, const token *dir, token *args)
     return take_string(ps, dir, &args[0], "NAME", &ps->conf->user);
 }
 
+/* Takes arg's text as a path made absolute against the configuration's
+ * folder: every relative path in the file (libraries, docroot, logs,
+ * Landlock paths) follows this one rule.  Returns an owned string, or
+ * NULL when memory is short. */
+static char *absolute(parser *ps, token *arg)
+{
+    const char *base = ps->basedir;
+    if (arg->text[0] == '/' || !base || !base[0]) {
+        char *own = arg->text;
+        arg->text = NULL;
+        return own;
+    }
+    size_t bl = strlen(base), pl = strlen(arg->text);
+    bool slash = base[bl - 1] == '/';
+    char *joined = malloc(bl + !slash + pl + 1);
+    if (!joined)
+        return NULL;
+    memcpy(joined, base, bl);
+    if (!slash)
+        joined[bl++] = '/';
+    memcpy(joined + bl, arg->text, pl + 1);
+    return joined;
+}
+
 /* A path argument, made absolute against the configuration's folder. */
 static int take_path(parser *ps, const token *dir, token *arg, const char *meta, char **field)
 {
-    int rc = take_string(ps, dir, arg, meta, field);
-    if (rc < 0 || (*field)[0] == '/' || !ps->basedir || !ps->basedir[0])
-        return rc;
-    size_t bl = strlen(ps->basedir), pl = strlen(*field);
-    char *joined = malloc(bl + pl + 2);
-    if (!joined)
-        return nomem(ps);
-    memcpy(joined, ps->basedir, bl);
-    joined[bl] = '/';
-    memcpy(joined + bl + 1, *field, pl + 1);
-    free(*field);
-    *field = joined;
-    return 0;
+    if (!arg->text[0])
+        return fail(ps, arg->line, arg->col, "empty argument for '%s' (expected '%s %s;')",
+                    dir->text, dir->text, meta);
+    *field = absolute(ps, arg);
+    return *field ? 0 : nomem(ps);
 }
 
 static int do_docroot(parser *ps, const token *dir, token *args)
@@ -647,23 +663,12 @@ static int add_path(parser *ps, token *arg, char ***list, size_t *n)
 {
     if (!arg->text[0])
         return fail(ps, arg->line, arg->col, "empty path (expected an absolute or relative path)");
-    char *path = arg->text;
-    if (path[0] != '/' && ps->basedir && ps->basedir[0]) {
-        size_t bl = strlen(ps->basedir), pl = strlen(path);
-        char *joined = malloc(bl + pl + 2);
-        if (!joined)
-            return nomem(ps);
-        memcpy(joined, ps->basedir, bl);
-        joined[bl] = '/';
-        memcpy(joined + bl + 1, path, pl + 1);
-        path = joined;
-    } else {
-        arg->text = NULL;
-    }
+    char *path = absolute(ps, arg);
+    if (!path)
+        return nomem(ps);
     char **grown = reserve(*list, *n, sizeof(**list));
     if (!grown) {
-        if (path != arg->text)
-            free(path);
+        free(path);
         return nomem(ps);
     }
     *list = grown;
@@ -822,22 +827,9 @@ static int do_library(parser *ps, const token *dir, token *args)
     if (!file->text[0])
         return fail(ps, file->line, file->col,
                     "empty library path (expected '%s FILE;' naming a shared object)", dir->text);
-    char *lib;
-    const char *base = ps->basedir;
-    if (file->text[0] == '/' || !base || !base[0]) {
-        lib = file->text;
-        file->text = NULL;
-    } else {
-        size_t blen = strlen(base), flen = strlen(file->text);
-        bool slash = base[blen - 1] == '/';
-        lib = malloc(blen + !slash + flen + 1);
-        if (!lib)
-            return nomem(ps);
-        memcpy(lib, base, blen);
-        if (!slash)
-            lib[blen++] = '/';
-        memcpy(lib + blen, file->text, flen + 1);
-    }
+    char *lib = absolute(ps, file);
+    if (!lib)
+        return nomem(ps);
     ps->conf->servlets[ps->cur].library = lib;
     return 0;
 }

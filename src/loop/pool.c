@@ -66,16 +66,6 @@ static int write_out(sandlet_worker *w)
     return rc;
 }
 
-/* The index of a servlet among its sandbox's servlets, as in INIT. */
-static uint16_t local_index(const sandlet_pool *p, size_t global)
-{
-    uint16_t n = 0;
-    for (size_t i = 0; i < global; i++)
-        if (p->srv->conf->servlets[i].sandbox == p->index)
-            n++;
-    return n;
-}
-
 static int encode_request(sandlet_worker *w, sandlet_conn *c)
 {
     sandlet_buf *b = &w->out;
@@ -83,7 +73,7 @@ static int encode_request(sandlet_worker *w, sandlet_conn *c)
     const char *head = (const char *)c->head.data;
     const char *method = llhttp_method_name(llhttp_get_method(&c->parser));
     size_t start = sandlet_frame_begin(b, SANDLET_FRAME_REQUEST, w->req_id);
-    sandlet_buf_put_u16(b, local_index(w->pool, c->servlet_index));
+    sandlet_buf_put_u16(b, w->pool->srv->local_index[c->servlet_index]);
     sandlet_buf_put_u8(b, c->http_major);
     sandlet_buf_put_u8(b, c->http_minor);
     sandlet_buf_put_u16(b, (uint16_t)c->nhdrs);
@@ -631,8 +621,17 @@ int sandlet_pools_start(sandlet_server *srv)
 {
     const sandlet_conf *conf = srv->conf;
     srv->pools = calloc(conf->nsandboxes ? conf->nsandboxes : 1, sizeof(*srv->pools));
-    if (!srv->pools)
+    srv->local_index = calloc(conf->nservlets ? conf->nservlets : 1, sizeof(uint16_t));
+    if (!srv->pools || !srv->local_index)
         return -ENOMEM;
+    /* Each servlet's index among its sandbox's servlets, as INIT lists
+     * them: computed once here, read by every request. */
+    for (size_t i = 0; i < conf->nsandboxes; i++) {
+        uint16_t n = 0;
+        for (size_t j = 0; j < conf->nservlets; j++)
+            if (conf->servlets[j].sandbox == i)
+                srv->local_index[j] = n++;
+    }
     for (size_t i = 0; i < conf->nsandboxes; i++) {
         sandlet_pool *p = &srv->pools[i];
         p->srv = srv;
@@ -695,4 +694,6 @@ void sandlet_pools_free(sandlet_server *srv)
     }
     free(srv->pools);
     srv->pools = NULL;
+    free(srv->local_index);
+    srv->local_index = NULL;
 }
