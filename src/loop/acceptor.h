@@ -18,10 +18,10 @@
 #include <sys/types.h>
 #include <uv.h>
 
-/* Fixed limits of this first cut; later made configurable. */
-#define SANDLET_MAX_HEADER_BYTES ((size_t)64 * 1024)
-#define SANDLET_MAX_HEADERS      100
-#define SANDLET_MAX_BODY         ((size_t)16 * 1024 * 1024)
+/* Request headers beyond this count answer 431 whatever their size. */
+#define SANDLET_MAX_HEADERS 100
+/* A worker's response head (status line and headers) is bounded too. */
+#define SANDLET_MAX_RESPONSE_HEAD ((size_t)64 * 1024)
 /* Stop reading a worker while this much is waiting to go to the client. */
 #define SANDLET_WRITE_HIGH_WATER ((size_t)1024 * 1024)
 #define SANDLET_SHUTDOWN_MS      10000

@@ -55,6 +55,9 @@ enum slot {
     SLOT_BODY_TIMEOUT,
     SLOT_KEEPALIVE_TIMEOUT,
     SLOT_MAX_CONNECTIONS,
+    SLOT_MAX_HEADER_SIZE,
+    SLOT_MAX_TARGET_LENGTH,
+    SLOT_MAX_BODY_SIZE,
     SLOT_WORKERS,
     SLOT_QUEUE,
     SLOT_QUEUE_TIMEOUT,
@@ -68,6 +71,7 @@ enum slot {
     SLOT_TIMEOUT,
     SLOT_MAX_REQUESTS,
     SLOT_SERVLET_TIMEOUT,
+    SLOT_SERVLET_MAX_BODY,
     SLOT_LIBRARY,
     SLOT_SANDBOX,
     SLOT_COUNT
@@ -94,6 +98,7 @@ typedef struct parser {
     int seen[SLOT_COUNT];
     char *err;
     size_t errlen;
+    bool in_servlet; /* inside a servlet block: for directives of both levels */
 } parser;
 
 typedef struct directive {
@@ -113,6 +118,7 @@ static int do_docroot(parser *ps, const token *dir, token *args);
 static int do_log(parser *ps, const token *dir, token *args);
 static int do_status(parser *ps, const token *dir, token *args);
 static int do_timeout(parser *ps, const token *dir, token *args);
+static int do_size(parser *ps, const token *dir, token *args);
 static int open_sandbox(parser *ps, const token *dir, token *args);
 static int open_servlet(parser *ps, const token *dir, token *args);
 static int close_servlet(parser *ps, const token *dir);
@@ -137,6 +143,9 @@ static const directive directives[] = {
     {"body-timeout", CTX_TOP, 1, "MS", SLOT_BODY_TIMEOUT, CTX_NONE, do_timeout, NULL},
     {"keepalive-timeout", CTX_TOP, 1, "MS", SLOT_KEEPALIVE_TIMEOUT, CTX_NONE, do_timeout, NULL},
     {"max-connections", CTX_TOP, 1, "N", SLOT_MAX_CONNECTIONS, CTX_NONE, do_timeout, NULL},
+    {"max-header-size", CTX_TOP, 1, "BYTES", SLOT_MAX_HEADER_SIZE, CTX_NONE, do_size, NULL},
+    {"max-target-length", CTX_TOP, 1, "BYTES", SLOT_MAX_TARGET_LENGTH, CTX_NONE, do_size, NULL},
+    {"max-body-size", CTX_TOP, 1, "BYTES", SLOT_MAX_BODY_SIZE, CTX_NONE, do_size, NULL},
     {"sandbox", CTX_TOP, 1, "NAME { ... }", SLOT_NONE, CTX_SANDBOX, open_sandbox, NULL},
     {"servlet", CTX_TOP, 1, "PATH { ... }", SLOT_NONE, CTX_SERVLET, open_servlet, close_servlet},
     {"workers", CTX_SANDBOX, 1, "N", SLOT_WORKERS, CTX_NONE, do_workers, NULL},
@@ -156,6 +165,7 @@ static const directive directives[] = {
     {"max-requests", CTX_SANDBOX, 1, "N", SLOT_MAX_REQUESTS, CTX_NONE, do_confine, NULL},
     {"library", CTX_SERVLET, 1, "FILE", SLOT_LIBRARY, CTX_NONE, do_library, NULL},
     {"timeout", CTX_SERVLET, 1, "MS", SLOT_SERVLET_TIMEOUT, CTX_NONE, do_servlet_timeout, NULL},
+    {"max-body-size", CTX_SERVLET, 1, "BYTES", SLOT_SERVLET_MAX_BODY, CTX_NONE, do_size, NULL},
     {"sandbox", CTX_SERVLET, 1, "NAME", SLOT_SANDBOX, CTX_NONE, do_use_sandbox, NULL},
     {"param", CTX_SERVLET, 2, "NAME VALUE", SLOT_NONE, CTX_NONE, do_param, NULL},
 };
@@ -749,6 +759,72 @@ static int do_timeout(parser *ps, const token *dir, token *args)
     return number(ps, dir, &args[0], 1, 3600000, field);
 }
 
+/* A byte count with an optional binary suffix: "65536", "64k", "16m",
+ * "1g".  Strict like parse_uint: no sign, no space, one suffix letter. */
+static int parse_size(const char *s, size_t max, size_t *out)
+{
+    unsigned long long v = 0;
+    const char *p = s;
+    if (*p < '0' || *p > '9')
+        return -1;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        v = v * 10 + (unsigned long long)(*p - '0');
+        if (v > max)
+            return -2;
+    }
+    unsigned shift = 0;
+    switch (*p) {
+    case '\0': break;
+    case 'k':
+    case 'K': shift = 10; break;
+    case 'm':
+    case 'M': shift = 20; break;
+    case 'g':
+    case 'G': shift = 30; break;
+    default: return -1;
+    }
+    if (*p && p[1] != '\0')
+        return -1;
+    if (v > (max >> shift))
+        return -2;
+    *out = (size_t)(v << shift);
+    return 0;
+}
+
+/* Size limits of requests; the directive's name picks the field and its
+ * bounds.  A servlet's body limit overrides the global one for its paths. */
+static int do_size(parser *ps, const token *dir, token *args)
+{
+    char sh[SHOWN_MAX];
+    sandlet_conf *c = ps->conf;
+    size_t min = 0, max = SANDLET_MAX_BODY_SIZE_LIMIT, *field;
+    if (strcmp(dir->text, "max-header-size") == 0) {
+        min = 1024;
+        max = SANDLET_MAX_HEADER_SIZE_LIMIT;
+        field = &c->max_header_size;
+    } else if (strcmp(dir->text, "max-target-length") == 0) {
+        min = 64;
+        max = SANDLET_MAX_HEADER_SIZE_LIMIT;
+        field = &c->max_target_length;
+    } else if (ps->in_servlet) {
+        field = &c->servlets[ps->cur].max_body_size;
+    } else {
+        field = &c->max_body_size;
+    }
+    size_t v = 0;
+    int rc = parse_size(args[0].text, max, &v);
+    if (rc == -1)
+        return fail(ps, args[0].line, args[0].col,
+                    "invalid size '%s' for '%s' (expected bytes, optionally with a k, m or g "
+                    "suffix, e.g. 64k)",
+                    shown(sh, sizeof(sh), args[0].text), dir->text);
+    if (rc == -2 || v < min)
+        return fail(ps, args[0].line, args[0].col, "'%s %s' out of range (expected %zu..%zu bytes)",
+                    dir->text, shown(sh, sizeof(sh), args[0].text), min, max);
+    *field = v;
+    return 0;
+}
+
 /* A path ending in slash-star is a prefix route, stored without its '*';
  * any other '*' is refused rather than guessed at, as is text no request
  * path can ever match. */
@@ -804,8 +880,12 @@ static int open_servlet(parser *ps, const token *dir, token *args)
     ps->refs = r;
     ps->cur = c->nservlets;
     r[c->nservlets] = (sandbox_ref){0};
-    s[c->nservlets++] = (sandlet_servlet_conf){
-        .path = path->text, .prefix = prefix, .sandbox = SIZE_MAX, .line = dir->line};
+    ps->in_servlet = true;
+    s[c->nservlets++] = (sandlet_servlet_conf){.max_body_size = SIZE_MAX,
+                                               .path = path->text,
+                                               .prefix = prefix,
+                                               .sandbox = SIZE_MAX,
+                                               .line = dir->line};
     path->text = NULL;
     return 0;
 }
@@ -814,6 +894,7 @@ static int close_servlet(parser *ps, const token *dir)
 {
     char sh[SHOWN_MAX];
     const sandlet_servlet_conf *s = &ps->conf->servlets[ps->cur];
+    ps->in_servlet = false;
     if (!s->library)
         return fail(ps, dir->line, dir->col,
                     "servlet '%s%s' has no library (expected 'library FILE;' in its block)",
@@ -1065,6 +1146,9 @@ int sandlet_conf_parse(const char *text, size_t len, const char *name, const cha
     ps.conf->body_timeout = SANDLET_DEFAULT_BODY_TIMEOUT;
     ps.conf->keepalive_timeout = SANDLET_DEFAULT_KEEPALIVE_TIMEOUT;
     ps.conf->max_connections = SANDLET_DEFAULT_MAX_CONNECTIONS;
+    ps.conf->max_header_size = SANDLET_DEFAULT_MAX_HEADER_SIZE;
+    ps.conf->max_target_length = SANDLET_DEFAULT_MAX_TARGET_LENGTH;
+    ps.conf->max_body_size = SANDLET_DEFAULT_MAX_BODY_SIZE;
     ps.conf->file = dupn(ps.name, strlen(ps.name));
     rc = ps.conf->file ? 0 : nomem(&ps);
     if (rc == 0)
@@ -1073,6 +1157,16 @@ int sandlet_conf_parse(const char *text, size_t len, const char *name, const cha
         rc = resolve_sandboxes(&ps);
     if (rc == 0 && ps.conf->nlistens == 0)
         rc = add_listen(&ps, SANDLET_DEFAULT_LISTEN, 0, 0);
+    if (rc == 0 && ps.conf->max_target_length > ps.conf->max_header_size) {
+        set_err(err, errlen,
+                "%s: max-target-length %zu is larger than max-header-size %zu (expected a "
+                "target limit within the header limit)",
+                ps.name, ps.conf->max_target_length, ps.conf->max_header_size);
+        rc = -EINVAL;
+    }
+    for (size_t i = 0; rc == 0 && i < ps.conf->nservlets; i++)
+        if (ps.conf->servlets[i].max_body_size == SIZE_MAX)
+            ps.conf->servlets[i].max_body_size = ps.conf->max_body_size;
 
     for (size_t i = 0; i < ps.conf->nservlets; i++)
         free(ps.refs[i].name);

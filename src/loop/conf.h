@@ -55,6 +55,15 @@
 #define SANDLET_DEFAULT_BODY_TIMEOUT      30000
 #define SANDLET_DEFAULT_KEEPALIVE_TIMEOUT 15000
 #define SANDLET_DEFAULT_MAX_CONNECTIONS   10000
+/* Request size limits: generous for browsers, small enough that one
+ * client cannot make the acceptor hold much. */
+#define SANDLET_DEFAULT_MAX_HEADER_SIZE   ((size_t)64 * 1024)
+#define SANDLET_DEFAULT_MAX_TARGET_LENGTH ((size_t)8 * 1024)
+#define SANDLET_DEFAULT_MAX_BODY_SIZE     ((size_t)16 * 1024 * 1024)
+/* Ceilings: header offsets are 32-bit and bodies are buffered whole in
+ * the acceptor before a worker sees them. */
+#define SANDLET_MAX_HEADER_SIZE_LIMIT ((size_t)1024 * 1024)
+#define SANDLET_MAX_BODY_SIZE_LIMIT   ((size_t)1024 * 1024 * 1024)
 
 typedef struct sandlet_param {
     char *name;
@@ -102,7 +111,8 @@ typedef struct sandlet_servlet_conf {
     size_t sandbox; /* index into sandlet_conf.sandboxes */
     sandlet_param *params;
     size_t nparams;
-    unsigned timeout; /* ms; 0: the sandbox's */
+    unsigned timeout;     /* ms; 0: the sandbox's */
+    size_t max_body_size; /* bytes; the global limit unless set here */
     int line;
 } sandlet_servlet_conf;
 
@@ -117,6 +127,9 @@ typedef struct sandlet_conf {
     unsigned body_timeout;      /* ms between two reads of a body */
     unsigned keepalive_timeout; /* ms an idle keep-alive connection stays */
     unsigned max_connections;   /* accepting pauses at this many clients */
+    size_t max_header_size;     /* request line and headers (431) */
+    size_t max_target_length;   /* request target (414) */
+    size_t max_body_size;       /* default for servlets and files (413) */
     sandlet_listen_conf *listens;
     size_t nlistens;
     sandlet_sandbox_conf *sandboxes;

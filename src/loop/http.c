@@ -27,7 +27,6 @@
 
 #define READ_CHUNK ((size_t)64 * 1024)
 /* Unparsed input held while a request is served (pipelining). */
-#define IN_LIMIT (SANDLET_MAX_HEADER_BYTES + 2 * READ_CHUNK)
 
 typedef struct wreq {
     uv_write_t req;
@@ -331,7 +330,7 @@ void sandlet_conn_fail(sandlet_conn *c, int status)
 int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, bool end)
 {
     sandlet_buf h;
-    sandlet_buf_init(&h, SANDLET_MAX_HEADER_BYTES);
+    sandlet_buf_init(&h, SANDLET_MAX_RESPONSE_HEAD);
     char line[128];
     int n = snprintf(line, sizeof(line), "HTTP/1.1 %u %s\r\nDate: %s\r\n" SANDLET_SERVER_HEADER,
                      r->status, reason(r->status), sandlet_http_date(c->srv));
@@ -459,13 +458,17 @@ static int on_url(llhttp_t *p, const char *at, size_t len)
     sandlet_conn *c = conn_of(p);
     if (c->target_len == 0)
         c->target = (uint32_t)c->head.len;
+    if (len > c->srv->conf->max_target_length - c->target_len) {
+        c->error_status = 414;
+        return -1;
+    }
     c->target_len += (uint32_t)len;
-    return head_put(c, at, len, 414);
+    return head_put(c, at, len, 431);
 }
 
 static int on_url_complete(llhttp_t *p)
 {
-    return head_put(conn_of(p), "", 1, 414);
+    return head_put(conn_of(p), "", 1, 431);
 }
 
 static int on_header_field(llhttp_t *p, const char *at, size_t len)
@@ -580,15 +583,18 @@ static int on_headers_complete(llhttp_t *p)
              llhttp_method_name(llhttp_get_method(p)),
              (int)(c->target_len > 100 ? 100 : c->target_len), target, c->http_major,
              c->http_minor);
-    if ((p->flags & F_CONTENT_LENGTH) && p->content_length > SANDLET_MAX_BODY) {
-        c->error_status = 413;
-        return -1;
-    }
     const char *q = memchr(target, '?', c->target_len);
     size_t plen = q ? (size_t)(q - target) : c->target_len;
     c->servlet = sandlet_conf_route(c->srv->conf, target, plen);
     if (c->servlet)
         c->servlet_index = (size_t)(c->servlet - c->srv->conf->servlets);
+    /* The limit is the servlet's, known only now that the request is
+     * routed, and checked before a byte of the body is read. */
+    c->body.limit = c->servlet ? c->servlet->max_body_size : c->srv->conf->max_body_size;
+    if ((p->flags & F_CONTENT_LENGTH) && p->content_length > c->body.limit) {
+        c->error_status = 413;
+        return -1;
+    }
     /* The client waits for our go-ahead before sending the body; give it
      * only when the request will be read (limits were checked above). */
     if (c->expect_continue && (p->flags & (F_CONTENT_LENGTH | F_CHUNKED)) &&
@@ -603,7 +609,7 @@ static int on_headers_complete(llhttp_t *p)
 static int on_body(llhttp_t *p, const char *at, size_t len)
 {
     sandlet_conn *c = conn_of(p);
-    if (len > SANDLET_MAX_BODY - c->body.len) {
+    if (len > c->body.limit - c->body.len) {
         c->error_status = 413;
         return -1;
     }
@@ -849,9 +855,12 @@ void sandlet_http_accept(uv_stream_t *listener, int status)
         }
     }
     snprintf(c->peer, sizeof(c->peer), ss.ss_family == AF_INET6 ? "[%s]:%u" : "%s:%u", ip, port);
-    sandlet_buf_init(&c->in, IN_LIMIT);
-    sandlet_buf_init(&c->head, SANDLET_MAX_HEADER_BYTES);
-    sandlet_buf_init(&c->body, SANDLET_MAX_BODY);
+    const sandlet_conf *conf = c->srv->conf;
+    /* Input beyond a whole head plus some body is never needed at once:
+     * reading stops while a request is served. */
+    sandlet_buf_init(&c->in, conf->max_header_size + 2 * READ_CHUNK);
+    sandlet_buf_init(&c->head, conf->max_header_size);
+    sandlet_buf_init(&c->body, conf->max_body_size);
     llhttp_init(&c->parser, HTTP_REQUEST, &settings);
     c->parser.data = c;
     c->state = CONN_READING;

@@ -22,6 +22,9 @@
 #include <unistd.h>
 
 static th_daemon d;
+/* The daemon the exchange helpers talk to: d, or one a test started with
+ * a configuration of its own. */
+static th_daemon *cur = &d;
 
 static int group_setup(void **state)
 {
@@ -46,7 +49,7 @@ static int group_teardown(void **state)
 /* Sends raw bytes on a new connection and reads one response. */
 static int exchange(const char *raw, size_t len, th_response *r, th_conn **keep)
 {
-    th_conn *c = th_connect(d.port, false);
+    th_conn *c = th_connect(cur->port, false);
     assert_non_null(c);
     assert_int_equal(th_send(c, raw, len), 0);
     int rc = th_read(c, r, false);
@@ -61,7 +64,7 @@ static int exchange(const char *raw, size_t len, th_response *r, th_conn **keep)
 static void assert_still_serving(void)
 {
     th_response r;
-    assert_int_equal(th_request(d.port, "GET", "/probe/param?v=ok", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_request(cur->port, "GET", "/probe/param?v=ok", NULL, NULL, 0, &r), 0);
     assert_int_equal(r.status, 200);
     assert_string_equal(r.body, "ok");
     th_response_free(&r);
@@ -196,6 +199,65 @@ static void test_size_limits(void **state)
                     413);
 }
 
+/* The limits are configurable, and a servlet's own body limit overrides
+ * the global one on its paths only. */
+static void test_configured_limits(void **state)
+{
+    (void)state;
+    th_daemon small;
+    char conf[768];
+    const char *lib = th_build_path("tests/fixtures/.libs/probe.so");
+    snprintf(conf, sizeof(conf),
+             "max-header-size 2k;\nmax-target-length 256;\nmax-body-size 1k;\n"
+             "sandbox main { workers 1; }\n"
+             "servlet /probe/* { library \"%s\"; sandbox main; }\n"
+             "servlet /upload/* { library \"%s\"; sandbox main; max-body-size 8k; }\n",
+             lib, lib);
+    assert_int_equal(th_start(&small, conf, false), 0);
+    cur = &small;
+    char big[12000];
+    int k = snprintf(big, 128, "GET /probe/pid HTTP/1.1\r\nHost: x\r\nX-Big: ");
+    memset(big + k, 'a', 2100);
+    memcpy(big + k + 2100, "\r\n\r\n", 5);
+    expect_rejected(big, 431);
+    /* A target just within the limit passes, one byte more does not. */
+    k = snprintf(big, 128, "GET /probe/param?v=");
+    memset(big + k, 'b', 4 + 256 - (size_t)k); /* "GET " + 256 */
+    memcpy(big + 4 + 256, " HTTP/1.1\r\nHost: x\r\n\r\n", 23);
+    th_response r;
+    assert_int_equal(exchange(big, strlen(big), &r, NULL), 0);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    k = snprintf(big, 128, "GET /probe/param?v=");
+    memset(big + k, 'b', 4 + 257 - (size_t)k);
+    memcpy(big + 4 + 257, " HTTP/1.1\r\nHost: x\r\n\r\n", 23);
+    expect_rejected(big, 414);
+    /* 2000 bytes: over the global 1k, within /upload's 8k. */
+    expect_rejected("POST /probe/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\n\r\n", 413);
+    k = snprintf(big, 128, "POST /upload/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\n\r\n");
+    memset(big + k, 'c', 2000);
+    big[k + 2000] = '\0';
+    assert_int_equal(exchange(big, strlen(big), &r, NULL), 0);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.body_len, 2000);
+    th_response_free(&r);
+    /* A chunked body has no declared length: it is cut when it passes
+     * the limit. */
+    k = snprintf(big, 128,
+                 "POST /upload/echo HTTP/1.1\r\nHost: x\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n");
+    for (int i = 0; i < 3; i++) {
+        k += snprintf(big + k, 16, "c00\r\n");
+        memset(big + k, 'd', 0xc00);
+        k += 0xc00;
+        k += snprintf(big + k, 8, "\r\n");
+    }
+    k += snprintf(big + k, 8, "0\r\n\r\n");
+    expect_rejected(big, 413);
+    cur = &d;
+    assert_int_equal(th_stop(&small), 0);
+}
+
 static void test_header_timeout(void **state)
 {
     (void)state;
@@ -296,7 +358,7 @@ int main(void)
         cmocka_unit_test(test_chunked_request_body), cmocka_unit_test(test_smuggling_defences),
         cmocka_unit_test(test_size_limits),          cmocka_unit_test(test_header_timeout),
         cmocka_unit_test(test_body_timeout),         cmocka_unit_test(test_keepalive_idle_timeout),
-        cmocka_unit_test(test_max_connections),
+        cmocka_unit_test(test_max_connections),      cmocka_unit_test(test_configured_limits),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -179,6 +179,46 @@ static void test_queue_timeout(void **state)
     sandlet_conf_free(c);
 }
 
+static void test_size_limits(void **state)
+{
+    (void)state;
+    sandlet_conf *c = parse_ok("servlet /a { library a.so; }\n", "/x");
+    assert_int_equal(c->max_header_size, SANDLET_DEFAULT_MAX_HEADER_SIZE);
+    assert_int_equal(c->max_target_length, SANDLET_DEFAULT_MAX_TARGET_LENGTH);
+    assert_int_equal(c->max_body_size, SANDLET_DEFAULT_MAX_BODY_SIZE);
+    assert_int_equal(c->servlets[0].max_body_size, SANDLET_DEFAULT_MAX_BODY_SIZE);
+    sandlet_conf_free(c);
+
+    /* A servlet without its own limit takes the global one, even when
+     * that is set after the servlet's block. */
+    c = parse_ok("max-header-size 16k;\nmax-target-length 1024;\n"
+                 "servlet /a { library a.so; }\n"
+                 "servlet /b { library b.so; max-body-size 0; }\n"
+                 "servlet /c { library c.so; max-body-size 1g; }\n"
+                 "max-body-size 2M;\n",
+                 "/x");
+    assert_int_equal(c->max_header_size, 16384);
+    assert_int_equal(c->max_target_length, 1024);
+    assert_int_equal(c->max_body_size, 2 * 1024 * 1024);
+    assert_int_equal(c->servlets[0].max_body_size, 2 * 1024 * 1024);
+    assert_int_equal(c->servlets[1].max_body_size, 0);
+    assert_int_equal(c->servlets[2].max_body_size, 1024 * 1024 * 1024);
+    sandlet_conf_free(c);
+
+    char err[256];
+    assert_int_equal(parse_bad("max-body-size 2g;\n", 18, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "'max-body-size 2g' out of range (expected 0..1073741824 bytes)"));
+    assert_int_equal(parse_bad("max-body-size 10x;\n", 19, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "invalid size '10x' for 'max-body-size'"));
+    assert_int_equal(parse_bad("max-body-size 1kk;\n", 19, err, sizeof(err)), -EINVAL);
+    assert_int_equal(parse_bad("max-body-size k;\n", 17, err, sizeof(err)), -EINVAL);
+    assert_int_equal(parse_bad("max-header-size 100;\n", 21, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "expected 1024..1048576 bytes"));
+    const char *wide = "max-header-size 2k;\nmax-target-length 4k;\n";
+    assert_int_equal(parse_bad(wide, strlen(wide), err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "max-target-length 4096 is larger than max-header-size 2048"));
+}
+
 static void test_confinement_settings(void **state)
 {
     (void)state;
@@ -326,7 +366,8 @@ static const struct bad_case bad_cases[] = {
     /* unknown and misplaced directives */
     {"listen 127.0.0.1:8080;\nfoo bar;\n", 2, 1, "unknown directive 'foo' at top level"},
     {"servlet /x {\n    librari x.so;\n}\n", 2, 5,
-     "unknown directive 'librari' in servlet block (expected library, timeout, sandbox or param)"},
+     "unknown directive 'librari' in servlet block (expected library, timeout, max-body-size, "
+     "sandbox or param)"},
     {"sandbox a {\n  threads 2;\n}\n", 2, 3, "(expected workers, queue, queue-timeout, user,"},
     {"sandbox a {\n  syscalls network;\n}\n", 2, 12, "unknown system-call group 'network'"},
     {"sandbox a {\n  core-dumps maybe;\n}\n", 2, 14, "(expected on or off)"},
@@ -681,6 +722,7 @@ int main(void)
         cmocka_unit_test(test_full_example),
         cmocka_unit_test(test_empty_gets_defaults),
         cmocka_unit_test(test_queue_timeout),
+        cmocka_unit_test(test_size_limits),
         cmocka_unit_test(test_confinement_settings),
         cmocka_unit_test(test_default_sandbox),
         cmocka_unit_test(test_sandbox_declared_later),
