@@ -4,8 +4,15 @@
  *
  * Path safety, MIME types, validators and ranges live in static.c; this
  * file turns their answers into responses.  It must never serve anything
- * static.c did not open, and never buffer a large file whole: files above
- * one chunk are streamed as the client drains its socket.
+ * static.c did not open, and never buffer a large file whole: larger files
+ * go from the page cache to the socket with sendfile as the client drains.
+ *
+ * Why not libuv's uv_fs_sendfile: it runs on the thread pool and, with
+ * the client socket non-blocking, gives up with EAGAIN, and a uv_tcp_t
+ * offers no "tell me when writable" to resume on.  So sendfile(2) is
+ * called here, on the loop, only while libuv has nothing queued on the
+ * socket; when the socket is full one small chunk is queued through
+ * libuv instead, and its completion is the signal to resume.
  */
 #include "config.h"
 
@@ -19,11 +26,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sendfile.h>
 #include <unistd.h>
 
-#define CHUNK      ((size_t)256 * 1024)
-#define INDEX_NAME "index.html"
-#define ALLOW      "Allow: GET, HEAD, OPTIONS\r\n"
+/* Up to this size a file is read and sent with its head in one write. */
+#define SMALL ((size_t)16 * 1024)
+/* Bytes copied through libuv when the socket is full (see above). */
+#define CHUNK ((size_t)64 * 1024)
+/* One sendfile call's share, so one client cannot hog the loop. */
+#define SENDFILE_MAX ((size_t)4 * 1024 * 1024)
+#define INDEX_NAME   "index.html"
+#define ALLOW        "Allow: GET, HEAD, OPTIONS\r\n"
 
 int sandlet_files_open(sandlet_server *srv)
 {
@@ -105,28 +118,77 @@ static int status_of(int err)
 }
 
 /* One loop thread: one read buffer is enough (writes copy out of it). */
-static char buf[CHUNK];
+static char buf[SMALL > CHUNK ? SMALL : CHUNK];
+
+/* The file shrank or failed under us: the promised length can no longer
+ * be met, so the connection must end here. */
+static void file_failed(sandlet_conn *c, int err)
+{
+    sandlet_log_errno(SANDLET_LOG_WARN, err,
+                      "%s: sending a static file failed at offset %" PRIu64 "; closing", c->peer,
+                      c->file_off);
+    close(c->file_fd);
+    c->file_fd = -1;
+    sandlet_conn_fail(c, 500);
+}
+
+/* Copies one chunk through libuv's write queue. */
+static int copy_chunk(sandlet_conn *c)
+{
+    size_t want = c->file_left < CHUNK ? (size_t)c->file_left : CHUNK;
+    ssize_t n = pread(c->file_fd, buf, want, (off_t)c->file_off);
+    if (n <= 0) {
+        file_failed(c, n < 0 ? -errno : -ENODATA);
+        return -1;
+    }
+    if (sandlet_conn_write(c, buf, (size_t)n, NULL, 0, NULL, 0) < 0) {
+        sandlet_conn_fail(c, 500); /* under way: cuts the connection */
+        return -1;
+    }
+    c->file_off += (uint64_t)n;
+    c->file_left -= (uint64_t)n;
+    return 0;
+}
 
 void sandlet_files_pump(sandlet_conn *c)
 {
-    while (c->file_fd >= 0 && c->file_left > 0 &&
-           sandlet_conn_write_backlog(c) < SANDLET_WRITE_HIGH_WATER) {
-        size_t want = c->file_left < CHUNK ? (size_t)c->file_left : CHUNK;
-        ssize_t n = pread(c->file_fd, buf, want, (off_t)c->file_off);
-        if (n <= 0) {
-            /* The file shrank or failed under us: the promised length can
-             * no longer be met, so the connection must end here. */
-            sandlet_warn("%s: reading a static file failed at offset %" PRIu64 "; closing", c->peer,
-                         c->file_off);
-            close(c->file_fd);
-            c->file_fd = -1;
-            sandlet_conn_fail(c, 500);
+    uv_os_fd_t sock = -1;
+    if (uv_fileno((const uv_handle_t *)&c->tcp, &sock) < 0) {
+        file_failed(c, -EBADF);
+        return;
+    }
+    /* sendfile must not overtake bytes libuv still holds: wait for the
+     * queue to drain (after_write calls here again). */
+    while (c->file_fd >= 0 && c->file_left > 0 && sandlet_conn_write_backlog(c) == 0) {
+        size_t want = c->file_left < SENDFILE_MAX ? (size_t)c->file_left : SENDFILE_MAX;
+        off_t off = (off_t)c->file_off;
+        ssize_t n = sendfile(sock, c->file_fd, &off, want);
+        if (n > 0) {
+            c->file_off += (uint64_t)n;
+            c->file_left -= (uint64_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN) {
+            /* Usually queued, and its completion resumes us; when the
+             * socket drained meanwhile and took it all, keep going. */
+            if (copy_chunk(c) < 0)
+                return;
+            continue;
+        }
+        if (n < 0 && (errno == EINVAL || errno == ENOSYS)) {
+            /* A file system without sendfile support: copy instead. */
+            if (copy_chunk(c) < 0)
+                return;
+            continue;
+        }
+        if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+            sandlet_conn_fail(c, 500); /* under way: cuts the connection */
             return;
         }
-        if (sandlet_conn_write(c, buf, (size_t)n, NULL, 0, NULL, 0) < 0)
-            return;
-        c->file_off += (uint64_t)n;
-        c->file_left -= (uint64_t)n;
+        file_failed(c, n < 0 ? -errno : -ENODATA);
+        return;
     }
     if (c->file_fd >= 0 && c->file_left == 0) {
         close(c->file_fd);
@@ -225,7 +287,7 @@ void sandlet_files_serve(sandlet_conn *c)
             sandlet_conn_request_done(c);
         return;
     }
-    if (length <= CHUNK) {
+    if (length <= SMALL) {
         /* The common case: head and whole body in one write. */
         ssize_t got = pread(fd, buf, (size_t)length, (off_t)start);
         close(fd);

@@ -17,6 +17,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,7 +172,10 @@ static void after_write(uv_write_t *req, int status)
         sandlet_files_pump(c);
 }
 
-/* Queues the concatenation of up to three pieces as one write. */
+/* Sends the concatenation of up to three pieces.  When nothing is queued
+ * the socket takes them straight from the caller's buffers (one writev,
+ * no copy, no allocation: the common case of a small response); only what
+ * the kernel did not take is copied and queued. */
 int sandlet_conn_write(sandlet_conn *c, const void *a, size_t alen, const void *b, size_t blen,
                        const void *d, size_t dlen)
 {
@@ -180,17 +184,41 @@ int sandlet_conn_write(sandlet_conn *c, const void *a, size_t alen, const void *
     size_t len = alen + blen + dlen;
     if (len == 0)
         return 0;
-    wreq *w = malloc(sizeof(*w) + len);
+    if (len > UINT_MAX)
+        return -EMSGSIZE;
+    const uint8_t *piece[3] = {a, b, d};
+    size_t plen[3] = {alen, blen, dlen};
+    size_t done = 0;
+    if (c->pending_writes == 0) {
+        uv_buf_t bufs[3];
+        unsigned n = 0;
+        for (int i = 0; i < 3; i++)
+            if (plen[i])
+                bufs[n++] = uv_buf_init((char *)(uintptr_t)piece[i], (unsigned)plen[i]);
+        int rc = uv_try_write((uv_stream_t *)&c->tcp, bufs, n);
+        if (rc < 0 && rc != UV_EAGAIN)
+            return rc;
+        if (rc > 0)
+            done = (size_t)rc;
+        if (done == len)
+            return 0;
+    }
+    wreq *w = malloc(sizeof(*w) + (len - done));
     if (!w)
         return -ENOMEM;
     w->c = c;
-    w->len = len;
-    memcpy(w->data, a, alen);
-    if (blen)
-        memcpy(w->data + alen, b, blen);
-    if (dlen)
-        memcpy(w->data + alen + blen, d, dlen);
-    uv_buf_t buf = uv_buf_init(w->data, (unsigned)len);
+    w->len = len - done;
+    size_t at = 0;
+    for (int i = 0; i < 3; i++) {
+        if (done >= plen[i]) {
+            done -= plen[i];
+            continue;
+        }
+        memcpy(w->data + at, piece[i] + done, plen[i] - done);
+        at += plen[i] - done;
+        done = 0;
+    }
+    uv_buf_t buf = uv_buf_init(w->data, (unsigned)w->len);
     int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &buf, 1, after_write);
     if (rc < 0) {
         free(w);

@@ -19,10 +19,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define BIG (3u * 1024 * 1024 + 7)
+/* More than the kernel's largest send buffer (tcp_wmem's 4 MiB), so a
+ * slow reader makes sendfile hit EAGAIN. */
+#define HUGE (12u * 1024 * 1024 + 3)
 
 static th_daemon d;
 static char root[64], outside[64];
@@ -71,12 +76,13 @@ static int group_setup(void **state)
     snprintf(target, sizeof(target), "%s/secret", outside);
     if (symlink(target, link) < 0)
         return -1;
-    unsigned char *big = malloc(BIG);
+    unsigned char *big = malloc(HUGE);
     if (!big)
         return -1;
-    for (size_t i = 0; i < BIG; i++)
+    for (size_t i = 0; i < HUGE; i++)
         big[i] = big_byte(i);
     put(root, "big.bin", big, BIG);
+    put(root, "huge.bin", big, HUGE);
     free(big);
     char conf[1024];
     snprintf(conf, sizeof(conf),
@@ -196,6 +202,60 @@ static void test_big_file_streams(void **state)
     for (size_t i = 0; i < 10; i++)
         assert_int_equal((unsigned char)r.body[i], big_byte(1048570 + i));
     th_response_free(&r);
+}
+
+/* A client that reads slowly fills its socket: the server must switch
+ * between sendfile and queued writes without losing or reordering a byte,
+ * then serve the next request on the same connection. */
+static void test_big_file_slow_reader(void **state)
+{
+    (void)state;
+    /* The receive buffer must be small before the handshake, or the
+     * window it advertises is already large. */
+    th_conn *c = calloc(1, sizeof(*c));
+    assert_non_null(c);
+    c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(c->fd >= 0);
+    int small = 16384;
+    assert_int_equal(setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)d.port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(c->fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(th_send_str(c, "GET /huge.bin HTTP/1.1\r\nHost: x\r\n"
+                                    "Range: bytes=100000-\r\n\r\n"),
+                     0);
+    size_t want = HUGE - 100000, got = 0, head = 0, slept = 0;
+    char chunk[16384], hbuf[1024];
+    /* The head, byte by byte, so no body byte is swallowed with it. */
+    while (head < sizeof(hbuf) - 1) {
+        assert_int_equal(read(c->fd, hbuf + head, 1), 1);
+        head++;
+        if (head >= 4 && memcmp(hbuf + head - 4, "\r\n\r\n", 4) == 0)
+            break;
+    }
+    hbuf[head] = '\0';
+    assert_non_null(strstr(hbuf, "HTTP/1.1 206 "));
+    while (got < want) {
+        size_t n = want - got < sizeof(chunk) ? want - got : sizeof(chunk);
+        ssize_t k = read(c->fd, chunk, n);
+        assert_true(k > 0);
+        for (ssize_t i = 0; i < k; i++)
+            if ((unsigned char)chunk[i] != big_byte(100000 + got + (size_t)i))
+                fail_msg("byte %zu differs", 100000 + got + (size_t)i);
+        got += (size_t)k;
+        /* Stall now and then, long enough for the server to hit EAGAIN. */
+        if (got / (1024 * 1024) > slept) {
+            slept = got / (1024 * 1024);
+            usleep(20000);
+        }
+    }
+    th_response r;
+    assert_int_equal(th_send_str(c, "GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    assert_int_equal(th_read(c, &r, false), 0);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "0123456789");
+    th_response_free(&r);
+    th_close(c);
 }
 
 static void test_methods(void **state)
@@ -344,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_conditional),
         cmocka_unit_test(test_ranges),
         cmocka_unit_test(test_big_file_streams),
+        cmocka_unit_test(test_big_file_slow_reader),
         cmocka_unit_test(test_methods),
         cmocka_unit_test(test_no_escape),
         cmocka_unit_test(test_many_keepalive_clients),
