@@ -729,7 +729,10 @@ static void process_input(sandlet_conn *c)
         if (err == HPE_PAUSED) {
             size_t used = (size_t)(llhttp_get_error_pos(&c->parser) - data);
             sandlet_buf_consume(&c->in, used);
-            set_reading(c, false);
+            /* Reading goes on while the request is served: stopping and
+             * restarting it costs two epoll_ctl calls per request, and a
+             * pipelining client's next requests just wait in c->in (see
+             * on_read for the bound). */
             dispatch(c);
             continue;
         }
@@ -757,7 +760,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     sandlet_conn *c = s->data;
     if (nread > 0) {
         c->in.len += (size_t)nread;
-        process_input(c);
+        if (c->state == CONN_READING)
+            process_input(c);
+        else if (c->in.limit - c->in.len < READ_CHUNK)
+            set_reading(c, false); /* full: resumed when this request is done */
         return;
     }
     if (nread == 0)

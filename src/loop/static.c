@@ -5,7 +5,7 @@
  *
  * It must never open anything outside the docroot (openat2 RESOLVE_BENEATH,
  * or an O_NOFOLLOW walk without it), never block (non-regular files are
- * probed with O_PATH and refused before any real open), never trust a
+ * found with fstatat and refused before any real open), never trust a
  * length it did not check, and never allocate on the per-request path:
  * only sandlet_static_mime_load() allocates, once, at startup.  It writes
  * no HTTP and does no I/O on file contents; http.c does that with libuv.
@@ -278,8 +278,9 @@ static int open_beneath(int dirfd, const char *rel, int flags, int *fd_out)
 }
 
 /* O_PATH probe: what rel is, without opening it for reading (a FIFO would
- * block, a device could react). */
-static int probe(int dirfd, const char *rel, struct stat *st)
+ * block, a device could react), resolved under the same fence as the real
+ * open, so its errors are the authoritative answer. */
+static int probe_strict(int dirfd, const char *rel, struct stat *st)
 {
     int fd = -1;
     int rc = open_beneath(dirfd, rel, O_PATH, &fd);
@@ -288,6 +289,18 @@ static int probe(int dirfd, const char *rel, struct stat *st)
     rc = fstat(fd, st) < 0 ? -errno : 0;
     close_fd(fd);
     return rc;
+}
+
+/* The common case, a regular file, costs one fstatat instead of an O_PATH
+ * open, fstat and close.  fstatat may look through a symlink that leaves
+ * the docroot, but only to decide to try the real open, which is fenced
+ * (openat2 RESOLVE_BENEATH refuses the escape).  Anything else (missing,
+ * directory, loop) is asked again under the fence for the right answer. */
+static int probe(int dirfd, const char *rel, struct stat *st)
+{
+    if (fstatat(dirfd, rel, st, 0) == 0 && S_ISREG(st->st_mode))
+        return 0;
+    return probe_strict(dirfd, rel, st);
 }
 
 /* Lowercase extension of the last segment of name into key, "" if none. */
@@ -388,12 +401,8 @@ int sandlet_static_open(int docroot_fd, const char *target, size_t len, const ch
         close_fd(fd);
         return -EAGAIN;
     }
-    int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
-        rc = -errno;
-        close_fd(fd);
-        return rc;
-    }
+    /* O_NONBLOCK stays: it means nothing for a regular file's reads or
+     * sendfile, and clearing it would cost two more system calls. */
     extension(rel, mime_key, mime_key_len);
     *st_out = st2;
     *fd_out = fd;
