@@ -139,30 +139,42 @@ void sandlet_files_close(sandlet_server *srv);
 
 enum sandlet_worker_state { W_DOWN, W_STARTING, W_IDLE, W_BUSY, W_DYING };
 
+/* One request handed to a worker and not yet answered in full. */
+typedef struct sandlet_inflight {
+    sandlet_conn *conn; /* NULL once its client left */
+    uint32_t id;
+    bool discard;     /* client gone or failed: drop the rest of the answer */
+    unsigned timeout; /* ms it may run once the worker starts it; 0: none */
+    const sandlet_servlet_conf *servlet;
+    char reqline[160];
+} sandlet_inflight;
+
 struct sandlet_worker {
     sandlet_pool *pool;
     unsigned slot;
     uint32_t gen;
     pid_t pid;
-    enum sandlet_worker_state state;
+    enum sandlet_worker_state state; /* W_BUSY while it holds requests */
     uv_pipe_t pipe;
     bool pipe_open;
     bool reading;
-    bool writing; /* a request write is in flight */
+    bool writing; /* the "sending" buffer is being written */
     bool exited;  /* the supervisor reported its exit */
     uv_write_t wreq;
-    sandlet_buf in;     /* frames from the worker */
-    sandlet_buf out;    /* frames to the worker */
-    sandlet_conn *conn; /* request being served; NULL if its client left */
-    uint32_t req_id;
-    bool got_head;
-    bool discard; /* client gone: drop the rest of this response */
-    char reqline[160];
+    sandlet_buf in;      /* frames from the worker */
+    sandlet_buf out;     /* frames gathered while a write is in flight */
+    sandlet_buf sending; /* frames being written */
+    /* Requests in the order the worker answers them: a ring of
+     * pool->conf->pipeline entries; the first is the one it is serving. */
+    sandlet_inflight *ring;
+    unsigned rfirst, rcount;
+    bool got_head;     /* the first request's RESPONSE frame arrived */
+    char reqline[160]; /* the first request, kept for the log of its end */
     char servlet[96];
     uv_timer_t restart;
-    uv_timer_t deadline; /* the request's timeout */
+    uv_timer_t deadline; /* the first request's timeout */
     bool timed_out;
-    uint64_t started;  /* uv_now when the request was sent */
+    uint64_t started;  /* uv_now when the first request became first */
     unsigned failures; /* consecutive deaths without a served request */
     uint64_t served;   /* by this incarnation, for max-requests */
 };

@@ -61,6 +61,7 @@ enum slot {
     SLOT_WORKERS,
     SLOT_QUEUE,
     SLOT_QUEUE_TIMEOUT,
+    SLOT_PIPELINE,
     SLOT_SB_USER,
     SLOT_SB_GROUP,
     SLOT_MEMORY,
@@ -125,6 +126,7 @@ static int close_servlet(parser *ps, const token *dir);
 static int do_workers(parser *ps, const token *dir, token *args);
 static int do_queue(parser *ps, const token *dir, token *args);
 static int do_queue_timeout(parser *ps, const token *dir, token *args);
+static int do_pipeline(parser *ps, const token *dir, token *args);
 static int do_library(parser *ps, const token *dir, token *args);
 static int do_use_sandbox(parser *ps, const token *dir, token *args);
 static int do_param(parser *ps, const token *dir, token *args);
@@ -151,6 +153,7 @@ static const directive directives[] = {
     {"workers", CTX_SANDBOX, 1, "N", SLOT_WORKERS, CTX_NONE, do_workers, NULL},
     {"queue", CTX_SANDBOX, 1, "N", SLOT_QUEUE, CTX_NONE, do_queue, NULL},
     {"queue-timeout", CTX_SANDBOX, 1, "MS", SLOT_QUEUE_TIMEOUT, CTX_NONE, do_queue_timeout, NULL},
+    {"pipeline", CTX_SANDBOX, 1, "N", SLOT_PIPELINE, CTX_NONE, do_pipeline, NULL},
     {"user", CTX_SANDBOX, 1, "NAME", SLOT_SB_USER, CTX_NONE, do_confine, NULL},
     {"group", CTX_SANDBOX, 1, "NAME", SLOT_SB_GROUP, CTX_NONE, do_confine, NULL},
     {"readable", CTX_SANDBOX, 1, "PATH", SLOT_NONE, CTX_NONE, do_confine, NULL},
@@ -615,6 +618,7 @@ static int add_sandbox(parser *ps, char *name, int line)
                                                 .workers = SANDLET_DEFAULT_WORKERS,
                                                 .queue = SANDLET_DEFAULT_QUEUE,
                                                 .queue_timeout = SANDLET_DEFAULT_QUEUE_TIMEOUT,
+                                                .pipeline = SANDLET_DEFAULT_PIPELINE,
                                                 .line = line};
     return 0;
 }
@@ -665,6 +669,12 @@ static int do_queue(parser *ps, const token *dir, token *args)
 static int do_queue_timeout(parser *ps, const token *dir, token *args)
 {
     return number(ps, dir, &args[0], 1, 3600000, &ps->conf->sandboxes[ps->cur].queue_timeout);
+}
+
+static int do_pipeline(parser *ps, const token *dir, token *args)
+{
+    return number(ps, dir, &args[0], 1, SANDLET_MAX_PIPELINE,
+                  &ps->conf->sandboxes[ps->cur].pipeline);
 }
 
 /* Appends a path to a sandbox's Landlock list; relative paths resolve

@@ -44,11 +44,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define SANDLET_DEFAULT_LISTEN            "127.0.0.1:8080"
-#define SANDLET_DEFAULT_WORKERS           2
-#define SANDLET_MAX_WORKERS               256
-#define SANDLET_DEFAULT_QUEUE             1024
-#define SANDLET_DEFAULT_QUEUE_TIMEOUT     10000
+#define SANDLET_DEFAULT_LISTEN        "127.0.0.1:8080"
+#define SANDLET_DEFAULT_WORKERS       2
+#define SANDLET_MAX_WORKERS           256
+#define SANDLET_DEFAULT_QUEUE         1024
+#define SANDLET_DEFAULT_QUEUE_TIMEOUT 10000
+/* Requests a worker may hold at once (see "pipeline" in sandlet.conf(5)). */
+#define SANDLET_DEFAULT_PIPELINE          16
+#define SANDLET_MAX_PIPELINE              256
 #define SANDLET_DEFAULT_SANDBOX           "default"
 #define SANDLET_MAX_PARAMS                1024
 #define SANDLET_DEFAULT_HEADER_TIMEOUT    10000
@@ -101,6 +104,7 @@ typedef struct sandlet_sandbox_conf {
     unsigned timeout;       /* ms a request may run; 0: none */
     unsigned max_requests;  /* recycle a worker after this many; 0: never */
     unsigned queue_timeout; /* ms a request may wait for a worker */
+    unsigned pipeline;      /* requests handed to one worker at once */
     int line;
 } sandlet_sandbox_conf;
 

@@ -40,39 +40,79 @@ static const char *sandbox_name(const sandlet_worker *w)
 
 /* ---- requests to workers ------------------------------------------------ */
 
+/* Largest piece of one write: uv_buf_t lengths are unsigned int. */
+#define WRITE_PIECE  ((size_t)1 << 30)
+#define WRITE_PIECES 8
+
+static unsigned depth(const sandlet_worker *w)
+{
+    return w->pool->conf->pipeline;
+}
+
+/* The i-th request the worker holds; 0 is the one it is serving. */
+static sandlet_inflight *held(sandlet_worker *w, unsigned i)
+{
+    return &w->ring[(w->rfirst + i) % depth(w)];
+}
+
+static int flush_out(sandlet_worker *w);
+
 static void after_write(uv_write_t *req, int status)
 {
     sandlet_worker *w = req->data;
     w->writing = false;
+    sandlet_buf_reset(&w->sending);
     if (status < 0 && status != UV_ECANCELED && w->pipe_open) {
         sandlet_log_errno(SANDLET_LOG_WARN, status, "writing to worker %d of sandbox '%s'",
                           (int)w->pid, sandbox_name(w));
         worker_lost(w);
         return;
     }
-    /* A worker that answered before reading its whole request is now free
-     * for the next one. */
-    if (w->state == W_IDLE && w->pool->qhead)
-        sandlet_pool_submit(w->pool, NULL);
+    /* Requests handed over while this write was under way leave now,
+     * together, in one write. */
+    int rc = flush_out(w);
+    if (rc < 0) {
+        sandlet_log_errno(SANDLET_LOG_WARN, rc, "writing to worker %d of sandbox '%s'", (int)w->pid,
+                          sandbox_name(w));
+        worker_lost(w);
+    }
 }
 
-static int write_out(sandlet_worker *w)
+/* Starts writing what has gathered in w->out unless a write is under way:
+ * its completion comes back here, so everything handed over meanwhile
+ * leaves in one system call.  Two buffers keep the bytes being written
+ * still while new frames are appended. */
+static int flush_out(sandlet_worker *w)
 {
-    uv_buf_t buf = uv_buf_init((char *)w->out.data, (unsigned)w->out.len);
+    if (w->writing || w->out.len == 0 || !w->pipe_open)
+        return 0;
+    sandlet_buf t = w->sending;
+    w->sending = w->out;
+    w->out = t;
+    sandlet_buf_reset(&w->out);
+    uv_buf_t bufs[WRITE_PIECES];
+    unsigned n = 0;
+    for (size_t off = 0; off < w->sending.len; off += WRITE_PIECE) {
+        if (n == WRITE_PIECES)
+            return -EMSGSIZE;
+        size_t len = w->sending.len - off < WRITE_PIECE ? w->sending.len - off : WRITE_PIECE;
+        bufs[n++] = uv_buf_init((char *)w->sending.data + off, (unsigned)len);
+    }
     w->wreq.data = w;
-    int rc = uv_write(&w->wreq, (uv_stream_t *)&w->pipe, &buf, 1, after_write);
+    int rc = uv_write(&w->wreq, (uv_stream_t *)&w->pipe, bufs, n, after_write);
     if (rc == 0)
         w->writing = true;
     return rc;
 }
 
-static int encode_request(sandlet_worker *w, sandlet_conn *c)
+/* Appends c's request to w->out; on failure w->out is left as it was. */
+static int encode_request(sandlet_worker *w, sandlet_conn *c, uint32_t id)
 {
     sandlet_buf *b = &w->out;
-    sandlet_buf_reset(b);
+    size_t mark = b->len;
     const char *head = (const char *)c->head.data;
     const char *method = llhttp_method_name(llhttp_get_method(&c->parser));
-    size_t start = sandlet_frame_begin(b, SANDLET_FRAME_REQUEST, w->req_id);
+    size_t start = sandlet_frame_begin(b, SANDLET_FRAME_REQUEST, id);
     sandlet_buf_put_u16(b, w->pool->srv->local_index[c->servlet_index]);
     sandlet_buf_put_u8(b, c->http_major);
     sandlet_buf_put_u8(b, c->http_minor);
@@ -85,26 +125,41 @@ static int encode_request(sandlet_worker *w, sandlet_conn *c)
         sandlet_buf_put_str(b, head + h->name, h->name_len);
         sandlet_buf_put_str(b, head + h->value, h->value_len);
     }
-    if (b->error)
-        return b->error;
-    size_t room = SANDLET_FRAME_MAX - (b->len - start - SANDLET_FRAME_HEADER);
-    size_t first = c->body.len < room ? c->body.len : room;
-    sandlet_buf_put(b, c->body.data, first);
-    int rc = sandlet_frame_finish(b, start, first == c->body.len ? SANDLET_FRAME_END : 0);
-    for (size_t off = first; rc == 0 && off < c->body.len;) {
-        size_t n = c->body.len - off < SANDLET_FRAME_MAX ? c->body.len - off : SANDLET_FRAME_MAX;
-        start = sandlet_frame_begin(b, SANDLET_FRAME_REQBODY, w->req_id);
-        sandlet_buf_put(b, c->body.data + off, n);
-        off += n;
-        rc = sandlet_frame_finish(b, start, off == c->body.len ? SANDLET_FRAME_END : 0);
+    int rc = b->error;
+    if (rc == 0) {
+        size_t room = SANDLET_FRAME_MAX - (b->len - start - SANDLET_FRAME_HEADER);
+        size_t first = c->body.len < room ? c->body.len : room;
+        sandlet_buf_put(b, c->body.data, first);
+        rc = sandlet_frame_finish(b, start, first == c->body.len ? SANDLET_FRAME_END : 0);
+        for (size_t off = first; rc == 0 && off < c->body.len;) {
+            size_t n =
+                c->body.len - off < SANDLET_FRAME_MAX ? c->body.len - off : SANDLET_FRAME_MAX;
+            start = sandlet_frame_begin(b, SANDLET_FRAME_REQBODY, id);
+            sandlet_buf_put(b, c->body.data + off, n);
+            off += n;
+            rc = sandlet_frame_finish(b, start, off == c->body.len ? SANDLET_FRAME_END : 0);
+        }
+    }
+    if (rc < 0) {
+        b->len = mark;
+        b->error = 0;
     }
     return rc;
+}
+
+static void copy_str(char *dst, size_t size, const char *src)
+{
+    size_t n = strlen(src);
+    if (n >= size)
+        n = size - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
 }
 
 static void on_deadline(uv_timer_t *t)
 {
     sandlet_worker *w = t->data;
-    if (w->state != W_BUSY)
+    if (w->state != W_BUSY || w->rcount == 0)
         return;
     sandlet_error("worker %d of sandbox '%s' ran past its timeout (%" PRIu64
                   " ms) serving %s: %s; killing it",
@@ -117,36 +172,53 @@ static void on_deadline(uv_timer_t *t)
     worker_lost_status(w, 504);
 }
 
+/* The worker's first held request is the one it serves now: its timeout
+ * runs from here, not from when it was handed over behind others. */
+static void start_first(sandlet_worker *w)
+{
+    sandlet_inflight *f = held(w, 0);
+    w->got_head = false;
+    w->started = uv_now(w->pool->srv->loop);
+    copy_str(w->reqline, sizeof(w->reqline), f->reqline);
+    snprintf(w->servlet, sizeof(w->servlet), "%s%s", f->servlet->path,
+             f->servlet->prefix ? "*" : "");
+    if (f->timeout)
+        uv_timer_start(&w->deadline, on_deadline, f->timeout, 0);
+}
+
 static void send_request(sandlet_worker *w, sandlet_conn *c)
 {
     sandlet_server *srv = w->pool->srv;
     if (++srv->next_id == 0)
         srv->next_id = 1;
-    w->req_id = srv->next_id;
-    w->conn = c;
-    w->got_head = false;
-    w->discard = false;
-    w->state = W_BUSY;
-    c->worker = w;
-    snprintf(w->reqline, sizeof(w->reqline), "%s", c->reqline);
-    snprintf(w->servlet, sizeof(w->servlet), "%s%s", c->servlet->path,
-             c->servlet->prefix ? "*" : "");
-    int rc = encode_request(w, c);
-    if (rc == 0)
-        rc = write_out(w);
-    unsigned limit = c->servlet->timeout ? c->servlet->timeout : w->pool->conf->timeout;
-    w->started = uv_now(srv->loop);
-    if (rc == 0 && limit)
-        uv_timer_start(&w->deadline, on_deadline, limit, 0);
+    uint32_t id = srv->next_id;
+    int rc = encode_request(w, c, id);
     if (rc < 0) {
         sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot hand %s to sandbox '%s'", c->reqline,
                           sandbox_name(w));
-        w->conn = NULL;
-        w->state = W_IDLE;
-        w->reqline[0] = '\0';
         c->worker = NULL;
         c->pool = NULL;
         sandlet_conn_fail(c, rc == -ENOMEM ? 503 : 500);
+        return;
+    }
+    sandlet_inflight *f = held(w, w->rcount);
+    f->conn = c;
+    f->id = id;
+    f->discard = false;
+    f->servlet = c->servlet;
+    f->timeout = c->servlet->timeout ? c->servlet->timeout : w->pool->conf->timeout;
+    copy_str(f->reqline, sizeof(f->reqline), c->reqline);
+    c->worker = w;
+    w->state = W_BUSY;
+    if (++w->rcount == 1)
+        start_first(w);
+    rc = flush_out(w);
+    if (rc < 0) {
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "writing to worker %d of sandbox '%s'",
+                          (int)w->pid, sandbox_name(w));
+        sandlet_server_control(srv, SANDLET_CTL_KILL, (uint32_t)w->pool->index, w->slot, w->gen, -1,
+                               SIGKILL);
+        worker_lost(w);
     }
 }
 
@@ -180,12 +252,25 @@ static void queue_expire(uv_timer_t *t)
         uv_timer_stop(&p->qtimer);
 }
 
-static sandlet_worker *idle_worker(sandlet_pool *p)
+/* The worker for the next request: an idle one if any, else the one
+ * holding the fewest, below the pipeline depth and below what max-requests
+ * leaves it; NULL when all are full, starting or down. */
+static sandlet_worker *pick_worker(sandlet_pool *p)
 {
-    for (unsigned i = 0; i < p->conf->workers; i++)
-        if (p->workers[i].state == W_IDLE && !p->workers[i].writing)
-            return &p->workers[i];
-    return NULL;
+    sandlet_worker *best = NULL;
+    unsigned max = p->conf->max_requests;
+    for (unsigned i = 0; i < p->conf->workers; i++) {
+        sandlet_worker *w = &p->workers[i];
+        if ((w->state != W_IDLE && w->state != W_BUSY) || !w->pipe_open)
+            continue;
+        if (w->rcount >= p->conf->pipeline || (max && w->served + w->rcount >= max))
+            continue;
+        if (!best || w->rcount < best->rcount)
+            best = w;
+        if (best->rcount == 0)
+            break;
+    }
+    return best;
 }
 
 /* Hands c (or, when c is NULL, the queue's head) to an idle worker. */
@@ -193,7 +278,8 @@ void sandlet_pool_submit(sandlet_pool *p, sandlet_conn *c)
 {
     if (c) {
         c->pool = p;
-        if (p->qhead || !idle_worker(p)) {
+        sandlet_worker *w = p->qhead ? NULL : pick_worker(p);
+        if (!w) {
             if (p->queued >= p->conf->queue) {
                 sandlet_warn("sandbox '%s': queue full (%zu waiting); answering 503 to %s",
                              p->conf->name, p->queued, c->reqline);
@@ -213,12 +299,12 @@ void sandlet_pool_submit(sandlet_pool *p, sandlet_conn *c)
             p->qtail = c;
             p->queued++;
         } else {
-            send_request(idle_worker(p), c);
+            send_request(w, c);
             return;
         }
     }
     sandlet_worker *w;
-    while (p->qhead && (w = idle_worker(p))) {
+    while (p->qhead && (w = pick_worker(p))) {
         sandlet_conn *next = p->qhead;
         p->qhead = next->qnext;
         if (!p->qhead)
@@ -231,9 +317,17 @@ void sandlet_pool_submit(sandlet_pool *p, sandlet_conn *c)
 void sandlet_pool_forget(sandlet_conn *c)
 {
     sandlet_pool *p = c->pool;
-    if (c->worker) {
-        c->worker->conn = NULL;
-        c->worker->discard = true;
+    sandlet_worker *w = c->worker;
+    if (w) {
+        /* A worker cannot be stopped midway: its answer is read and
+         * dropped. */
+        for (unsigned i = 0; i < w->rcount; i++) {
+            sandlet_inflight *f = held(w, i);
+            if (f->conn == c) {
+                f->conn = NULL;
+                f->discard = true;
+            }
+        }
     } else if (p) {
         for (sandlet_conn **pp = &p->qhead; *pp; pp = &(*pp)->qnext) {
             if (*pp == c) {
@@ -257,8 +351,8 @@ void sandlet_pool_forget(sandlet_conn *c)
 static void violation(sandlet_worker *w, const char *why)
 {
     sandlet_error("worker %d of sandbox '%s' broke the frame protocol (%s)%s%s; killing it",
-                  (int)w->pid, sandbox_name(w), why, w->reqline[0] ? " while serving " : "",
-                  w->reqline);
+                  (int)w->pid, sandbox_name(w), why, w->rcount ? " while serving " : "",
+                  w->rcount ? w->reqline : "");
     sandlet_server_control(w->pool->srv, SANDLET_CTL_KILL, (uint32_t)w->pool->index, w->slot,
                            w->gen, -1, SIGKILL);
     worker_lost(w);
@@ -266,23 +360,33 @@ static void violation(sandlet_worker *w, const char *why)
 
 static void request_finished(sandlet_worker *w)
 {
+    /* Answering the client may have lost this worker meanwhile (a failed
+     * write while handing over that client's next request). */
+    if (w->rcount == 0 || !w->pipe_open)
+        return;
     uv_timer_stop(&w->deadline);
+    w->rfirst = (w->rfirst + 1) % depth(w);
+    w->rcount--;
     w->served++;
     w->pool->served++;
     w->failures = 0;
-    w->conn = NULL;
-    w->reqline[0] = '\0';
     unsigned max = w->pool->conf->max_requests;
-    if (max && w->served >= max) {
+    if (max && w->served >= max && w->rcount == 0) {
         /* Recycle: closing the socketpair makes the worker run destroy
          * and exit 0; its EXITED report starts the next one at once. */
         sandlet_debug("worker %d of sandbox '%s' served %u requests; recycling it", (int)w->pid,
                       sandbox_name(w), max);
         close_pipe(w);
+        w->reqline[0] = '\0';
         w->state = W_DYING;
         return;
     }
-    w->state = W_IDLE;
+    if (w->rcount) {
+        start_first(w);
+    } else {
+        w->reqline[0] = '\0';
+        w->state = W_IDLE;
+    }
     sandlet_pool_submit(w->pool, NULL);
 }
 
@@ -309,10 +413,11 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
         violation(w, "expected READY");
         return false;
     }
-    if (w->state != W_BUSY || h->id != w->req_id) {
+    if (w->state != W_BUSY || w->rcount == 0 || h->id != held(w, 0)->id) {
         violation(w, w->state == W_BUSY ? "frame for another request" : "frame while idle");
         return false;
     }
+    sandlet_inflight *f = held(w, 0);
     int rc = 0;
     if (h->type == SANDLET_FRAME_RESPONSE && !w->got_head) {
         sandlet_wire_response r;
@@ -321,11 +426,11 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
             return false;
         }
         w->got_head = true;
-        if (w->conn && !w->discard)
-            rc = sandlet_conn_response_head(w->conn, &r, end);
+        if (f->conn && !f->discard)
+            rc = sandlet_conn_response_head(f->conn, &r, end);
     } else if (h->type == SANDLET_FRAME_BODY && w->got_head) {
-        if (w->conn && !w->discard)
-            rc = sandlet_conn_response_body(w->conn, payload, h->length, end);
+        if (f->conn && !f->discard)
+            rc = sandlet_conn_response_body(f->conn, payload, h->length, end);
     } else {
         violation(w, sandlet_frame_type_name(h->type));
         return false;
@@ -334,9 +439,9 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
         violation(w, "invalid status or header");
         return false;
     }
-    if (rc < 0 && w->conn) {
+    if (rc < 0 && w->rcount && held(w, 0) == f && f->conn) {
         /* The client cannot take the response; drop the rest of it. */
-        w->discard = true;
+        f->discard = true;
     }
     if (end)
         request_finished(w);
@@ -361,7 +466,8 @@ static void worker_process(sandlet_worker *w)
             return;
         off += SANDLET_FRAME_HEADER + h.length;
         /* Backpressure: let the client catch up before reading more. */
-        if (w->conn && sandlet_conn_write_backlog(w->conn) > SANDLET_WRITE_HIGH_WATER) {
+        sandlet_conn *c = w->rcount ? held(w, 0)->conn : NULL;
+        if (c && sandlet_conn_write_backlog(c) > SANDLET_WRITE_HIGH_WATER) {
             if (w->reading) {
                 uv_read_stop((uv_stream_t *)&w->pipe);
                 w->reading = false;
@@ -433,20 +539,43 @@ static void close_pipe(sandlet_worker *w)
     uv_close((uv_handle_t *)&w->pipe, pipe_closed);
 }
 
-/* The worker's socketpair is unusable: fail its request, wait for the
- * supervisor's report of its exit. */
+/* The worker's socketpair is unusable: the request it was serving fails
+ * with status; the ones behind it, which it never started, go back to the
+ * front of the sandbox's queue, in order, for another worker.  Then wait
+ * for the supervisor's report of its exit. */
 static void worker_lost_status(sandlet_worker *w, int status)
 {
+    sandlet_pool *p = w->pool;
     close_pipe(w);
     uv_timer_stop(&w->deadline);
-    sandlet_conn *c = w->conn;
-    w->conn = NULL;
-    if (c) {
-        c->worker = NULL;
-        sandlet_conn_fail(c, status);
-    }
     if (w->state != W_DOWN)
         w->state = W_DYING;
+    unsigned n = w->rcount;
+    sandlet_conn *first = n ? held(w, 0)->conn : NULL;
+    bool requeued = false;
+    for (unsigned i = n; i-- > 1;) {
+        sandlet_conn *c = held(w, i)->conn;
+        if (!c)
+            continue;
+        c->worker = NULL;
+        c->queued_at = uv_now(p->srv->loop);
+        c->qnext = p->qhead;
+        p->qhead = c;
+        if (!p->qtail)
+            p->qtail = c;
+        p->queued++;
+        requeued = true;
+    }
+    w->rcount = 0;
+    if (requeued && !uv_is_active((uv_handle_t *)&p->qtimer))
+        uv_timer_start(&p->qtimer, queue_expire, tick(p), tick(p));
+    if (first) {
+        first->worker = NULL;
+        first->pool = NULL;
+        sandlet_conn_fail(first, status);
+    }
+    if (requeued)
+        sandlet_pool_submit(p, NULL);
 }
 
 static void worker_lost(sandlet_worker *w)
@@ -476,23 +605,23 @@ static void schedule_restart(sandlet_worker *w)
 
 static void worker_exited(sandlet_worker *w, const sandlet_ctl *m)
 {
-    bool held = w->reqline[0] != '\0';
+    bool busy = w->reqline[0] != '\0';
     if (m->signal)
         sandlet_error("worker %d of sandbox '%s' was killed by signal %d (%s)%s%s%s%s", (int)m->pid,
                       sandbox_name(w), m->signal, strsignal(m->signal),
-                      held ? " while serving " : "", held ? w->servlet : "", held ? ": " : "",
-                      held ? w->reqline : "");
-    else if (m->status != 0 || held)
+                      busy ? " while serving " : "", busy ? w->servlet : "", busy ? ": " : "",
+                      busy ? w->reqline : "");
+    else if (m->status != 0 || busy)
         sandlet_error("worker %d of sandbox '%s' exited with status %d%s%s%s%s", (int)m->pid,
-                      sandbox_name(w), m->status, held ? " while serving " : "",
-                      held ? w->servlet : "", held ? ": " : "", held ? w->reqline : "");
+                      sandbox_name(w), m->status, busy ? " while serving " : "",
+                      busy ? w->servlet : "", busy ? ": " : "", busy ? w->reqline : "");
     else
         sandlet_info("worker %d of sandbox '%s' exited", (int)m->pid, sandbox_name(w));
     worker_lost(w);
     w->state = W_DOWN;
     w->pid = 0;
     w->reqline[0] = '\0';
-    if (m->signal || m->status != 0 || held) {
+    if (m->signal || m->status != 0 || busy) {
         w->failures++;
         w->pool->crashes++;
     }
@@ -519,8 +648,10 @@ static void worker_spawn(sandlet_worker *w)
     w->served = 0;
     w->timed_out = false;
     w->got_head = false;
-    w->conn = NULL;
+    w->rfirst = w->rcount = 0;
+    w->reqline[0] = '\0';
     sandlet_buf_reset(&w->in);
+    sandlet_buf_reset(&w->out);
     int rc = sandlet_server_control(srv, SANDLET_CTL_SPAWN, (uint32_t)p->index, w->slot, w->gen,
                                     sv[1], 0);
     close(sv[1]);
@@ -535,7 +666,6 @@ static void worker_spawn(sandlet_worker *w)
     }
     /* INIT: the servlets of this sandbox with their parameters. */
     sandlet_buf *b = &w->out;
-    sandlet_buf_reset(b);
     size_t start = sandlet_frame_begin(b, SANDLET_FRAME_INIT, 0);
     sandlet_buf_put_str(b, p->conf->name, strlen(p->conf->name));
     uint16_t n = 0;
@@ -574,7 +704,7 @@ static void worker_spawn(sandlet_worker *w)
     if (rc == 0)
         rc = sandlet_frame_finish(b, start, SANDLET_FRAME_END);
     if (rc == 0)
-        rc = write_out(w);
+        rc = flush_out(w);
     if (rc == 0)
         rc = uv_read_start((uv_stream_t *)&w->pipe, worker_alloc, worker_read);
     if (rc < 0) {
@@ -651,6 +781,10 @@ int sandlet_pools_start(sandlet_server *srv)
             w->state = W_DOWN;
             sandlet_buf_init(&w->in, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX + READ_CHUNK);
             sandlet_buf_init(&w->out, 0);
+            sandlet_buf_init(&w->sending, 0);
+            w->ring = calloc(p->conf->pipeline, sizeof(*w->ring));
+            if (!w->ring)
+                return -ENOMEM;
             uv_timer_init(srv->loop, &w->restart);
             w->restart.data = w;
             uv_timer_init(srv->loop, &w->deadline);
@@ -689,6 +823,8 @@ void sandlet_pools_free(sandlet_server *srv)
         for (unsigned j = 0; p->workers && j < p->conf->workers; j++) {
             sandlet_buf_free(&p->workers[j].in);
             sandlet_buf_free(&p->workers[j].out);
+            sandlet_buf_free(&p->workers[j].sending);
+            free(p->workers[j].ring);
         }
         free(p->workers);
     }

@@ -158,6 +158,51 @@ static void test_pipelined_in_order(void **state)
     th_close(c);
 }
 
+/* A client that pipelines far more than the acceptor buffers, behind a
+ * slow request: reading pauses when the buffer is full and resumes; every
+ * request is answered, in order, and the connection stays up. */
+static void test_pipelined_flood(void **state)
+{
+    (void)state;
+    enum { N = 8000 };
+    th_conn *c = th_connect(daemon_.port, false);
+    assert_non_null(c);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        const char *first = "GET /probe/sleep?ms=200 HTTP/1.1\r\nHost: x\r\n\r\n";
+        if (write(c->fd, first, strlen(first)) < 0)
+            _exit(1);
+        char one[96];
+        for (int i = 0; i < N; i++) {
+            int n =
+                snprintf(one, sizeof(one), "GET /probe/param?v=%d HTTP/1.1\r\nHost: x\r\n\r\n", i);
+            for (int off = 0; off < n;) {
+                ssize_t k = write(c->fd, one + off, (size_t)(n - off));
+                if (k <= 0)
+                    _exit(1);
+                off += (int)k;
+            }
+        }
+        _exit(0);
+    }
+    th_response r;
+    assert_int_equal(th_read(c, &r, false), 0);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(th_read(c, &r, false), 0);
+        assert_int_equal(r.status, 200);
+        if (atoi(r.body) != i)
+            fail_msg("response %d carries %s", i, r.body);
+        th_response_free(&r);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    th_close(c);
+}
+
 static void test_not_found_keeps_connection(void **state)
 {
     (void)state;
@@ -505,6 +550,54 @@ static void test_timeout_kills_worker(void **state)
     th_response_free(&r);
 }
 
+/* Requests handed to a worker behind one that hangs are not failed with
+ * it: once the hung one is killed they go to the restarted worker.  And
+ * each request's timeout runs from when the worker starts it. */
+static void test_pipelined_behind_a_hang(void **state)
+{
+    (void)state;
+    th_conn *a = th_connect(daemon_.port, false);
+    assert_non_null(a);
+    assert_int_equal(th_send_str(a, "GET /slow/sleep?ms=3000 HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    usleep(50000);
+    th_conn *b = th_connect(daemon_.port, false);
+    th_conn *c = th_connect(daemon_.port, false);
+    assert_non_null(b);
+    assert_non_null(c);
+    assert_int_equal(th_send_str(b, "GET /slow/sleep?ms=100 HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    assert_int_equal(th_send_str(c, "GET /slow/param?v=c HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    th_response r;
+    assert_int_equal(th_read(a, &r, false), 0);
+    assert_int_equal(r.status, 504);
+    th_response_free(&r);
+    assert_int_equal(th_read(b, &r, false), 0);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    assert_int_equal(th_read(c, &r, false), 0);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "c");
+    th_response_free(&r);
+    th_close(a);
+    th_close(b);
+    th_close(c);
+
+    /* Three 200 ms requests on the sandbox's single worker take 600 ms
+     * together, past its 300 ms timeout, yet each is within it. */
+    th_conn *k[3];
+    for (int i = 0; i < 3; i++) {
+        k[i] = th_connect(daemon_.port, false);
+        assert_non_null(k[i]);
+        assert_int_equal(th_send_str(k[i], "GET /slow/sleep?ms=200 HTTP/1.1\r\nHost: x\r\n\r\n"),
+                         0);
+    }
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(th_read(k[i], &r, false), 0);
+        assert_int_equal(r.status, 200);
+        th_response_free(&r);
+        th_close(k[i]);
+    }
+}
+
 static void test_max_requests_recycles(void **state)
 {
     (void)state;
@@ -588,6 +681,7 @@ int main(void)
         cmocka_unit_test(test_ipv6),
         cmocka_unit_test(test_keepalive_100),
         cmocka_unit_test(test_pipelined_in_order),
+        cmocka_unit_test(test_pipelined_flood),
         cmocka_unit_test(test_not_found_keeps_connection),
         cmocka_unit_test(test_two_workers_answer),
         cmocka_unit_test(test_binary_body_round_trip),
@@ -599,6 +693,7 @@ int main(void)
         cmocka_unit_test(test_crash_is_contained),
         cmocka_unit_test(test_sandbox_that_cannot_start),
         cmocka_unit_test(test_timeout_kills_worker),
+        cmocka_unit_test(test_pipelined_behind_a_hang),
         cmocka_unit_test(test_max_requests_recycles),
         cmocka_unit_test(test_status_page),
         cmocka_unit_test(test_config_check),

@@ -179,6 +179,15 @@ static void test_queue_timeout(void **state)
     sandlet_conf_free(c);
 }
 
+static void test_pipeline(void **state)
+{
+    (void)state;
+    sandlet_conf *c = parse_ok("sandbox a { pipeline 1; }\nsandbox b { }\n", NULL);
+    assert_int_equal(c->sandboxes[0].pipeline, 1);
+    assert_int_equal(c->sandboxes[1].pipeline, SANDLET_DEFAULT_PIPELINE);
+    sandlet_conf_free(c);
+}
+
 static void test_size_limits(void **state)
 {
     (void)state;
@@ -368,7 +377,9 @@ static const struct bad_case bad_cases[] = {
     {"servlet /x {\n    librari x.so;\n}\n", 2, 5,
      "unknown directive 'librari' in servlet block (expected library, timeout, max-body-size, "
      "sandbox or param)"},
-    {"sandbox a {\n  threads 2;\n}\n", 2, 3, "(expected workers, queue, queue-timeout, user,"},
+    {"sandbox a {\n  threads 2;\n}\n", 2, 3,
+     "(expected workers, queue, queue-timeout, pipeline, user,"},
+    {"sandbox a {\n  pipeline 0;\n}\n", 2, 12, "'pipeline 0' out of range (expected 1..256)"},
     {"sandbox a {\n  syscalls network;\n}\n", 2, 12, "unknown system-call group 'network'"},
     {"sandbox a {\n  core-dumps maybe;\n}\n", 2, 14, "(expected on or off)"},
     {"sandbox a {\n  syscall-violations trace;\n}\n", 2, 22, "(expected log or kill)"},
@@ -722,6 +733,7 @@ int main(void)
         cmocka_unit_test(test_full_example),
         cmocka_unit_test(test_empty_gets_defaults),
         cmocka_unit_test(test_queue_timeout),
+        cmocka_unit_test(test_pipeline),
         cmocka_unit_test(test_size_limits),
         cmocka_unit_test(test_confinement_settings),
         cmocka_unit_test(test_default_sandbox),
