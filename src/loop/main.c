@@ -435,9 +435,18 @@ static int run(sandlet_conf *conf)
     srv->supervisor = pid;
     sandlet_log_set_role("acceptor");
 
-    int rc = drop_privileges(conf->user);
+    /* The acceptor faces the network: never as root.  Without a "user"
+     * line it becomes nobody, as nginx does. */
+    const char *acceptor_user = conf->user;
+    if (!acceptor_user && geteuid() == 0) {
+        acceptor_user = "nobody";
+        sandlet_info("started as root without a 'user' line: the acceptor runs as 'nobody' "
+                     "(name a user with 'user' in %s to choose)",
+                     conf->file);
+    }
+    int rc = drop_privileges(acceptor_user);
     if (rc < 0) {
-        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot become user '%s'", conf->user);
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot become user '%s'", acceptor_user);
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);

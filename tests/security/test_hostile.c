@@ -170,8 +170,30 @@ static void test_worker_status(void **state)
     assert_true(seccomp);
     assert_true(capeff);
     assert_true(uid_ok);
-    if (geteuid() != 0)
-        printf("SKIP: not root: the other-uid check of sandbox 'other' did not run\n");
+    if (geteuid() != 0) {
+        printf("SKIP: not root: the other-uid check of sandbox 'other' and the acceptor's "
+               "dropped privileges were not checked\n");
+        return;
+    }
+    /* Started as root without a "user" line: the acceptor, which faces
+     * the network, runs as nobody with no capability left. */
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)d.pid);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    bool uid_nobody = false, no_eff = false, no_prm = false, no_groups = false;
+    while (fgets(line, sizeof(line), f)) {
+        uid_nobody |= strcmp(line, "Uid:\t65534\t65534\t65534\t65534\n") == 0;
+        no_eff |= strcmp(line, "CapEff:\t0000000000000000\n") == 0;
+        no_prm |= strcmp(line, "CapPrm:\t0000000000000000\n") == 0;
+        if (strncmp(line, "Groups:", 7) == 0)
+            no_groups = strspn(line + 7, " \t\n") == strlen(line + 7);
+    }
+    fclose(f);
+    assert_true(uid_nobody);
+    assert_true(no_eff);
+    assert_true(no_prm);
+    assert_true(no_groups);
+    assert_true(th_log_contains(&d, "the acceptor runs as 'nobody'"));
 }
 
 static void test_forbidden_syscalls(void **state)
@@ -190,6 +212,18 @@ static void test_forbidden_syscalls(void **state)
     snprintf(pid, sizeof(pid), "%d", (int)d.pid);
     attack_dies("/evil", "kill", pid, 502, "forbidden system call kill");
     assert_int_equal(kill(d.pid, 0), 0);
+    /* Nor can it kill another sandbox's worker: the same one answers. */
+    th_response w;
+    get("/good/pid", &w);
+    assert_int_equal(w.status, 200);
+    snprintf(pid, sizeof(pid), "%s", w.body);
+    th_response_free(&w);
+    assert_true(atoi(pid) > 1);
+    attack_dies("/evil", "kill", pid, 502, "forbidden system call kill");
+    assert_int_equal(kill((pid_t)atoi(pid), 0), 0);
+    get("/good/pid", &w);
+    assert_string_equal(w.body, pid);
+    th_response_free(&w);
     /* Every one of them was logged with the sandbox and the request. */
     assert_true(th_log_contains(&d, "worker evil"));
     assert_true(th_log_contains(&d, "killed by signal 31"));
@@ -200,7 +234,7 @@ static void test_forbidden_syscalls(void **state)
     const char *series = "sandlet_seccomp_kills_total{sandbox=\"evil\"} ";
     const char *p = strstr(r.body, series);
     assert_non_null(p);
-    assert_true(atol(p + strlen(series)) >= 8);
+    assert_true(atol(p + strlen(series)) >= 9);
     th_response_free(&r);
 }
 
