@@ -357,12 +357,15 @@ void sandlet_conn_fail(sandlet_conn *c, int status)
 
 int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, bool end)
 {
-    sandlet_buf h;
-    sandlet_buf_init(&h, SANDLET_MAX_RESPONSE_HEAD);
+    /* One loop thread and the head is copied out (or written) before the
+     * function returns: one buffer serves every response, no malloc. */
+    static sandlet_buf head = {.limit = SANDLET_MAX_RESPONSE_HEAD};
+    sandlet_buf *h = &head;
+    sandlet_buf_reset(h);
     char line[128];
     int n = snprintf(line, sizeof(line), "HTTP/1.1 %u %s\r\nDate: %s\r\n" SANDLET_SERVER_HEADER,
                      r->status, reason(r->status), sandlet_http_date(c->srv));
-    sandlet_buf_put(&h, line, (size_t)n);
+    sandlet_buf_put(h, line, (size_t)n);
     sandlet_reader it = r->headers;
     uint16_t left = r->nheaders;
     sandlet_wire_header wh;
@@ -370,13 +373,12 @@ int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, 
         size_t nl = strlen(wh.name), vl = strlen(wh.value);
         if (!sandlet_lib_header_valid(wh.name, nl, wh.value, vl) ||
             sandlet_lib_header_reserved(wh.name, nl)) {
-            sandlet_buf_free(&h);
             return -EPROTO;
         }
-        sandlet_buf_put(&h, wh.name, nl);
-        sandlet_buf_put(&h, ": ", 2);
-        sandlet_buf_put(&h, wh.value, vl);
-        sandlet_buf_put(&h, "\r\n", 2);
+        sandlet_buf_put(h, wh.name, nl);
+        sandlet_buf_put(h, ": ", 2);
+        sandlet_buf_put(h, wh.value, vl);
+        sandlet_buf_put(h, "\r\n", 2);
     }
     bool has_body = body_allowed(r->status);
     /* A length is only believed when the whole body is in this frame: a
@@ -385,36 +387,33 @@ int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, 
     bool bad_length =
         r->content_length != SANDLET_LENGTH_UNKNOWN && (!end || r->content_length != r->body_len);
     if (bad_length || (!has_body && r->body_len)) {
-        sandlet_buf_free(&h);
         return -EPROTO;
     }
     c->chunked = false;
     if (has_body && end) {
         n = snprintf(line, sizeof(line), "Content-Length: %zu\r\n", r->body_len);
-        sandlet_buf_put(&h, line, (size_t)n);
+        sandlet_buf_put(h, line, (size_t)n);
     } else if (has_body && c->http_minor >= 1 && c->http_major == 1) {
         c->chunked = true;
-        sandlet_buf_put(&h, "Transfer-Encoding: chunked\r\n", 28);
+        sandlet_buf_put(h, "Transfer-Encoding: chunked\r\n", 28);
     } else if (has_body) {
         /* HTTP/1.0 without a length: the end of the body is the close. */
         c->keep_alive = false;
     }
     if (!c->keep_alive)
-        sandlet_buf_put(&h, "Connection: close\r\n", 19);
+        sandlet_buf_put(h, "Connection: close\r\n", 19);
     else if (c->http_minor == 0)
-        sandlet_buf_put(&h, "Connection: keep-alive\r\n", 24);
-    sandlet_buf_put(&h, "\r\n", 2);
-    if (h.error) {
-        int err = h.error;
-        sandlet_buf_free(&h);
+        sandlet_buf_put(h, "Connection: keep-alive\r\n", 24);
+    sandlet_buf_put(h, "\r\n", 2);
+    if (h->error) {
+        int err = h->error;
         return err == -EMSGSIZE ? -EPROTO : err;
     }
     c->state = CONN_SENDING;
     c->resp_status = r->status;
     int rc;
     if (c->chunked || c->head_only || !has_body) {
-        rc = sandlet_conn_write(c, h.data, h.len, NULL, 0, NULL, 0);
-        sandlet_buf_free(&h);
+        rc = sandlet_conn_write(c, h->data, h->len, NULL, 0, NULL, 0);
         if (rc == 0 && has_body)
             rc = sandlet_conn_response_body(c, r->body, r->body_len, end);
         else if (rc == 0 && end)
@@ -423,8 +422,7 @@ int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, 
     }
     /* The common case: head and whole body in one write. */
     c->resp_bytes = r->body_len;
-    rc = sandlet_conn_write(c, h.data, h.len, r->body, r->body_len, NULL, 0);
-    sandlet_buf_free(&h);
+    rc = sandlet_conn_write(c, h->data, h->len, r->body, r->body_len, NULL, 0);
     if (rc == 0 && end)
         sandlet_conn_request_done(c);
     return rc;
