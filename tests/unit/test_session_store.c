@@ -194,8 +194,11 @@ static void test_owner_died(void **state)
             _exit(2);
         long i = find(f->st, victim, f->st->now());
         begin_write(f->st, (uint32_t)i);
-        f->st->meta[i].len = 0xffffffffu; /* half-written, impossible */
-        _exit(0);                         /* no unlock: the lock's owner is dead */
+        /* Half-written: plausible fields, so only the dirty mark can
+         * tell the next locker not to trust them. */
+        memcpy(f->st->data + (size_t)i * SANDLET_SESSION_SLOT_DATA, "hal", 3);
+        f->st->meta[i].len = 3;
+        _exit(0); /* no unlock: the lock's owner is dead */
     }
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);
