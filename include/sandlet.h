@@ -19,6 +19,7 @@
 #define SANDLET_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -133,6 +134,86 @@ int sl_vprintf(sl_response *rs, const char *fmt, va_list ap) SL_PRINTF(2, 0);
  * first flush the response is streamed (chunked on HTTP/1.1) and headers
  * and status can no longer change. */
 int sl_flush(sl_response *rs);
+
+/* ---- cookies (sl_cookie.3) ------------------------------------------- */
+
+/* Value of the first cookie with this exact name in the request's Cookie
+ * header(s), without surrounding double quotes, or NULL.  Malformed
+ * pairs are skipped. */
+const char *sl_cookie(sl_request *rq, const char *name);
+
+/* SameSite attribute of a Set-Cookie. */
+typedef enum sl_same_site {
+    SL_SAME_SITE_UNSET = 0, /* no attribute: the browser's default */
+    SL_SAME_SITE_LAX,
+    SL_SAME_SITE_STRICT,
+    SL_SAME_SITE_NONE, /* browsers require secure with it */
+} sl_same_site;
+
+/* Attributes of a Set-Cookie; a zeroed struct (or NULL) sets none. */
+typedef struct sl_cookie_options {
+    long long max_age;  /* Max-Age in seconds when has_max_age; 0 deletes */
+    bool has_max_age;   /* send max_age */
+    long long expires;  /* Expires as a Unix time when non-zero */
+    const char *path;   /* Path, or NULL */
+    const char *domain; /* Domain, or NULL */
+    bool secure;        /* Secure: HTTPS only */
+    bool http_only;     /* HttpOnly: hidden from scripts */
+    sl_same_site same_site;
+} sl_cookie_options;
+
+/* Adds a Set-Cookie header.  The name must be an HTTP token; the value
+ * RFC 6265 cookie-octets (no space, '"', ',', ';', '\\' or controls),
+ * optionally inside one pair of double quotes; path and domain may hold
+ * no ';' or controls.  Anything else is refused with -EINVAL and nothing
+ * is added, so cookies can never split a response. */
+int sl_set_cookie(sl_response *rs, const char *name, const char *value,
+                  const sl_cookie_options *opt);
+
+/* ---- sessions (sl_session.3) ----------------------------------------- */
+
+typedef struct sl_session sl_session;
+
+/* Name of the session cookie and of the query/form parameter that carries
+ * the id for clients without cookies. */
+#define SL_SESSION_COOKIE "SLSESSION"
+/* Longest key sl_session_set_str and sl_session_set_bytes accept. */
+#define SL_SESSION_KEY_MAX 64
+
+/* The client's session, found by the SLSESSION cookie or, without one, the
+ * SLSESSION query or form parameter.  When there is none (or it expired,
+ * or the id is unknown) and create is true, a new session is made and
+ * its cookie added to rs.  NULL when there is no session and create is false,
+ * when the sandbox has "sessions none" (errno ENOTSUP) or on failure.
+ * The same pointer is returned for the rest of the request. */
+sl_session *sl_session_get(sl_request *rq, sl_response *rs, bool create);
+
+/* The session id as 32 lowercase hex digits. */
+const char *sl_session_id(const sl_session *s);
+
+/* Values; pointers stay valid until the response is finished.  str
+ * returns NULL when the key is absent. */
+const char *sl_session_str(sl_session *s, const char *key);
+const void *sl_session_bytes(sl_session *s, const char *key, size_t *len);
+/* Store a value (written through to the sandbox's store at once).
+ * -EINVAL: bad key (empty, too long); -EMSGSIZE: the session's data would
+ * exceed its slot; -ENOENT: the session was invalidated or expired. */
+int sl_session_set_str(sl_session *s, const char *key, const char *value);
+int sl_session_set_bytes(sl_session *s, const char *key, const void *data, size_t len);
+int sl_session_remove(sl_session *s, const char *key);
+
+/* Ends the session: data gone, the client's cookie deleted.  s must not
+ * be used afterwards; sl_session_get may create a new one. */
+int sl_session_invalidate(sl_session *s);
+/* Gives the session a fresh id, keeping its data, and sends the new
+ * cookie: the old id stops working (call it after a login). */
+int sl_session_regenerate(sl_session *s);
+
+/* For clients without cookies: url with the session id added as the
+ * SLSESSION query parameter (before any '#fragment'), and a hidden form
+ * field carrying it.  Both return "" only when memory is short. */
+const char *sl_session_url(sl_session *s, const char *url);
+const char *sl_session_form_field(sl_session *s);
 
 #ifdef __cplusplus
 }

@@ -38,6 +38,10 @@ void sandlet_lib_request_reset(sl_request *rq)
     rq->params = NULL;
     rq->nparams = 0;
     rq->params_parsed = false;
+    rq->cookies = NULL;
+    rq->ncookies = 0;
+    rq->cookies_parsed = false;
+    rq->session = NULL;
 }
 
 void sandlet_lib_request_free(sl_request *rq)

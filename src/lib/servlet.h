@@ -57,6 +57,12 @@ struct sl_request {
     sandlet_lib_header *params;
     size_t nparams;
     bool params_parsed;
+    /* cookie.c: parsed lazily on first sl_cookie call. */
+    sandlet_lib_header *cookies;
+    size_t ncookies;
+    bool cookies_parsed;
+    /* session.c: the session sl_session_get found or made. */
+    sl_session *session;
 };
 
 struct sl_context {
@@ -130,5 +136,49 @@ bool sandlet_lib_header_valid(const char *name, size_t name_len, const char *val
                               size_t value_len);
 /* Headers the server writes itself and servlets may not set. */
 bool sandlet_lib_header_reserved(const char *name, size_t name_len);
+
+/* ---- cookie.c --------------------------------------------------------- */
+
+/* Parses every Cookie header of rq (once); 0 or -ENOMEM. */
+int sandlet_lib_cookies_parse(sl_request *rq);
+/* Drops Set-Cookie headers for this cookie name that rs holds so far, so
+ * that a later one is the only one the client sees. */
+void sandlet_lib_cookie_unset(sl_response *rs, const char *name);
+
+/* ---- session.c -------------------------------------------------------- */
+
+#define SANDLET_SESSION_ID_LEN 16
+
+/*
+ * A session store: what session.c needs from wherever sessions live (the
+ * sandbox's shared memory now, PostgreSQL later).  A session's data is one
+ * opaque blob that the store keeps whole.  Every function returns 0 or a
+ * negative errno; -ENOENT means no such session (never made, removed,
+ * expired or evicted).  ids are SANDLET_SESSION_ID_LEN bytes.
+ */
+typedef struct sandlet_session_ops {
+    /* A new empty session with a fresh random id, written to id. */
+    int (*create)(void *store, uint8_t *id);
+    /* Copies the session's blob (at most cap bytes) and marks it used. */
+    int (*get)(void *store, const uint8_t *id, void *buf, size_t cap, size_t *len);
+    /* Replaces the blob; -EMSGSIZE when larger than the store takes. */
+    int (*put)(void *store, const uint8_t *id, const void *data, size_t len);
+    /* Marks the session used now, resetting its idle timer. */
+    int (*touch)(void *store, const uint8_t *id);
+    int (*remove)(void *store, const uint8_t *id);
+    /* Moves the session to a fresh random id, written to fresh. */
+    int (*new_id)(void *store, const uint8_t *old, uint8_t *fresh);
+} sandlet_session_ops;
+
+typedef struct sandlet_session_config {
+    const sandlet_session_ops *ops; /* NULL: sessions are off */
+    void *store;
+    size_t max_data;    /* largest blob put accepts */
+    bool cookie_secure; /* add Secure to the session cookie */
+} sandlet_session_config;
+
+/* Installs the store sessions use from now on (copied); NULL turns them
+ * off.  The worker calls it once before serving. */
+void sandlet_lib_session_configure(const sandlet_session_config *cfg);
 
 #endif /* SANDLET_LIB_SERVLET_H */

@@ -71,6 +71,10 @@ enum slot {
     SLOT_VIOLATIONS,
     SLOT_TIMEOUT,
     SLOT_MAX_REQUESTS,
+    SLOT_SESSIONS,
+    SLOT_SESSION_SIZE,
+    SLOT_SESSION_TIMEOUT,
+    SLOT_SESSION_SECURE,
     SLOT_SERVLET_TIMEOUT,
     SLOT_SERVLET_MAX_BODY,
     SLOT_LIBRARY,
@@ -132,6 +136,7 @@ static int do_use_sandbox(parser *ps, const token *dir, token *args);
 static int do_param(parser *ps, const token *dir, token *args);
 static int do_confine(parser *ps, const token *dir, token *args);
 static int do_servlet_timeout(parser *ps, const token *dir, token *args);
+static int do_session(parser *ps, const token *dir, token *args);
 
 /* Order matters only for messages: "expected" lists follow it. */
 static const directive directives[] = {
@@ -166,6 +171,12 @@ static const directive directives[] = {
     {"syscall-violations", CTX_SANDBOX, 1, "kill|log", SLOT_VIOLATIONS, CTX_NONE, do_confine, NULL},
     {"timeout", CTX_SANDBOX, 1, "MS", SLOT_TIMEOUT, CTX_NONE, do_confine, NULL},
     {"max-requests", CTX_SANDBOX, 1, "N", SLOT_MAX_REQUESTS, CTX_NONE, do_confine, NULL},
+    {"sessions", CTX_SANDBOX, 1, "memory|none", SLOT_SESSIONS, CTX_NONE, do_session, NULL},
+    {"session-size", CTX_SANDBOX, 1, "BYTES", SLOT_SESSION_SIZE, CTX_NONE, do_session, NULL},
+    {"session-timeout", CTX_SANDBOX, 1, "SECONDS", SLOT_SESSION_TIMEOUT, CTX_NONE, do_session,
+     NULL},
+    {"session-cookie-secure", CTX_SANDBOX, 1, "on|off", SLOT_SESSION_SECURE, CTX_NONE, do_session,
+     NULL},
     {"library", CTX_SERVLET, 1, "FILE", SLOT_LIBRARY, CTX_NONE, do_library, NULL},
     {"timeout", CTX_SERVLET, 1, "MS", SLOT_SERVLET_TIMEOUT, CTX_NONE, do_servlet_timeout, NULL},
     {"max-body-size", CTX_SERVLET, 1, "BYTES", SLOT_SERVLET_MAX_BODY, CTX_NONE, do_size, NULL},
@@ -619,6 +630,9 @@ static int add_sandbox(parser *ps, char *name, int line)
                                                 .queue = SANDLET_DEFAULT_QUEUE,
                                                 .queue_timeout = SANDLET_DEFAULT_QUEUE_TIMEOUT,
                                                 .pipeline = SANDLET_DEFAULT_PIPELINE,
+                                                .sessions = SANDLET_SESSIONS_MEMORY,
+                                                .session_size = SANDLET_DEFAULT_SESSION_SIZE,
+                                                .session_timeout = SANDLET_DEFAULT_SESSION_TIMEOUT,
                                                 .line = line};
     return 0;
 }
@@ -832,6 +846,44 @@ static int do_size(parser *ps, const token *dir, token *args)
         return fail(ps, args[0].line, args[0].col, "'%s %s' out of range (expected %zu..%zu bytes)",
                     dir->text, shown(sh, sizeof(sh), args[0].text), min, max);
     *field = v;
+    return 0;
+}
+
+/* A sandbox's session store: kind, size of the shared mapping, idle
+ * expiry and the cookie's Secure flag. */
+static int do_session(parser *ps, const token *dir, token *args)
+{
+    char sh[SHOWN_MAX];
+    sandlet_sandbox_conf *sb = &ps->conf->sandboxes[ps->cur];
+    const char *d = dir->text;
+    if (strcmp(d, "sessions") == 0) {
+        if (strcmp(args[0].text, "memory") == 0)
+            sb->sessions = SANDLET_SESSIONS_MEMORY;
+        else if (strcmp(args[0].text, "none") == 0)
+            sb->sessions = SANDLET_SESSIONS_NONE;
+        else
+            return fail(ps, args[0].line, args[0].col,
+                        "unknown session store '%s' (expected memory or none)",
+                        shown(sh, sizeof(sh), args[0].text));
+        return 0;
+    }
+    if (strcmp(d, "session-timeout") == 0)
+        return number(ps, dir, &args[0], 1, 31 * 86400, &sb->session_timeout);
+    if (strcmp(d, "session-cookie-secure") == 0)
+        return on_off(ps, dir, &args[0], "on", "off", &sb->session_cookie_secure);
+    size_t v = 0;
+    int rc = parse_size(args[0].text, SANDLET_MAX_SESSION_SIZE, &v);
+    if (rc == -1)
+        return fail(ps, args[0].line, args[0].col,
+                    "invalid size '%s' for '%s' (expected bytes, optionally with a k, m or g "
+                    "suffix, e.g. 4m)",
+                    shown(sh, sizeof(sh), args[0].text), d);
+    if (rc == -2 || v < SANDLET_MIN_SESSION_SIZE)
+        return fail(ps, args[0].line, args[0].col,
+                    "'%s %s' out of range (expected %zu..%zu bytes; each session takes about 4k)",
+                    d, shown(sh, sizeof(sh), args[0].text), SANDLET_MIN_SESSION_SIZE,
+                    SANDLET_MAX_SESSION_SIZE);
+    sb->session_size = v;
     return 0;
 }
 

@@ -25,6 +25,10 @@
  *       open-files N; cpu-seconds N; core-dumps on|off), seccomp groups
  *       syscalls files|database;    # (repeatable) and learning mode
  *       syscall-violations kill|log;
+ *       sessions memory;            # memory (default) or none
+ *       session-size 4m;            # bytes of the shared store (k/m/g)
+ *       session-timeout 1800;       # seconds a session may stay idle
+ *       session-cookie-secure off;  # on: SLSESSION only over HTTPS
  *   }
  *   servlet /hello {                # exact path; "/app/" + "*" matches a prefix
  *       library hello.so;           # relative to the config file's folder
@@ -67,6 +71,12 @@
  * the acceptor before a worker sees them. */
 #define SANDLET_MAX_HEADER_SIZE_LIMIT ((size_t)1024 * 1024)
 #define SANDLET_MAX_BODY_SIZE_LIMIT   ((size_t)1024 * 1024 * 1024)
+/* Memory session store of a sandbox: room for a few sessions at least, at
+ * most what a worker's address space can map beside its own needs. */
+#define SANDLET_DEFAULT_SESSION_SIZE    ((size_t)4 * 1024 * 1024)
+#define SANDLET_MIN_SESSION_SIZE        ((size_t)16 * 1024)
+#define SANDLET_MAX_SESSION_SIZE        ((size_t)1024 * 1024 * 1024)
+#define SANDLET_DEFAULT_SESSION_TIMEOUT 1800
 
 typedef struct sandlet_param {
     char *name;
@@ -82,6 +92,10 @@ typedef struct sandlet_listen_conf {
 /* Opt-in system-call groups of a sandbox's seccomp filter. */
 #define SANDLET_SYSCALLS_FILES    1u
 #define SANDLET_SYSCALLS_DATABASE 2u
+
+/* Where a sandbox keeps sessions ("sessions memory|none"). */
+#define SANDLET_SESSIONS_NONE   0u
+#define SANDLET_SESSIONS_MEMORY 1u
 
 typedef struct sandlet_sandbox_conf {
     char *name;
@@ -105,6 +119,11 @@ typedef struct sandlet_sandbox_conf {
     unsigned max_requests;  /* recycle a worker after this many; 0: never */
     unsigned queue_timeout; /* ms a request may wait for a worker */
     unsigned pipeline;      /* requests handed to one worker at once */
+    /* Sessions: the store the supervisor creates for the sandbox. */
+    unsigned sessions;          /* SANDLET_SESSIONS_* */
+    size_t session_size;        /* bytes of the shared store */
+    unsigned session_timeout;   /* seconds a session may stay idle */
+    bool session_cookie_secure; /* Secure on the SLSESSION cookie */
     int line;
 } sandlet_sandbox_conf;
 

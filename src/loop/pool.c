@@ -701,6 +701,11 @@ static void worker_spawn(sandlet_worker *w)
     sandlet_buf_put_u16(b, (uint16_t)sb->nwritable);
     for (size_t i = 0; i < sb->nwritable; i++)
         sandlet_buf_put_str(b, sb->writable[i], strlen(sb->writable[i]));
+    /* Sessions: the store itself reaches the worker from the supervisor
+     * (a shared memfd); these are the settings for using it. */
+    sandlet_buf_put_u8(b, (uint8_t)sb->sessions);
+    sandlet_buf_put_u32(b, sb->session_timeout);
+    sandlet_buf_put_u8(b, sb->session_cookie_secure);
     if (rc == 0)
         rc = sandlet_frame_finish(b, start, SANDLET_FRAME_END);
     if (rc == 0)

@@ -12,6 +12,7 @@
 #include "sandbox/supervisor.h"
 #include "loop/log.h"
 #include "sandbox/control.h"
+#include "sandbox/session_store.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -38,6 +39,7 @@ static struct {
     int ctl;
     char exe[32]; /* "/proc/self/fd/N" */
     child *children;
+    int *session_fds; /* per sandbox: its memory session store, or -1 */
     bool closing;
     bool finished;
 } sv;
@@ -107,11 +109,15 @@ static void spawn(const sandlet_ctl *m, int fd)
     c->proc.data = c;
 
     char *args[] = {"sandletd", "--worker", sv.conf->sandboxes[m->sandbox].name, NULL};
-    uv_stdio_container_t stdio[4] = {
+    /* Descriptor 4: the sandbox's session store, shared by its workers so
+     * that a session is found whichever worker serves the request. */
+    int store = sv.session_fds ? sv.session_fds[m->sandbox] : -1;
+    uv_stdio_container_t stdio[5] = {
         {.flags = UV_IGNORE},
         {.flags = UV_INHERIT_FD, .data.fd = STDOUT_FILENO},
         {.flags = UV_INHERIT_FD, .data.fd = STDERR_FILENO},
         {.flags = UV_INHERIT_FD, .data.fd = fd},
+        {.flags = UV_INHERIT_FD, .data.fd = store},
     };
     uv_process_options_t opts = {
         .exit_cb = child_exited,
@@ -119,7 +125,7 @@ static void spawn(const sandlet_ctl *m, int fd)
          * and none of the acceptor's memory. */
         .file = sv.exe,
         .args = args,
-        .stdio_count = 4,
+        .stdio_count = store >= 0 ? 5 : 4,
         .stdio = stdio,
     };
     int rc = uv_spawn(&sv.loop, &c->proc, &opts);
@@ -234,6 +240,34 @@ static void on_ctl(uv_poll_t *p, int status, int events)
     }
 }
 
+/* One memory session store per sandbox that uses one, made before any
+ * worker starts and kept for the daemon's life: workers come and go
+ * (crashes, max-requests), sessions stay. */
+static int create_session_stores(void)
+{
+    sv.session_fds = malloc(sv.conf->nsandboxes * sizeof(int) + 1);
+    if (!sv.session_fds) {
+        sandlet_error("out of memory creating the session stores");
+        return -1;
+    }
+    for (size_t i = 0; i < sv.conf->nsandboxes; i++) {
+        const sandlet_sandbox_conf *sb = &sv.conf->sandboxes[i];
+        sv.session_fds[i] = -1;
+        if (sb->sessions != SANDLET_SESSIONS_MEMORY)
+            continue;
+        int fd = sandlet_session_store_create(sb->name, sb->session_size);
+        if (fd < 0) {
+            sandlet_log_errno(SANDLET_LOG_ERROR, fd,
+                              "%s:%d: cannot create the session store of sandbox '%s' (%zu "
+                              "bytes); lower session-size or set 'sessions none'",
+                              sv.conf->file, sb->line, sb->name, sb->session_size);
+            return -1;
+        }
+        sv.session_fds[i] = fd;
+    }
+    return 0;
+}
+
 int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
 {
     sandlet_log_set_role("supervisor");
@@ -252,6 +286,8 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
     sv.conf = conf;
     sv.ctl = ctl_fd;
     snprintf(sv.exe, sizeof(sv.exe), "/proc/self/fd/%d", exe_fd);
+    if (create_session_stores() < 0)
+        return 1;
     int rc = uv_loop_init(&sv.loop);
     if (rc < 0) {
         sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot start the event loop");
@@ -267,5 +303,9 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
     }
     uv_run(&sv.loop, UV_RUN_DEFAULT);
     uv_loop_close(&sv.loop);
+    for (size_t i = 0; i < conf->nsandboxes; i++)
+        if (sv.session_fds[i] >= 0)
+            close(sv.session_fds[i]);
+    free(sv.session_fds);
     return 0;
 }

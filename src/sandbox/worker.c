@@ -15,6 +15,7 @@
 #include "loop/log.h"
 #include "sandbox/confine.h"
 #include "sandbox/frame.h"
+#include "sandbox/session_store.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -46,6 +47,7 @@ static struct {
     uint32_t id;             /* request being served */
     sandlet_confine confine; /* applied once servlets are initialised */
     bool confine_on;
+    sandlet_session_store *sessions; /* the sandbox's shared store, or NULL */
 } w;
 
 static int write_all(struct iovec *iov, int n)
@@ -209,8 +211,43 @@ static void confine_settings(sandlet_reader *r, const char *sandbox, const char 
         write[i] = sandlet_read_str(r, NULL);
     c->write_paths = write;
     c->nwrite = nwrite;
+}
+
+/* Reads the session part of INIT and maps the sandbox's store, which the
+ * supervisor passed on SANDLET_SESSION_FD.  Runs before confinement:
+ * afterwards the mapping needs no system call but futex (the store's
+ * lock) and getrandom (new ids), both in the base allowlist. */
+static void session_settings(sandlet_reader *r, const char *sandbox)
+{
+    unsigned mode = sandlet_read_u8(r);
+    unsigned timeout = sandlet_read_u32(r);
+    bool secure = sandlet_read_u8(r) != 0;
     if (r->bad || r->pos != r->len)
         fail("malformed INIT frame from the acceptor");
+    for (size_t i = 0; i < w.nservlets; i++) {
+        sl_session_mode want = w.servlets[i].servlet->session;
+        if (want == SL_SESSION_MEMORY && mode != 1)
+            fail("servlet %s wants memory sessions but sandbox '%s' has 'sessions none'; "
+                 "set 'sessions memory' in its sandbox block",
+                 w.servlets[i].path, sandbox);
+        if (want != SL_SESSION_NONE && want != SL_SESSION_MEMORY)
+            fail("servlet %s wants database sessions, which this sandletd does not offer yet; "
+                 "use SL_SESSION_MEMORY",
+                 w.servlets[i].path);
+    }
+    if (mode != 1)
+        return;
+    w.sessions = sandlet_session_store_attach(SANDLET_SESSION_FD, timeout);
+    if (!w.sessions)
+        fail("cannot map the session store of sandbox '%s' on descriptor %d: %s", sandbox,
+             SANDLET_SESSION_FD, strerror(errno));
+    /* The mapping stays; the descriptor is of no further use. */
+    close(SANDLET_SESSION_FD);
+    sandlet_session_config cfg = {.ops = &sandlet_session_memory_ops,
+                                  .store = w.sessions,
+                                  .max_data = SANDLET_SESSION_SLOT_DATA,
+                                  .cookie_secure = secure};
+    sandlet_lib_session_configure(&cfg);
 }
 
 static void load_servlets(const char *sandbox)
@@ -264,6 +301,7 @@ static void load_servlets(const char *sandbox)
             fail("servlet %s: %s has no service function", s->path, lib);
     }
     confine_settings(&r, sandbox, libs);
+    session_settings(&r, sandbox);
     /* Init only after every library loaded, so that a load failure never
      * leaves a half-initialised set behind. */
     for (size_t i = 0; i < w.nservlets; i++) {

@@ -228,6 +228,46 @@ static void test_size_limits(void **state)
     assert_non_null(strstr(err, "max-target-length 4096 is larger than max-header-size 2048"));
 }
 
+static void test_session_settings(void **state)
+{
+    (void)state;
+    sandlet_conf *c = parse_ok("sandbox a { sessions none; }\n"
+                               "sandbox b { session-size 64k; session-timeout 60;\n"
+                               "            session-cookie-secure on; }\n"
+                               "sandbox c { }\n",
+                               NULL);
+    assert_int_equal(c->sandboxes[0].sessions, SANDLET_SESSIONS_NONE);
+    assert_int_equal(c->sandboxes[1].sessions, SANDLET_SESSIONS_MEMORY);
+    assert_int_equal(c->sandboxes[1].session_size, 64 * 1024);
+    assert_int_equal(c->sandboxes[1].session_timeout, 60);
+    assert_true(c->sandboxes[1].session_cookie_secure);
+    assert_int_equal(c->sandboxes[2].sessions, SANDLET_SESSIONS_MEMORY);
+    assert_int_equal(c->sandboxes[2].session_size, SANDLET_DEFAULT_SESSION_SIZE);
+    assert_int_equal(c->sandboxes[2].session_timeout, SANDLET_DEFAULT_SESSION_TIMEOUT);
+    assert_false(c->sandboxes[2].session_cookie_secure);
+    sandlet_conf_free(c);
+
+    char err[256];
+    const char *t = "sandbox a { sessions disk; }\n";
+    assert_int_equal(parse_bad(t, strlen(t), err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "unknown session store 'disk' (expected memory or none)"));
+    t = "sandbox a { session-size 1k; }\n";
+    assert_int_equal(parse_bad(t, strlen(t), err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "'session-size 1k' out of range (expected 16384..1073741824"));
+    t = "sandbox a { session-size 2g; }\n";
+    assert_int_equal(parse_bad(t, strlen(t), err, sizeof(err)), -EINVAL);
+    t = "sandbox a { session-size lots; }\n";
+    assert_int_equal(parse_bad(t, strlen(t), err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "invalid size 'lots' for 'session-size'"));
+    t = "sandbox a { session-timeout 0; }\n";
+    assert_int_equal(parse_bad(t, strlen(t), err, sizeof(err)), -EINVAL);
+    t = "sandbox a { session-cookie-secure yes; }\n";
+    assert_int_equal(parse_bad(t, strlen(t), err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "expected on or off"));
+    t = "sandbox a { sessions memory; sessions none; }\n";
+    assert_int_equal(parse_bad(t, strlen(t), err, sizeof(err)), -EINVAL);
+}
+
 static void test_confinement_settings(void **state)
 {
     (void)state;
@@ -735,6 +775,7 @@ int main(void)
         cmocka_unit_test(test_queue_timeout),
         cmocka_unit_test(test_pipeline),
         cmocka_unit_test(test_size_limits),
+        cmocka_unit_test(test_session_settings),
         cmocka_unit_test(test_confinement_settings),
         cmocka_unit_test(test_default_sandbox),
         cmocka_unit_test(test_sandbox_declared_later),

@@ -1,0 +1,238 @@
+/*
+ * cookie.c - request cookies (the Cookie header, RFC 6265 section 5.4)
+ * and response cookies (Set-Cookie with attributes, section 4.1).
+ *
+ * Parsing is lenient, as browsers are: a pair without '=' or with an empty
+ * or non-token name is skipped, never an error.  Formatting is strict: a
+ * name, value or attribute that could end the header, start another
+ * attribute or another header is refused, so that a servlet passing user
+ * input can never split a response or forge an attribute.  Nothing here
+ * keeps state past a request.
+ */
+#include "config.h"
+
+#include "lib/servlet.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+static bool is_tchar(unsigned char c)
+{
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+        return true;
+    return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+static bool is_token(const char *s, size_t len)
+{
+    if (len == 0)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (!is_tchar((unsigned char)s[i]))
+            return false;
+    return true;
+}
+
+/* RFC 6265 cookie-octet: visible ASCII but '"', ',', ';' and '\'. */
+static bool is_cookie_octet(unsigned char c)
+{
+    return c >= 0x21 && c <= 0x7e && c != '"' && c != ',' && c != ';' && c != '\\';
+}
+
+static bool is_ows(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* Adds the pairs of one Cookie header value. */
+static int parse_header(sl_request *rq, const char *s, size_t *cap)
+{
+    while (*s) {
+        const char *end = strchr(s, ';');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        const char *p = s, *q = s + len;
+        s = end ? end + 1 : s + len;
+        while (p < q && is_ows(*p))
+            p++;
+        while (q > p && is_ows(q[-1]))
+            q--;
+        const char *eq = memchr(p, '=', (size_t)(q - p));
+        if (!eq)
+            continue;
+        const char *ne = eq;
+        while (ne > p && is_ows(ne[-1]))
+            ne--;
+        const char *v = eq + 1;
+        while (v < q && is_ows(*v))
+            v++;
+        if (!is_token(p, (size_t)(ne - p)))
+            continue;
+        if (q - v >= 2 && *v == '"' && q[-1] == '"') {
+            v++;
+            q--;
+        }
+        if (rq->ncookies == *cap) {
+            size_t ncap = *cap ? *cap * 2 : 8;
+            sandlet_lib_header *arr = sandlet_lib_arena_alloc(&rq->arena, ncap * sizeof(*arr));
+            if (!arr)
+                return -ENOMEM;
+            if (rq->ncookies)
+                memcpy(arr, rq->cookies, rq->ncookies * sizeof(*arr));
+            rq->cookies = arr;
+            *cap = ncap;
+        }
+        char *name = sandlet_lib_arena_alloc(&rq->arena, (size_t)(ne - p) + 1);
+        char *value = sandlet_lib_arena_alloc(&rq->arena, (size_t)(q - v) + 1);
+        if (!name || !value)
+            return -ENOMEM;
+        memcpy(name, p, (size_t)(ne - p));
+        name[ne - p] = '\0';
+        memcpy(value, v, (size_t)(q - v));
+        value[q - v] = '\0';
+        rq->cookies[rq->ncookies].name = name;
+        rq->cookies[rq->ncookies].value = value;
+        rq->ncookies++;
+    }
+    return 0;
+}
+
+int sandlet_lib_cookies_parse(sl_request *rq)
+{
+    if (rq->cookies_parsed)
+        return 0;
+    size_t cap = 0;
+    for (size_t i = 0; i < rq->nheaders; i++) {
+        if (strcasecmp(rq->headers[i].name, "Cookie") != 0)
+            continue;
+        int rc = parse_header(rq, rq->headers[i].value, &cap);
+        if (rc < 0)
+            return rc;
+    }
+    rq->cookies_parsed = true;
+    return 0;
+}
+
+const char *sl_cookie(sl_request *rq, const char *name)
+{
+    if (!rq || !name || sandlet_lib_cookies_parse(rq) < 0)
+        return NULL;
+    for (size_t i = 0; i < rq->ncookies; i++)
+        if (strcmp(rq->cookies[i].name, name) == 0)
+            return rq->cookies[i].value;
+    return NULL;
+}
+
+/* ---- Set-Cookie -------------------------------------------------------- */
+
+static bool value_valid(const char *v)
+{
+    size_t len = strlen(v);
+    if (len >= 2 && v[0] == '"' && v[len - 1] == '"') {
+        v++;
+        len -= 2;
+    }
+    for (size_t i = 0; i < len; i++)
+        if (!is_cookie_octet((unsigned char)v[i]))
+            return false;
+    return true;
+}
+
+/* Path: RFC 6265 av-octets (no controls, no ';'). */
+static bool path_valid(const char *s)
+{
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c == 0x7f || c == ';' || c >= 0x80)
+            return false;
+    }
+    return true;
+}
+
+/* Domain: a host name, optionally with a leading dot. */
+static bool domain_valid(const char *s)
+{
+    if (!*s)
+        return false;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+/* IMF-fixdate (RFC 9110), with English names whatever the locale. */
+static int format_date(char *out, size_t size, long long t)
+{
+    static const char days[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+    static const char months[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                       "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    time_t tt = (time_t)t;
+    struct tm tm;
+    if ((long long)tt != t || !gmtime_r(&tt, &tm) || tm.tm_year + 1900 > 9999 ||
+        tm.tm_year + 1900 < 1601)
+        return -EINVAL;
+    int n = snprintf(out, size, "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday], tm.tm_mday,
+                     months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    return n > 0 && (size_t)n < size ? 0 : -EINVAL;
+}
+
+int sl_set_cookie(sl_response *rs, const char *name, const char *value,
+                  const sl_cookie_options *opt)
+{
+    static const sl_cookie_options none;
+    if (!rs || !name || !value)
+        return -EINVAL;
+    if (!opt)
+        opt = &none;
+    if (!is_token(name, strlen(name)) || !value_valid(value) ||
+        (opt->path && !path_valid(opt->path)) || (opt->domain && !domain_valid(opt->domain)) ||
+        opt->same_site < SL_SAME_SITE_UNSET || opt->same_site > SL_SAME_SITE_NONE ||
+        (opt->same_site == SL_SAME_SITE_NONE && !opt->secure))
+        return -EINVAL;
+    char date[40] = "";
+    if (opt->expires && format_date(date, sizeof(date), opt->expires) < 0)
+        return -EINVAL;
+    static const char *const same_site[] = {"", "; SameSite=Lax", "; SameSite=Strict",
+                                            "; SameSite=None"};
+    size_t size = strlen(name) + strlen(value) + (opt->path ? strlen(opt->path) : 0) +
+                  (opt->domain ? strlen(opt->domain) : 0) + 160;
+    char *buf = sl_alloc(rs->rq, size);
+    if (!buf)
+        return -ENOMEM;
+    char age[40] = "";
+    if (opt->has_max_age)
+        snprintf(age, sizeof(age), "; Max-Age=%lld", opt->max_age > 0 ? opt->max_age : 0);
+    int n = snprintf(buf, size, "%s=%s%s%s%s%s%s%s%s%s%s", name, value, age,
+                     date[0] ? "; Expires=" : "", date, opt->path ? "; Path=" : "",
+                     opt->path ? opt->path : "", opt->domain ? "; Domain=" : "",
+                     opt->domain ? opt->domain : "", opt->secure ? "; Secure" : "",
+                     opt->http_only ? "; HttpOnly" : "");
+    if (n < 0 || (size_t)n >= size)
+        return -EINVAL;
+    size_t used = (size_t)n;
+    const char *ss = same_site[opt->same_site];
+    if (used + strlen(ss) >= size)
+        return -EINVAL;
+    memcpy(buf + used, ss, strlen(ss) + 1);
+    return sl_add_header(rs, "Set-Cookie", buf);
+}
+
+void sandlet_lib_cookie_unset(sl_response *rs, const char *name)
+{
+    if (rs->head_sent)
+        return;
+    size_t nl = strlen(name), o = 0;
+    for (size_t i = 0; i < rs->nheaders; i++) {
+        const sandlet_lib_header *h = &rs->headers[i];
+        if (strcasecmp(h->name, "Set-Cookie") == 0 && strncmp(h->value, name, nl) == 0 &&
+            h->value[nl] == '=')
+            continue;
+        rs->headers[o++] = rs->headers[i];
+    }
+    rs->nheaders = o;
+}

@@ -1,0 +1,46 @@
+/*
+ * session_store.h - the memory session store: one shared mapping per
+ * sandbox, created by the supervisor and mapped by every worker of that
+ * sandbox, so that a session is found whichever worker serves a request.
+ *
+ * The store implements libsandlet's session vtable (sandlet_session_ops in
+ * lib/servlet.h); a database store can replace it without the servlet API
+ * changing.  It must never hold more than one lock or call out to servlet
+ * code while locked, and it must never trust lengths read back from the
+ * shared mapping without checking them against its own bounds.
+ */
+#ifndef SANDLET_SESSION_STORE_H
+#define SANDLET_SESSION_STORE_H
+
+#include "lib/servlet.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Bytes of session data each slot holds (keys, values and framing). */
+#define SANDLET_SESSION_SLOT_DATA 4096u
+/* Largest store mapped ("session-size" has the same ceiling). */
+#define SANDLET_SESSION_STORE_MAX ((size_t)1024 * 1024 * 1024)
+/* The descriptor the supervisor gives a worker its sandbox's store on. */
+#define SANDLET_SESSION_FD 4
+
+typedef struct sandlet_session_store sandlet_session_store;
+
+/* Supervisor side: a sealed memfd of size bytes holding an empty store
+ * (robust process-shared mutex initialised, every slot free).  Returns
+ * the descriptor (close-on-exec) or a negative errno. */
+int sandlet_session_store_create(const char *sandbox, size_t size);
+
+/* Worker side: maps the store behind fd (MAP_SHARED) and checks its
+ * header.  timeout is the idle expiry in seconds.  The descriptor may be
+ * closed afterwards.  Returns NULL with errno set on failure. */
+sandlet_session_store *sandlet_session_store_attach(int fd, unsigned timeout);
+void sandlet_session_store_detach(sandlet_session_store *st);
+
+/* The number of sessions the store can hold. */
+size_t sandlet_session_store_slots(const sandlet_session_store *st);
+
+/* The vtable a worker hands to libsandlet with st as its store. */
+extern const sandlet_session_ops sandlet_session_memory_ops;
+
+#endif /* SANDLET_SESSION_STORE_H */

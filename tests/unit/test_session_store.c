@@ -1,0 +1,440 @@
+/*
+ * test_session_store.c - the memory session store (create, get, expiry,
+ * LRU eviction, new ids, removal, recovery of a lock whose holder died)
+ * and the servlet-side session API on top of it.
+ *
+ * It includes session_store.c itself so that it can hold the store's lock
+ * the way a dying worker would and replace its clock.
+ */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "sandbox/session_store.c"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+static int64_t fake_now;
+static int64_t fake_clock(void)
+{
+    return fake_now;
+}
+
+typedef struct fixture {
+    int fd;
+    sandlet_session_store *st;
+} fixture;
+
+/* A store of 4 slots (the smallest useful one) on the fake clock. */
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof(*f));
+    if (!f)
+        return -1;
+    size_t size = data_offset(4) + 4 * (size_t)SANDLET_SESSION_SLOT_DATA;
+    f->fd = sandlet_session_store_create("test", size);
+    if (f->fd < 0)
+        return -1;
+    f->st = sandlet_session_store_attach(f->fd, 60);
+    if (!f->st || sandlet_session_store_slots(f->st) != 4)
+        return -1;
+    f->st->now = fake_clock;
+    fake_now = 1000;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    sandlet_lib_session_configure(NULL);
+    sandlet_session_store_detach(f->st);
+    close(f->fd);
+    free(f);
+    return 0;
+}
+
+static const sandlet_session_ops *ops = &sandlet_session_memory_ops;
+
+static void test_create_bounds(void **state)
+{
+    (void)state;
+    assert_int_equal(sandlet_session_store_create("tiny", 1024), -EINVAL);
+    int fd = sandlet_session_store_create("big", (size_t)1 << 20);
+    assert_true(fd >= 0);
+    sandlet_session_store *st = sandlet_session_store_attach(fd, 10);
+    assert_non_null(st);
+    assert_true(sandlet_session_store_slots(st) > 200);
+    /* Sealed: no worker can shrink the store under the others. */
+    assert_int_equal(ftruncate(fd, 4096), -1);
+    assert_int_equal(errno, EPERM);
+    sandlet_session_store_detach(st);
+    close(fd);
+    /* Not a store. */
+    fd = memfd_create("junk", 0);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, 65536), 0);
+    assert_null(sandlet_session_store_attach(fd, 10));
+    close(fd);
+}
+
+static void test_create_get_put(void **state)
+{
+    fixture *f = *state;
+    uint8_t a[16], b[16], buf[SANDLET_SESSION_SLOT_DATA];
+    size_t len = 99;
+    assert_int_equal(ops->create(f->st, a), 0);
+    assert_int_equal(ops->create(f->st, b), 0);
+    assert_memory_not_equal(a, b, 16);
+    assert_int_equal(ops->get(f->st, a, buf, sizeof(buf), &len), 0);
+    assert_int_equal(len, 0);
+    assert_int_equal(ops->put(f->st, a, "hello", 5), 0);
+    assert_int_equal(ops->get(f->st, a, buf, sizeof(buf), &len), 0);
+    assert_int_equal(len, 5);
+    assert_memory_equal(buf, "hello", 5);
+    assert_int_equal(ops->get(f->st, a, buf, 4, &len), -EMSGSIZE);
+    assert_int_equal(ops->get(f->st, b, buf, sizeof(buf), &len), 0);
+    assert_int_equal(len, 0);
+    static uint8_t huge[SANDLET_SESSION_SLOT_DATA + 1];
+    assert_int_equal(ops->put(f->st, a, huge, sizeof(huge)), -EMSGSIZE);
+    assert_int_equal(ops->put(f->st, a, huge, sizeof(huge) - 1), 0);
+    uint8_t unknown[16] = {0};
+    assert_int_equal(ops->get(f->st, unknown, buf, sizeof(buf), &len), -ENOENT);
+    assert_int_equal(ops->put(f->st, unknown, "x", 1), -ENOENT);
+    assert_int_equal(ops->touch(f->st, unknown), -ENOENT);
+    assert_int_equal(ops->remove(f->st, b), 0);
+    assert_int_equal(ops->get(f->st, b, buf, sizeof(buf), &len), -ENOENT);
+    assert_int_equal(ops->remove(f->st, b), -ENOENT);
+}
+
+static void test_expiry(void **state)
+{
+    fixture *f = *state;
+    uint8_t a[16], b[16], buf[64];
+    size_t len;
+    assert_int_equal(ops->create(f->st, a), 0);
+    assert_int_equal(ops->create(f->st, b), 0);
+    fake_now += 50;
+    assert_int_equal(ops->touch(f->st, a), 0);
+    fake_now += 50; /* a idle 50 s, b idle 100 s; timeout 60 */
+    assert_int_equal(ops->get(f->st, a, buf, sizeof(buf), &len), 0);
+    assert_int_equal(ops->get(f->st, b, buf, sizeof(buf), &len), -ENOENT);
+    fake_now += 60; /* exactly the timeout: still alive */
+    assert_int_equal(ops->touch(f->st, a), 0);
+    fake_now += 61;
+    assert_int_equal(ops->put(f->st, a, "x", 1), -ENOENT);
+}
+
+static void test_lru_eviction(void **state)
+{
+    fixture *f = *state;
+    uint8_t id[5][16], buf[64];
+    size_t len;
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(ops->create(f->st, id[i]), 0);
+        fake_now++;
+    }
+    /* 0 used recently, so 1 is now the least recently used. */
+    assert_int_equal(ops->get(f->st, id[0], buf, sizeof(buf), &len), 0);
+    assert_int_equal(ops->create(f->st, id[4]), 0);
+    assert_int_equal(ops->get(f->st, id[1], buf, sizeof(buf), &len), -ENOENT);
+    for (int i = 0; i < 5; i++)
+        if (i != 1)
+            assert_int_equal(ops->get(f->st, id[i], buf, sizeof(buf), &len), 0);
+    /* An expired session goes before a live one, even a less recent. */
+    fake_now += 30;
+    assert_int_equal(ops->touch(f->st, id[2]), 0);
+    assert_int_equal(ops->touch(f->st, id[3]), 0);
+    assert_int_equal(ops->touch(f->st, id[4]), 0);
+    fake_now += 40; /* id[0] idle 70 s: expired */
+    uint8_t extra[16];
+    assert_int_equal(ops->create(f->st, extra), 0);
+    for (int i = 2; i < 5; i++)
+        assert_int_equal(ops->get(f->st, id[i], buf, sizeof(buf), &len), 0);
+    assert_int_equal(ops->get(f->st, id[0], buf, sizeof(buf), &len), -ENOENT);
+}
+
+static void test_new_id(void **state)
+{
+    fixture *f = *state;
+    uint8_t a[16], fresh[16], buf[64];
+    size_t len;
+    assert_int_equal(ops->create(f->st, a), 0);
+    assert_int_equal(ops->put(f->st, a, "data", 4), 0);
+    assert_int_equal(ops->new_id(f->st, a, fresh), 0);
+    assert_memory_not_equal(a, fresh, 16);
+    assert_int_equal(ops->get(f->st, a, buf, sizeof(buf), &len), -ENOENT);
+    assert_int_equal(ops->get(f->st, fresh, buf, sizeof(buf), &len), 0);
+    assert_int_equal(len, 4);
+    assert_memory_equal(buf, "data", 4);
+    assert_int_equal(ops->new_id(f->st, a, fresh), -ENOENT);
+}
+
+/* A worker dies holding the lock in the middle of writing a session: the
+ * next locker recovers the lock, drops that one session and keeps the
+ * others; the store stays usable. */
+static void test_owner_died(void **state)
+{
+    fixture *f = *state;
+    uint8_t victim[16], other[16], buf[64];
+    size_t len;
+    assert_int_equal(ops->create(f->st, victim), 0);
+    assert_int_equal(ops->create(f->st, other), 0);
+    assert_int_equal(ops->put(f->st, other, "keep", 4), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        /* The child shares the mapping (MAP_SHARED survives fork). */
+        if (store_lock(f->st) < 0)
+            _exit(2);
+        long i = find(f->st, victim, f->st->now());
+        begin_write(f->st, (uint32_t)i);
+        /* Half-written: plausible fields, so only the dirty mark can
+         * tell the next locker not to trust them. */
+        memcpy(f->st->data + (size_t)i * SANDLET_SESSION_SLOT_DATA, "hal", 3);
+        f->st->meta[i].len = 3;
+        _exit(0); /* no unlock: the lock's owner is dead */
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(ops->get(f->st, victim, buf, sizeof(buf), &len), -ENOENT);
+    assert_int_equal(ops->get(f->st, other, buf, sizeof(buf), &len), 0);
+    assert_memory_equal(buf, "keep", 4);
+    uint8_t next[16];
+    assert_int_equal(ops->create(f->st, next), 0);
+    assert_int_equal(ops->put(f->st, next, "ok", 2), 0);
+}
+
+/* The same with a real kill: the holder is SIGKILLed while it waits with
+ * the lock held, as the acceptor's timeout would do. */
+static void test_owner_killed(void **state)
+{
+    fixture *f = *state;
+    uint8_t a[16], buf[64];
+    size_t len;
+    assert_int_equal(ops->create(f->st, a), 0);
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(ready[0]);
+        if (store_lock(f->st) < 0)
+            _exit(2);
+        if (write(ready[1], "L", 1) != 1)
+            _exit(3);
+        for (;;)
+            pause();
+    }
+    close(ready[1]);
+    char c;
+    assert_int_equal(read(ready[0], &c, 1), 1);
+    close(ready[0]);
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status));
+    /* Nothing was being written: every session survives. */
+    assert_int_equal(ops->get(f->st, a, buf, sizeof(buf), &len), 0);
+    assert_int_equal(ops->put(f->st, a, "z", 1), 0);
+}
+
+/* ---- the servlet API over the memory store ------------------------------ */
+
+static int null_sink(void *ctx, const sandlet_lib_output *out)
+{
+    (void)ctx;
+    (void)out;
+    return 0;
+}
+
+typedef struct client {
+    sl_request rq;
+    sl_response rs;
+    char cookie[80];
+} client;
+
+static void begin(client *c, const char *target, const char *cookie_id)
+{
+    sandlet_lib_request_init(&c->rq);
+    sandlet_lib_response_init(&c->rs, &c->rq, null_sink, NULL);
+    assert_int_equal(
+        sandlet_lib_request_set(&c->rq, "GET", target, strlen(target), "127.0.0.1:1", 11), 0);
+    if (cookie_id) {
+        snprintf(c->cookie, sizeof(c->cookie), "SLSESSION=%s", cookie_id);
+        assert_int_equal(sandlet_lib_request_add_header(&c->rq, "Cookie", c->cookie), 0);
+    }
+}
+
+static void end(client *c)
+{
+    sandlet_lib_response_free(&c->rs);
+    sandlet_lib_request_free(&c->rq);
+}
+
+static const char *set_cookie(const client *c)
+{
+    const char *found = NULL;
+    for (size_t i = 0; i < c->rs.nheaders; i++)
+        if (strcmp(c->rs.headers[i].name, "Set-Cookie") == 0) {
+            assert_null(found); /* never two for the session */
+            found = c->rs.headers[i].value;
+        }
+    return found;
+}
+
+static void configure(fixture *f, bool secure)
+{
+    sandlet_session_config cfg = {
+        .ops = ops, .store = f->st, .max_data = SANDLET_SESSION_SLOT_DATA, .cookie_secure = secure};
+    sandlet_lib_session_configure(&cfg);
+}
+
+static void test_api(void **state)
+{
+    fixture *f = *state;
+    client c;
+    char id[33];
+
+    begin(&c, "/", NULL);
+    errno = 0;
+    assert_null(sl_session_get(&c.rq, &c.rs, true)); /* no store configured */
+    assert_int_equal(errno, ENOTSUP);
+    end(&c);
+
+    configure(f, true);
+    begin(&c, "/", NULL);
+    assert_null(sl_session_get(&c.rq, &c.rs, false));
+    sl_session *s = sl_session_get(&c.rq, &c.rs, true);
+    assert_non_null(s);
+    assert_ptr_equal(sl_session_get(&c.rq, &c.rs, true), s);
+    snprintf(id, sizeof(id), "%s", sl_session_id(s));
+    assert_int_equal(strspn(id, "0123456789abcdef"), 32);
+    char want[160];
+    snprintf(want, sizeof(want), "SLSESSION=%s; Path=/; Secure; HttpOnly; SameSite=Lax", id);
+    assert_string_equal(set_cookie(&c), want);
+    assert_null(sl_session_str(s, "user"));
+    assert_int_equal(sl_session_set_str(s, "user", "ada"), 0);
+    assert_int_equal(sl_session_set_bytes(s, "bin", "a\0b", 3), 0);
+    assert_int_equal(sl_session_set_str(s, "user", "grace"), 0);
+    assert_string_equal(sl_session_str(s, "user"), "grace");
+    char longkey[SL_SESSION_KEY_MAX + 2];
+    memset(longkey, 'k', sizeof(longkey) - 1);
+    longkey[sizeof(longkey) - 1] = '\0';
+    assert_int_equal(sl_session_set_str(s, longkey, "v"), -EINVAL);
+    assert_int_equal(sl_session_set_str(s, "", "v"), -EINVAL);
+    assert_int_equal(sl_session_set_str(s, "v", NULL), -EINVAL);
+    static char big[SANDLET_SESSION_SLOT_DATA];
+    assert_int_equal(sl_session_set_bytes(s, "big", big, sizeof(big)), -EMSGSIZE);
+    assert_string_equal(sl_session_str(s, "user"), "grace"); /* unchanged by a failure */
+    assert_string_equal(sl_session_url(s, "/a"), sl_sprintf(&c.rq, "/a?SLSESSION=%s", id));
+    assert_string_equal(sl_session_url(s, "/a?x=1#f"),
+                        sl_sprintf(&c.rq, "/a?x=1&SLSESSION=%s#f", id));
+    assert_string_equal(sl_session_url(s, "/a?"), sl_sprintf(&c.rq, "/a?SLSESSION=%s", id));
+    assert_string_equal(sl_session_url(NULL, "/a"), "/a");
+    assert_non_null(strstr(sl_session_form_field(s), id));
+    end(&c);
+
+    /* The next request finds it by cookie, with every value. */
+    begin(&c, "/", id);
+    s = sl_session_get(&c.rq, &c.rs, false);
+    assert_non_null(s);
+    assert_null(set_cookie(&c));
+    assert_string_equal(sl_session_str(s, "user"), "grace");
+    size_t len;
+    const char *bin = sl_session_bytes(s, "bin", &len);
+    assert_int_equal(len, 3);
+    assert_memory_equal(bin, "a\0b", 3);
+    assert_int_equal(sl_session_remove(s, "bin"), 0);
+    assert_null(sl_session_bytes(s, "bin", &len));
+    /* Regenerate: new id, same data, one cookie with the new id. */
+    assert_int_equal(sl_session_regenerate(s), 0);
+    char fresh[33];
+    snprintf(fresh, sizeof(fresh), "%s", sl_session_id(s));
+    assert_string_not_equal(fresh, id);
+    snprintf(want, sizeof(want), "SLSESSION=%s; Path=/; Secure; HttpOnly; SameSite=Lax", fresh);
+    assert_string_equal(set_cookie(&c), want);
+    assert_string_equal(sl_session_str(s, "user"), "grace");
+    end(&c);
+
+    /* The old id finds nothing; a forged one gets a fresh session. */
+    begin(&c, "/", id);
+    assert_null(sl_session_get(&c.rq, &c.rs, false));
+    end(&c);
+    begin(&c, "/", "ffffffffffffffffffffffffffffffff");
+    s = sl_session_get(&c.rq, &c.rs, true);
+    assert_non_null(s);
+    assert_string_not_equal(sl_session_id(s), "ffffffffffffffffffffffffffffffff");
+    assert_null(sl_session_str(s, "user"));
+    end(&c);
+
+    /* Without a cookie, the query parameter carries the id. */
+    char target[80];
+    snprintf(target, sizeof(target), "/x?SLSESSION=%s", fresh);
+    begin(&c, target, NULL);
+    s = sl_session_get(&c.rq, &c.rs, false);
+    assert_non_null(s);
+    assert_string_equal(sl_session_str(s, "user"), "grace");
+    /* Invalidate: data gone, cookie deleted, the handle refuses use. */
+    assert_int_equal(sl_session_invalidate(s), 0);
+    assert_string_equal(set_cookie(&c), "SLSESSION=; Max-Age=0; Expires=Thu, 01 Jan 1970 "
+                                        "00:00:01 GMT; Path=/; Secure; HttpOnly; SameSite=Lax");
+    assert_int_equal(sl_session_set_str(s, "user", "x"), -ENOENT);
+    assert_null(sl_session_str(s, "user"));
+    assert_null(sl_session_get(&c.rq, &c.rs, false));
+    end(&c);
+}
+
+/* Local copy of session.c's id parser (static there). */
+static bool parse_id(const char *s, size_t len, uint8_t *id)
+{
+    if (len != 32)
+        return false;
+    for (size_t i = 0; i < 16; i++) {
+        unsigned v;
+        if (sscanf(s + 2 * i, "%2x", &v) != 1)
+            return false;
+        id[i] = (uint8_t)v;
+    }
+    return true;
+}
+
+/* A session removed by another worker mid-request: writes report it. */
+static void test_api_gone_meanwhile(void **state)
+{
+    fixture *f = *state;
+    configure(f, false);
+    client c;
+    begin(&c, "/", NULL);
+    sl_session *s = sl_session_get(&c.rq, &c.rs, true);
+    assert_non_null(s);
+    assert_null(strstr(set_cookie(&c), "Secure"));
+    uint8_t id[16];
+    assert_true(parse_id(sl_session_id(s), 32, id));
+    assert_int_equal(ops->remove(f->st, id), 0);
+    assert_int_equal(sl_session_set_str(s, "k", "v"), -ENOENT);
+    assert_int_equal(sl_session_regenerate(s), -ENOENT);
+    end(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_create_bounds),
+        cmocka_unit_test_setup_teardown(test_create_get_put, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_expiry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lru_eviction, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_new_id, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_owner_died, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_owner_killed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_api, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_api_gone_meanwhile, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
