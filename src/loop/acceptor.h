@@ -87,6 +87,12 @@ struct sandlet_conn {
     int resp_status;  /* for the access log; 0 until a response began */
     uint64_t resp_bytes;
     uint64_t file_off, file_left;
+    /* A large file's sendfile running on libuv's thread pool: it counts
+     * as a pending write, so the socket stays open until it is back. */
+    uv_work_t file_work;
+    bool file_job;
+    int file_job_err; /* its errno, 0 when it stopped for no error */
+    uint64_t file_job_sent;
     size_t pending_writes;
     char peer[64];
     char reqline[160]; /* "GET /path HTTP/1.1", truncated, for logs */
@@ -106,6 +112,9 @@ int sandlet_conn_response_body(sandlet_conn *c, const uint8_t *data, size_t len,
 /* Answers with a short error page (when nothing was sent yet) or cuts the
  * connection (when a response was under way). */
 void sandlet_conn_fail(sandlet_conn *c, int status);
+/* The thread-pool sendfile of c is back; false when c is closing (it is
+ * then finished and must not be touched further). */
+bool sandlet_conn_job_done(sandlet_conn *c);
 /* Bytes queued to the client but not yet written. */
 size_t sandlet_conn_write_backlog(const sandlet_conn *c);
 /* Closes idle connections and marks busy ones to close when done. */

@@ -35,8 +35,15 @@
 #define CHUNK ((size_t)64 * 1024)
 /* One sendfile call's share, so one client cannot hog the loop. */
 #define SENDFILE_MAX ((size_t)4 * 1024 * 1024)
-#define INDEX_NAME   "index.html"
-#define ALLOW        "Allow: GET, HEAD, OPTIONS\r\n"
+/* From this much on, sendfile runs on libuv's thread pool: moving pages
+ * into the socket is the kernel's CPU work, and one loop thread doing it
+ * for every client uses one core while others idle.  Below it, handing
+ * work to a thread costs more than it saves. */
+#define POOL_MIN ((uint64_t)256 * 1024)
+/* A pool thread's share per turn, so other clients get threads too. */
+#define POOL_MAX   ((size_t)16 * 1024 * 1024)
+#define INDEX_NAME "index.html"
+#define ALLOW      "Allow: GET, HEAD, OPTIONS\r\n"
 
 int sandlet_files_open(sandlet_server *srv)
 {
@@ -150,8 +157,70 @@ static int copy_chunk(sandlet_conn *c)
     return 0;
 }
 
+/* On a pool thread: only the two descriptors and the job's own fields;
+ * the loop does not touch them while file_job is set. */
+static void job_run(uv_work_t *req)
+{
+    sandlet_conn *c = req->data;
+    uv_os_fd_t sock = -1;
+    c->file_job_sent = 0;
+    c->file_job_err = 0;
+    if (uv_fileno((const uv_handle_t *)&c->tcp, &sock) < 0) {
+        c->file_job_err = EBADF;
+        return;
+    }
+    uint64_t left = c->file_left < POOL_MAX ? c->file_left : POOL_MAX;
+    off_t off = (off_t)c->file_off;
+    while (left > 0) {
+        ssize_t n = sendfile(sock, c->file_fd, &off, (size_t)left);
+        if (n > 0) {
+            c->file_job_sent += (uint64_t)n;
+            left -= (uint64_t)n;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else {
+            c->file_job_err = n < 0 ? errno : ENODATA;
+            return;
+        }
+    }
+}
+
+static void job_done(uv_work_t *req, int status)
+{
+    sandlet_conn *c = req->data;
+    c->file_job = false;
+    if (!sandlet_conn_job_done(c))
+        return;
+    c->file_off += c->file_job_sent;
+    c->file_left -= c->file_job_sent;
+    int err = status < 0 ? -status : c->file_job_err;
+    if (err == EAGAIN || err == EINVAL || err == ENOSYS) {
+        /* Socket full (or a file system without sendfile): one chunk
+         * goes through libuv, and its completion resumes the pump. */
+        if (copy_chunk(c) < 0)
+            return;
+    } else if (err == EPIPE || err == ECONNRESET) {
+        sandlet_conn_fail(c, 500);
+        return;
+    } else if (err) {
+        file_failed(c, -err);
+        return;
+    }
+    sandlet_files_pump(c);
+}
+
 void sandlet_files_pump(sandlet_conn *c)
 {
+    if (c->file_job)
+        return;
+    if (c->file_fd >= 0 && c->file_left >= POOL_MIN && sandlet_conn_write_backlog(c) == 0) {
+        c->file_work.data = c;
+        if (uv_queue_work(c->srv->loop, &c->file_work, job_run, job_done) == 0) {
+            c->file_job = true;
+            c->pending_writes++;
+            return;
+        }
+    }
     uv_os_fd_t sock = -1;
     if (uv_fileno((const uv_handle_t *)&c->tcp, &sock) < 0) {
         file_failed(c, -EBADF);

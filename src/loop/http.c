@@ -172,6 +172,19 @@ static void after_write(uv_write_t *req, int status)
         sandlet_files_pump(c);
 }
 
+bool sandlet_conn_job_done(sandlet_conn *c)
+{
+    c->pending_writes--;
+    if (c->state == CONN_CLOSING) {
+        if (c->peer_closed && c->pending_writes == 0)
+            close_handles(c);
+        else
+            finish_close(c);
+        return false;
+    }
+    return true;
+}
+
 /* Sends the concatenation of up to three pieces.  When nothing is queued
  * the socket takes them straight from the caller's buffers (one writev,
  * no copy, no allocation: the common case of a small response); only what

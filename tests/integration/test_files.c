@@ -258,6 +258,42 @@ static void test_big_file_slow_reader(void **state)
     th_close(c);
 }
 
+/* Clients that leave in the middle of a large file, while a pool thread
+ * may be sending it: the socket must not be closed (and its number
+ * reused) under the thread; the next clients get exactly their answer. */
+static void test_big_file_abandoned(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 20; i++) {
+        th_conn *a = th_connect(d.port, false);
+        assert_non_null(a);
+        assert_int_equal(th_send_str(a, "GET /huge.bin HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+        char buf[65536];
+        size_t got = 0;
+        while (got < sizeof(buf)) {
+            ssize_t k = read(a->fd, buf + got, sizeof(buf) - got);
+            assert_true(k > 0);
+            got += (size_t)k;
+        }
+        struct linger lg = {.l_onoff = 1, .l_linger = 0}; /* reset, not FIN */
+        assert_int_equal(setsockopt(a->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), 0);
+        th_close(a);
+        th_conn *b = th_connect(d.port, false);
+        assert_non_null(b);
+        assert_int_equal(th_send_str(b, "GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+        th_response r;
+        assert_int_equal(th_read(b, &r, false), 0);
+        assert_int_equal(r.status, 200);
+        assert_string_equal(r.body, "0123456789");
+        th_response_free(&r);
+        /* Nothing else arrives on it. */
+        struct pollfd pfd = {.fd = b->fd, .events = POLLIN};
+        assert_int_equal(b->len, 0);
+        assert_int_equal(poll(&pfd, 1, 20), 0);
+        th_close(b);
+    }
+}
+
 static void test_methods(void **state)
 {
     (void)state;
@@ -405,6 +441,7 @@ int main(void)
         cmocka_unit_test(test_ranges),
         cmocka_unit_test(test_big_file_streams),
         cmocka_unit_test(test_big_file_slow_reader),
+        cmocka_unit_test(test_big_file_abandoned),
         cmocka_unit_test(test_methods),
         cmocka_unit_test(test_no_escape),
         cmocka_unit_test(test_many_keepalive_clients),
