@@ -17,6 +17,7 @@
 #include "config.h"
 
 #include "loop/acceptor.h"
+#include "loop/filecache.h"
 #include "loop/log.h"
 #include "loop/static.h"
 
@@ -29,8 +30,9 @@
 #include <sys/sendfile.h>
 #include <unistd.h>
 
-/* Up to this size a file is read and sent with its head in one write. */
-#define SMALL ((size_t)16 * 1024)
+/* Up to this size a file is read (or taken from the cache) and sent with
+ * its head in one write. */
+#define SMALL SANDLET_FILECACHE_MAX
 /* Bytes copied through libuv when the socket is full (see above). */
 #define CHUNK ((size_t)64 * 1024)
 /* One sendfile call's share, so one client cannot hog the loop. */
@@ -73,6 +75,7 @@ int sandlet_files_open(sandlet_server *srv)
 
 void sandlet_files_close(sandlet_server *srv)
 {
+    sandlet_filecache_free();
     if (srv->docroot_fd >= 0)
         close(srv->docroot_fd);
     srv->docroot_fd = -1;
@@ -122,6 +125,13 @@ static int status_of(int err)
     case -ENOMEM: return 503;
     default: return 500;
     }
+}
+
+/* Closes a file descriptor opened read-only here (-1: none). */
+static void drop_fd(int fd)
+{
+    if (fd >= 0)
+        close(fd);
 }
 
 /* One loop thread: one read buffer is enough (writes copy out of it). */
@@ -285,45 +295,67 @@ void sandlet_files_serve(sandlet_conn *c)
     const char *target = (const char *)c->head.data + c->target;
     const char *q = memchr(target, '?', c->target_len);
     size_t plen = q ? (size_t)(q - target) : c->target_len;
-    int fd;
-    struct stat st;
-    char ext[SANDLET_STATIC_EXT_MAX];
-    int rc =
-        sandlet_static_open(srv->docroot_fd, target, plen, INDEX_NAME, &fd, &st, ext, sizeof(ext));
-    if (rc == -EISDIR) {
-        /* "/dir" → "/dir/", keeping the query. */
-        char loc[SANDLET_STATIC_PATH_MAX + 32];
-        int n = snprintf(loc, sizeof(loc), "Location: %.*s/%.*s\r\n", (int)plen, target,
-                         (int)(c->target_len - plen), target + plen);
-        if (n < 0 || (size_t)n >= sizeof(loc)) {
-            sandlet_conn_fail(c, 414);
+    /* What is served: a cached small file (one fstatat to check it is
+     * still that file), or one opened now. */
+    int fd = -1;
+    const uint8_t *data = NULL;
+    uint64_t size;
+    time_t mtime;
+    const char *mime, *etag, *lastmod;
+    char etagbuf[SANDLET_STATIC_ETAG_MAX], lastmodbuf[SANDLET_STATIC_DATE_MAX];
+    const sandlet_cached_file *hit = sandlet_filecache_get(srv->docroot_fd, target, plen);
+    if (hit) {
+        data = hit->data;
+        size = hit->size;
+        mtime = hit->mtim.tv_sec;
+        mime = hit->mime;
+        etag = hit->etag;
+        lastmod = hit->lastmod;
+    } else {
+        struct stat st;
+        char ext[SANDLET_STATIC_EXT_MAX], rel[256];
+        int rc = sandlet_static_open_rel(srv->docroot_fd, target, plen, INDEX_NAME, &fd, &st, ext,
+                                         sizeof(ext), rel, sizeof(rel));
+        if (rc == -EISDIR) {
+            /* "/dir" → "/dir/", keeping the query. */
+            char loc[SANDLET_STATIC_PATH_MAX + 32];
+            int n = snprintf(loc, sizeof(loc), "Location: %.*s/%.*s\r\n", (int)plen, target,
+                             (int)(c->target_len - plen), target + plen);
+            if (n < 0 || (size_t)n >= sizeof(loc)) {
+                sandlet_conn_fail(c, 414);
+                return;
+            }
+            bodyless(c, 301, "301 Moved Permanently", loc);
             return;
         }
-        bodyless(c, 301, "301 Moved Permanently", loc);
-        return;
+        if (rc < 0) {
+            sandlet_conn_fail(c, status_of(rc));
+            return;
+        }
+        sandlet_static_etag(&st, etagbuf, sizeof(etagbuf));
+        sandlet_static_http_date(st.st_mtime, lastmodbuf, sizeof(lastmodbuf));
+        size = (uint64_t)st.st_size;
+        mtime = st.st_mtime;
+        mime = sandlet_static_mime(srv->mime, ext);
+        etag = etagbuf;
+        lastmod = lastmodbuf;
+        sandlet_filecache_put(target, plen, rel, fd, &st, mime, etag, lastmod);
     }
-    if (rc < 0) {
-        sandlet_conn_fail(c, status_of(rc));
-        return;
-    }
-    char etag[SANDLET_STATIC_ETAG_MAX], lastmod[SANDLET_STATIC_DATE_MAX];
-    sandlet_static_etag(&st, etag, sizeof(etag));
-    sandlet_static_http_date(st.st_mtime, lastmod, sizeof(lastmod));
     char validators[256];
     snprintf(validators, sizeof(validators), "ETag: %s\r\nLast-Modified: %s\r\n", etag, lastmod);
     if (sandlet_static_not_modified(sandlet_conn_header(c, "if-none-match"),
-                                    sandlet_conn_header(c, "if-modified-since"), etag,
-                                    st.st_mtime)) {
-        close(fd);
+                                    sandlet_conn_header(c, "if-modified-since"), etag, mtime)) {
+        drop_fd(fd);
         bodyless(c, 304, "304 Not Modified", validators);
         return;
     }
-    uint64_t size = (uint64_t)st.st_size, start = 0, length = size;
-    rc = sandlet_static_range(sandlet_conn_header(c, "range"), sandlet_conn_header(c, "if-range"),
-                              etag, st.st_mtime, size, &start, &length);
+    uint64_t start = 0, length = size;
+    int rc =
+        sandlet_static_range(sandlet_conn_header(c, "range"), sandlet_conn_header(c, "if-range"),
+                             etag, mtime, size, &start, &length);
     char status[32] = "200 OK", range[96] = "";
     if (rc == -ERANGE) {
-        close(fd);
+        drop_fd(fd);
         snprintf(range, sizeof(range), "Content-Range: bytes */%" PRIu64 "\r\n", size);
         bodyless(c, 416, "416 Range Not Satisfiable", range);
         return;
@@ -335,43 +367,42 @@ void sandlet_files_serve(sandlet_conn *c)
                  start + length - 1, size);
     }
     char head[1024];
-    int n = snprintf(head, sizeof(head),
-                     "HTTP/1.1 %s\r\nDate: %s\r\n" SANDLET_SERVER_HEADER
-                     "Content-Type: %s\r\nContent-Length: %" PRIu64 "\r\n%s%s"
-                     "Accept-Ranges: bytes\r\n%s\r\n",
-                     status, sandlet_http_date(srv), sandlet_static_mime(srv->mime, ext), length,
-                     validators, range, connection(c));
+    int n =
+        snprintf(head, sizeof(head),
+                 "HTTP/1.1 %s\r\nDate: %s\r\n" SANDLET_SERVER_HEADER
+                 "Content-Type: %s\r\nContent-Length: %" PRIu64 "\r\n%s%s"
+                 "Accept-Ranges: bytes\r\n%s\r\n",
+                 status, sandlet_http_date(srv), mime, length, validators, range, connection(c));
     if (n < 0 || (size_t)n >= sizeof(head)) {
-        close(fd);
+        drop_fd(fd);
         sandlet_conn_fail(c, 500);
         return;
     }
     c->resp_status = rc == 1 ? 206 : 200;
     c->resp_bytes = c->head_only ? 0 : length;
-    if (c->head_only || length == 0) {
-        close(fd);
-        if (sandlet_conn_write(c, head, (size_t)n, NULL, 0, NULL, 0) < 0)
-            sandlet_conn_fail(c, 500);
-        else
-            sandlet_conn_request_done(c);
-        return;
-    }
-    if (length <= SMALL) {
+    if (c->head_only || length == 0 || length <= SMALL) {
         /* The common case: head and whole body in one write. */
-        ssize_t got = pread(fd, buf, (size_t)length, (off_t)start);
-        close(fd);
-        if (got != (ssize_t)length) {
-            sandlet_conn_fail(c, 500);
-            return;
+        const void *body = NULL;
+        if (!c->head_only && length && data) {
+            body = data + start;
+        } else if (!c->head_only && length) {
+            ssize_t got = pread(fd, buf, (size_t)length, (off_t)start);
+            if (got != (ssize_t)length) {
+                drop_fd(fd);
+                sandlet_conn_fail(c, 500);
+                return;
+            }
+            body = buf;
         }
-        if (sandlet_conn_write(c, head, (size_t)n, buf, (size_t)length, NULL, 0) < 0)
+        drop_fd(fd);
+        if (sandlet_conn_write(c, head, (size_t)n, body, body ? (size_t)length : 0, NULL, 0) < 0)
             sandlet_conn_fail(c, 500);
         else
             sandlet_conn_request_done(c);
         return;
     }
     if (sandlet_conn_write(c, head, (size_t)n, NULL, 0, NULL, 0) < 0) {
-        close(fd);
+        drop_fd(fd);
         sandlet_conn_fail(c, 500);
         return;
     }

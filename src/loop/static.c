@@ -333,6 +333,16 @@ static bool valid_index_name(const char *s)
 int sandlet_static_open(int docroot_fd, const char *target, size_t len, const char *index_name,
                         int *fd_out, struct stat *st_out, char *mime_key, size_t mime_key_len)
 {
+    return sandlet_static_open_rel(docroot_fd, target, len, index_name, fd_out, st_out, mime_key,
+                                   mime_key_len, NULL, 0);
+}
+
+int sandlet_static_open_rel(int docroot_fd, const char *target, size_t len, const char *index_name,
+                            int *fd_out, struct stat *st_out, char *mime_key, size_t mime_key_len,
+                            char *rel_out, size_t rel_size)
+{
+    if (rel_out && rel_size > 0)
+        rel_out[0] = '\0';
     if (mime_key && mime_key_len > 0)
         mime_key[0] = '\0';
     if (!fd_out || !st_out)
@@ -404,6 +414,8 @@ int sandlet_static_open(int docroot_fd, const char *target, size_t len, const ch
     /* O_NONBLOCK stays: it means nothing for a regular file's reads or
      * sendfile, and clearing it would cost two more system calls. */
     extension(rel, mime_key, mime_key_len);
+    if (rel_out && rel_size > strlen(rel))
+        memcpy(rel_out, rel, strlen(rel) + 1);
     *st_out = st2;
     *fd_out = fd;
     return 0;

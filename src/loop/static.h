@@ -82,6 +82,12 @@ typedef struct sandlet_mime {
  */
 int sandlet_static_open(int docroot_fd, const char *target, size_t len, const char *index_name,
                         int *fd_out, struct stat *st_out, char *mime_key, size_t mime_key_len);
+/* The same, and rel_out (when not NULL) receives the path opened relative
+ * to the docroot, as resolved (index name included), or "" when it does
+ * not fit in rel_size bytes. */
+int sandlet_static_open_rel(int docroot_fd, const char *target, size_t len, const char *index_name,
+                            int *fd_out, struct stat *st_out, char *mime_key, size_t mime_key_len,
+                            char *rel_out, size_t rel_size);
 
 /* Enables (default) or disables the use of openat2(2); disabling forces
  * the O_NOFOLLOW walk, e.g. under a seccomp policy that answers EPERM

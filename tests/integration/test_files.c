@@ -28,6 +28,8 @@
 /* More than the kernel's largest send buffer (tcp_wmem's 4 MiB), so a
  * slow reader makes sendfile hit EAGAIN. */
 #define HUGE (12u * 1024 * 1024 + 3)
+/* Seconds before the acceptor caches a small file (filecache.h). */
+#define SETTLE 2
 
 static th_daemon d;
 static char root[64], outside[64];
@@ -294,6 +296,69 @@ static void test_big_file_abandoned(void **state)
     }
 }
 
+static void expect_body(const char *target, int status, const char *body)
+{
+    th_response r;
+    get(target, NULL, &r);
+    assert_int_equal(r.status, status);
+    if (body)
+        assert_string_equal(r.body, body);
+    th_response_free(&r);
+}
+
+/* Small files are cached in the acceptor; a change on disk must show at
+ * once: a rename over it, a rewrite of the same size, a chmod, a removal,
+ * a symbolic link out of the docroot in its place. */
+static void test_cache_follows_the_disk(void **state)
+{
+    (void)state;
+    char path[256], tmp[256], target[256];
+    snprintf(path, sizeof(path), "%s/c.txt", root);
+    snprintf(tmp, sizeof(tmp), "%s/c.tmp", root);
+    put(root, "c.txt", "first", 5);
+    char sub[128];
+    snprintf(sub, sizeof(sub), "%s/csub", root);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    put(sub, "index.html", "one", 3);
+    expect_body("/c.txt", 200, "first"); /* too fresh to be cached */
+    sleep(SETTLE + 1);
+    expect_body("/c.txt", 200, "first");
+    expect_body("/c.txt", 200, "first"); /* now from the cache */
+    put(root, "c.tmp", "second", 6);
+    assert_int_equal(rename(tmp, path), 0);
+    expect_body("/c.txt", 200, "second");
+    /* Same size, same inode, rewritten in place. */
+    FILE *f = fopen(path, "r+");
+    assert_non_null(f);
+    assert_int_equal(fwrite("SECOND", 1, 6, f), 6);
+    assert_int_equal(fclose(f), 0);
+    expect_body("/c.txt", 200, "SECOND");
+    if (geteuid() != 0) { /* root reads through mode 000 */
+        assert_int_equal(chmod(path, 0), 0);
+        expect_body("/c.txt", 403, NULL);
+        assert_int_equal(chmod(path, 0644), 0);
+        expect_body("/c.txt", 200, "SECOND");
+    }
+    assert_int_equal(unlink(path), 0);
+    expect_body("/c.txt", 404, NULL);
+    snprintf(target, sizeof(target), "%s/secret", outside);
+    assert_int_equal(symlink(target, path), 0);
+    th_response r;
+    get("/c.txt", NULL, &r);
+    assert_true(r.status == 403 || r.status == 404);
+    assert_null(strstr(r.body, "TOP SECRET"));
+    th_response_free(&r);
+    assert_int_equal(unlink(path), 0);
+    /* The index of a directory is cached under the directory's path. */
+    expect_body("/csub/", 200, "one");
+    expect_body("/csub/", 200, "one");
+    snprintf(tmp, sizeof(tmp), "%s/index.tmp", sub);
+    snprintf(path, sizeof(path), "%s/index.html", sub);
+    put(sub, "index.tmp", "two", 3);
+    assert_int_equal(rename(tmp, path), 0);
+    expect_body("/csub/", 200, "two");
+}
+
 static void test_methods(void **state)
 {
     (void)state;
@@ -442,6 +507,7 @@ int main(void)
         cmocka_unit_test(test_big_file_streams),
         cmocka_unit_test(test_big_file_slow_reader),
         cmocka_unit_test(test_big_file_abandoned),
+        cmocka_unit_test(test_cache_follows_the_disk),
         cmocka_unit_test(test_methods),
         cmocka_unit_test(test_no_escape),
         cmocka_unit_test(test_many_keepalive_clients),
