@@ -16,13 +16,9 @@
 static int reply(FCGX_Stream *out, const char *status, const char *type, const char *body,
                  size_t len)
 {
-    char head[160];
-    /* libfcgi's own FCGX_FPrintF knows no %zu: format with the C library. */
-    int n =
-        snprintf(head, sizeof head, "Status: %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n\r\n",
-                 status, type, len);
-
-    if (n < 0 || (size_t)n >= sizeof head || FCGX_PutStr(head, n, out) != n)
+    /* libfcgi's own formatter knows %lu but not %zu. */
+    if (FCGX_FPrintF(out, "Status: %s\r\nContent-Type: %s\r\nContent-Length: %lu\r\n\r\n", status,
+                     type, (unsigned long)len) < 0)
         return -1;
     return FCGX_PutStr(body, (int)len, out) == (int)len ? 0 : -1;
 }
@@ -34,8 +30,6 @@ static int serve(FCGX_Request *rq)
     static const char missing[] = "not found\n";
     /* nginx's fastcgi_params sends DOCUMENT_URI: the path without the query. */
     const char *path = FCGX_GetParam("DOCUMENT_URI", rq->envp);
-    char json[128];
-    int n;
 
     if (path == NULL)
         path = "";
@@ -44,7 +38,8 @@ static int serve(FCGX_Request *rq)
     if (strcmp(path, "/plaintext") == 0)
         return reply(rq->out, "200 OK", "text/plain", plain, sizeof plain - 1);
     if (strcmp(path, "/json") == 0) {
-        n = json_message(json, sizeof json, "Hello, World!");
+        char json[128];
+        int n = json_message(json, sizeof json, "Hello, World!");
         if (n < 0)
             return reply(rq->out, "500 Internal Server Error", "text/plain", "", 0);
         return reply(rq->out, "200 OK", "application/json", json, (size_t)n);
