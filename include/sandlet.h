@@ -92,7 +92,9 @@ int sl_http_version(const sl_request *rq);
 /* First header with this name (case-insensitive), or NULL. */
 const char *sl_header(const sl_request *rq, const char *name);
 
-/* URL-decoded value of a query parameter, or fallback when absent. */
+/* URL-decoded value of the first parameter with this name, from the query
+ * string and then from an application/x-www-form-urlencoded body; or
+ * fallback when absent. */
 const char *sl_param(sl_request *rq, const char *name, const char *fallback);
 
 /* Raw request body; may contain NUL bytes.  *len receives its length. */

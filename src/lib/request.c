@@ -178,37 +178,69 @@ char *sandlet_lib_url_decode(sandlet_arena *a, const char *s, size_t len)
     return out;
 }
 
-/* Splits the query string into decoded name/value pairs, once. */
-static int parse_query(sl_request *rq)
+/* Appends the decoded name/value pairs of one "a=1&b=2" string of len
+ * bytes (a query, or a form body that may hold NUL bytes). */
+static int parse_pairs(sl_request *rq, const char *s, size_t len, size_t *cap)
 {
-    size_t cap = 0;
-    const char *s = rq->query;
-    while (*s) {
-        const char *amp = strchr(s, '&');
-        size_t len = amp ? (size_t)(amp - s) : strlen(s);
-        if (len) {
-            const char *eq = memchr(s, '=', len);
-            size_t nlen = eq ? (size_t)(eq - s) : len;
-            const char *v = eq ? eq + 1 : s + len;
-            size_t vlen = eq ? len - nlen - 1 : 0;
+    const char *end = s + len;
+    while (s < end) {
+        const char *amp = memchr(s, '&', (size_t)(end - s));
+        size_t plen = amp ? (size_t)(amp - s) : (size_t)(end - s);
+        if (plen) {
+            const char *eq = memchr(s, '=', plen);
+            size_t nlen = eq ? (size_t)(eq - s) : plen;
+            const char *v = eq ? eq + 1 : s + plen;
+            size_t vlen = eq ? plen - nlen - 1 : 0;
             char *name = sandlet_lib_url_decode(&rq->arena, s, nlen);
             char *value = sandlet_lib_url_decode(&rq->arena, v, vlen);
             if (!name || !value)
                 return -ENOMEM;
-            if (header_push(&rq->arena, &rq->params, &rq->nparams, &cap, name, value) < 0)
+            if (header_push(&rq->arena, &rq->params, &rq->nparams, cap, name, value) < 0)
                 return -ENOMEM;
         }
-        s += len;
-        if (*s == '&')
-            s++;
+        s += plen;
+        if (s < end)
+            s++; /* the '&' */
     }
-    rq->params_parsed = true;
     return 0;
+}
+
+/* True when the request's Content-Type is the media type mt (parameters
+ * such as "; charset=UTF-8" after it are allowed). */
+static bool content_type_is(const sl_request *rq, const char *mt)
+{
+    const char *ct = sl_header(rq, "Content-Type");
+    if (!ct)
+        return false;
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    size_t n = strlen(mt);
+    if (strncasecmp(ct, mt, n) != 0)
+        return false;
+    ct += n;
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    return *ct == '\0' || *ct == ';';
+}
+
+/* Parameters come from the query string first, then from a form body:
+ * both are searched, so a servlet need not care how a form was sent. */
+static int parse_params(sl_request *rq)
+{
+    size_t cap = 0;
+    int r = parse_pairs(rq, rq->query, strlen(rq->query), &cap);
+    if (r == 0 && rq->body_len && content_type_is(rq, "application/x-www-form-urlencoded"))
+        r = parse_pairs(rq, (const char *)rq->body, rq->body_len, &cap);
+    if (r == 0)
+        rq->params_parsed = true;
+    else
+        rq->nparams = 0; /* never a half list: retried on the next call */
+    return r;
 }
 
 const char *sl_param(sl_request *rq, const char *name, const char *fallback)
 {
-    if (!rq->params_parsed && parse_query(rq) < 0)
+    if (!rq->params_parsed && parse_params(rq) < 0)
         return fallback;
     for (size_t i = 0; i < rq->nparams; i++)
         if (strcmp(rq->params[i].name, name) == 0)

@@ -86,6 +86,35 @@ static void expect_rejected(const char *raw, int status)
     assert_still_serving();
 }
 
+/* Form fields sent as a urlencoded POST body are parameters too, decoded
+ * like the query; other body types are not parsed as forms. */
+static void test_form_body_params(void **state)
+{
+    (void)state;
+    th_response r;
+    const char form[] = "x=1&v=a+b%26c%3D";
+    assert_int_equal(
+        th_request(cur->port, "POST", "/probe/param",
+                   "Content-Type: application/x-www-form-urlencoded; charset=UTF-8\r\n", form,
+                   sizeof form - 1, &r),
+        0);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "a b&c=");
+    th_response_free(&r);
+    /* The query comes first when both carry the name. */
+    assert_int_equal(th_request(cur->port, "POST", "/probe/param?v=q",
+                                "Content-Type: application/x-www-form-urlencoded\r\n", "v=b", 3,
+                                &r),
+                     0);
+    assert_string_equal(r.body, "q");
+    th_response_free(&r);
+    assert_int_equal(
+        th_request(cur->port, "POST", "/probe/param", "Content-Type: text/plain\r\n", "v=b", 3, &r),
+        0);
+    assert_string_equal(r.body, "(none)");
+    th_response_free(&r);
+}
+
 static void test_host_rules(void **state)
 {
     (void)state;
@@ -353,12 +382,13 @@ static void test_max_connections(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_host_rules),           cmocka_unit_test(test_unknown_method_501),
-        cmocka_unit_test(test_absolute_form),        cmocka_unit_test(test_expect_continue),
-        cmocka_unit_test(test_chunked_request_body), cmocka_unit_test(test_smuggling_defences),
-        cmocka_unit_test(test_size_limits),          cmocka_unit_test(test_header_timeout),
-        cmocka_unit_test(test_body_timeout),         cmocka_unit_test(test_keepalive_idle_timeout),
-        cmocka_unit_test(test_max_connections),      cmocka_unit_test(test_configured_limits),
+        cmocka_unit_test(test_form_body_params),       cmocka_unit_test(test_host_rules),
+        cmocka_unit_test(test_unknown_method_501),     cmocka_unit_test(test_absolute_form),
+        cmocka_unit_test(test_expect_continue),        cmocka_unit_test(test_chunked_request_body),
+        cmocka_unit_test(test_smuggling_defences),     cmocka_unit_test(test_size_limits),
+        cmocka_unit_test(test_header_timeout),         cmocka_unit_test(test_body_timeout),
+        cmocka_unit_test(test_keepalive_idle_timeout), cmocka_unit_test(test_max_connections),
+        cmocka_unit_test(test_configured_limits),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
