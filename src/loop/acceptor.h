@@ -168,6 +168,7 @@ struct sandlet_worker {
     bool pipe_open;
     bool reading;
     bool writing; /* the "sending" buffer is being written */
+    bool dirty;   /* out holds frames for the end of this loop turn */
     bool exited;  /* the supervisor reported its exit */
     uv_write_t wreq;
     sandlet_buf in;      /* frames from the worker */
@@ -197,6 +198,11 @@ struct sandlet_pool {
     sandlet_conn *qhead, *qtail;
     size_t queued;
     uv_timer_t qtimer; /* expires requests that waited too long */
+    /* Runs once per loop turn, after all I/O callbacks, while workers are
+     * dirty: everything handed to a worker in one turn leaves in one
+     * write. */
+    uv_check_t flush;
+    unsigned ndirty;
     /* Counters for the status page, since start. */
     uint64_t served, restarts, crashes, timeouts, seccomp_kills, rejected;
 };

@@ -78,10 +78,11 @@ static void after_write(uv_write_t *req, int status)
     }
 }
 
-/* Starts writing what has gathered in w->out unless a write is under way:
- * its completion comes back here, so everything handed over meanwhile
- * leaves in one system call.  Two buffers keep the bytes being written
- * still while new frames are appended. */
+/* Writes what has gathered in w->out unless a write is under way (its
+ * completion comes back here).  The socket is tried directly first: when
+ * it takes everything, as it nearly always does, no write request is
+ * queued, so libuv makes no epoll_ctl call for the pipe.  Two buffers
+ * keep the bytes being written still while new frames are appended. */
 static int flush_out(sandlet_worker *w)
 {
     if (w->writing || w->out.len == 0 || !w->pipe_open)
@@ -92,17 +93,73 @@ static int flush_out(sandlet_worker *w)
     sandlet_buf_reset(&w->out);
     uv_buf_t bufs[WRITE_PIECES];
     unsigned n = 0;
-    for (size_t off = 0; off < w->sending.len; off += WRITE_PIECE) {
-        if (n == WRITE_PIECES)
-            return -EMSGSIZE;
-        size_t len = w->sending.len - off < WRITE_PIECE ? w->sending.len - off : WRITE_PIECE;
-        bufs[n++] = uv_buf_init((char *)w->sending.data + off, (unsigned)len);
+    size_t done = 0;
+    for (;;) {
+        n = 0;
+        for (size_t off = done; off < w->sending.len; off += WRITE_PIECE) {
+            if (n == WRITE_PIECES)
+                return -EMSGSIZE;
+            size_t len = w->sending.len - off < WRITE_PIECE ? w->sending.len - off : WRITE_PIECE;
+            bufs[n++] = uv_buf_init((char *)w->sending.data + off, (unsigned)len);
+        }
+        if (n == 0) {
+            sandlet_buf_reset(&w->sending);
+            return 0;
+        }
+        int k = uv_try_write((uv_stream_t *)&w->pipe, bufs, n);
+        if (k == UV_EAGAIN)
+            break;
+        if (k < 0)
+            return k;
+        done += (size_t)k;
     }
     w->wreq.data = w;
     int rc = uv_write(&w->wreq, (uv_stream_t *)&w->pipe, bufs, n, after_write);
     if (rc == 0)
         w->writing = true;
     return rc;
+}
+
+/* The worker's pipe cannot be written: it is as good as dead. */
+static void flush_or_lose(sandlet_worker *w)
+{
+    int rc = flush_out(w);
+    if (rc < 0) {
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "writing to worker %d of sandbox '%s'",
+                          (int)w->pid, sandbox_name(w));
+        sandlet_server_control(w->pool->srv, SANDLET_CTL_KILL, (uint32_t)w->pool->index, w->slot,
+                               w->gen, -1, SIGKILL);
+        worker_lost(w);
+    }
+}
+
+static void flush_dirty(uv_check_t *h)
+{
+    sandlet_pool *p = h->data;
+    /* A lost worker's requests go to the others, which may mark one seen
+     * earlier in the pass dirty again: pass until none is.  Each pass
+     * flushes or loses a worker, so this ends. */
+    while (p->ndirty) {
+        for (unsigned j = 0; p->ndirty && j < p->conf->workers; j++) {
+            sandlet_worker *w = &p->workers[j];
+            if (!w->dirty)
+                continue;
+            w->dirty = false;
+            p->ndirty--;
+            flush_or_lose(w);
+        }
+    }
+    uv_check_stop(h);
+}
+
+/* Frames wait in w->out for the end of this loop turn. */
+static void mark_dirty(sandlet_worker *w)
+{
+    if (w->dirty)
+        return;
+    w->dirty = true;
+    if (w->pool->ndirty++ == 0)
+        uv_check_start(&w->pool->flush, flush_dirty);
 }
 
 /* Appends c's request to w->out; on failure w->out is left as it was. */
@@ -212,14 +269,7 @@ static void send_request(sandlet_worker *w, sandlet_conn *c)
     w->state = W_BUSY;
     if (++w->rcount == 1)
         start_first(w);
-    rc = flush_out(w);
-    if (rc < 0) {
-        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "writing to worker %d of sandbox '%s'",
-                          (int)w->pid, sandbox_name(w));
-        sandlet_server_control(srv, SANDLET_CTL_KILL, (uint32_t)w->pool->index, w->slot, w->gen, -1,
-                               SIGKILL);
-        worker_lost(w);
-    }
+    mark_dirty(w);
 }
 
 /* How often the queue is checked: a quarter of the limit, so a request
@@ -776,6 +826,8 @@ int sandlet_pools_start(sandlet_server *srv)
         p->gid = srv->ids ? srv->ids[2 * i + 1] : UINT32_MAX;
         uv_timer_init(srv->loop, &p->qtimer);
         p->qtimer.data = p;
+        uv_check_init(srv->loop, &p->flush);
+        p->flush.data = p;
         p->workers = calloc(p->conf->workers, sizeof(*p->workers));
         if (!p->workers)
             return -ENOMEM;
@@ -808,6 +860,8 @@ void sandlet_pools_stop(sandlet_server *srv)
         sandlet_pool *p = &srv->pools[i];
         if (p->srv && !uv_is_closing((uv_handle_t *)&p->qtimer))
             uv_close((uv_handle_t *)&p->qtimer, NULL);
+        if (p->srv && !uv_is_closing((uv_handle_t *)&p->flush))
+            uv_close((uv_handle_t *)&p->flush, NULL);
         for (unsigned j = 0; p->workers && j < p->conf->workers; j++) {
             sandlet_worker *w = &p->workers[j];
             /* Closing the socketpair is the worker's signal to run its
