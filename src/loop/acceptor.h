@@ -203,6 +203,10 @@ struct sandlet_pool {
      * write. */
     uv_check_t flush;
     unsigned ndirty;
+    /* The last worker start failed (its servlet would not load or init)
+     * and no worker is up: requests get 503 at once instead of waiting
+     * queue-timeout for a worker that will not come. */
+    bool failing;
     /* Counters for the status page, since start. */
     uint64_t served, restarts, crashes, timeouts, seccomp_kills, rejected;
 };

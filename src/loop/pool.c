@@ -302,6 +302,40 @@ static void queue_expire(uv_timer_t *t)
         uv_timer_stop(&p->qtimer);
 }
 
+/* True when a worker is serving or ready to. */
+static bool any_worker_up(const sandlet_pool *p)
+{
+    for (unsigned i = 0; i < p->conf->workers; i++)
+        if ((p->workers[i].state == W_IDLE || p->workers[i].state == W_BUSY) &&
+            p->workers[i].pipe_open)
+            return true;
+    return false;
+}
+
+/* While the sandbox cannot start, its requests are answered now: a client
+ * learns in milliseconds what it would otherwise learn after
+ * queue-timeout, and the log says why once per failed start. */
+static void fail_fast(sandlet_pool *p, sandlet_conn *c)
+{
+    c->pool = NULL;
+    p->rejected++;
+    sandlet_debug("sandbox '%s' cannot start; answering 503 to %s", p->conf->name, c->reqline);
+    sandlet_conn_fail(c, 503);
+}
+
+static void fail_queue(sandlet_pool *p)
+{
+    while (p->qhead) {
+        sandlet_conn *c = p->qhead;
+        p->qhead = c->qnext;
+        if (!p->qhead)
+            p->qtail = NULL;
+        p->queued--;
+        fail_fast(p, c);
+    }
+    uv_timer_stop(&p->qtimer);
+}
+
 /* The worker for the next request: an idle one if any, else the one
  * holding the fewest, below the pipeline depth and below what max-requests
  * leaves it; NULL when all are full, starting or down. */
@@ -329,6 +363,10 @@ void sandlet_pool_submit(sandlet_pool *p, sandlet_conn *c)
     if (c) {
         c->pool = p;
         sandlet_worker *w = p->qhead ? NULL : pick_worker(p);
+        if (!w && p->failing && !any_worker_up(p)) {
+            fail_fast(p, c);
+            return;
+        }
         if (!w) {
             if (p->queued >= p->conf->queue) {
                 sandlet_warn("sandbox '%s': queue full (%zu waiting); answering 503 to %s",
@@ -447,6 +485,7 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
     if (w->state == W_STARTING) {
         if (h->type == SANDLET_FRAME_READY) {
             w->state = W_IDLE;
+            w->pool->failing = false;
             sandlet_debug("worker %d of sandbox '%s' is ready", (int)w->pid, sandbox_name(w));
             sandlet_pool_submit(w->pool, NULL);
             return true;
@@ -455,8 +494,13 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
             sandlet_reader r;
             sandlet_reader_init(&r, payload, h->length);
             const char *msg = sandlet_read_str(&r, NULL);
-            sandlet_error("sandbox '%s' cannot start: %s", sandbox_name(w),
-                          r.bad ? "(no message)" : msg);
+            sandlet_error("sandbox '%s' cannot start: %s%s", sandbox_name(w),
+                          r.bad ? "(no message)" : msg,
+                          any_worker_up(w->pool) ? "" : "; answering 503 until a worker starts");
+            if (!any_worker_up(w->pool)) {
+                w->pool->failing = true;
+                fail_queue(w->pool);
+            }
             /* It exits by itself; the restart backs off from there. */
             return true;
         }

@@ -427,3 +427,10 @@ int th_request(unsigned port, const char *method, const char *target, const char
     th_close(c);
     return rc;
 }
+
+unsigned long long th_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (unsigned long long)ts.tv_sec * 1000u + (unsigned long long)ts.tv_nsec / 1000000u;
+}

@@ -68,4 +68,7 @@ int th_request(unsigned port, const char *method, const char *target, const char
 /* Value of a response header (case-insensitive), copied into out. */
 bool th_header(const th_response *r, const char *name, char *out, size_t outlen);
 
+/* Milliseconds on the monotonic clock, for "answered within" checks. */
+unsigned long long th_now_ms(void);
+
 #endif

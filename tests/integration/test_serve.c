@@ -33,7 +33,7 @@ static char *make_conf(void)
              "servlet /hello { library \"%s\"; sandbox main; }\n"
              "servlet /probe/* { library \"%s\"; sandbox main; param greeting \"hi there\"; }\n"
              "servlet /crash { library \"%s\"; sandbox crashy; }\n"
-             "sandbox broken { workers 1; queue-timeout 300; }\n"
+             "sandbox broken { workers 1; queue-timeout 60000; }\n"
              "sandbox slow { workers 1; timeout 300; }\n"
              "servlet /slow/* { library \"%s\"; sandbox slow; }\n"
              "servlet /slower/* { library \"%s\"; sandbox slow; timeout 900; }\n"
@@ -513,17 +513,25 @@ static void test_sigterm_leaves_nothing(void **state)
 static void test_sandbox_that_cannot_start(void **state)
 {
     (void)state;
-    /* Its requests wait queue-timeout, then get 503 with Retry-After;
-     * the log says why the sandbox is down. */
+    /* Its requests get 503 with Retry-After at once, not after the
+     * minute of queue-timeout; the log says why the sandbox is down. */
     th_response r;
+    unsigned long long t0 = th_now_ms();
     get("/broken", &r);
     assert_int_equal(r.status, 503);
+    assert_true(th_now_ms() - t0 < 5000);
     char v[16];
     assert_true(th_header(&r, "Retry-After", v, sizeof(v)));
     th_response_free(&r);
     assert_true(th_log_contains(&daemon_, "sandbox 'broken' cannot start: servlet /broken: "
                                           "cannot load /nonexistent/broken.so"));
-    assert_true(th_log_contains(&daemon_, "(queue-timeout); answering 503 to GET /broken"));
+    assert_true(th_log_contains(&daemon_, "answering 503 until a worker starts"));
+    /* Again while its restart backs off: still at once. */
+    t0 = th_now_ms();
+    get("/broken", &r);
+    assert_int_equal(r.status, 503);
+    assert_true(th_now_ms() - t0 < 5000);
+    th_response_free(&r);
     /* Everyone else is unaffected. */
     get("/hello", &r);
     assert_int_equal(r.status, 200);
