@@ -369,6 +369,12 @@ int sandlet_worker_main(const char *sandbox)
     sandlet_log_set_role(role);
     /* Die with the supervisor, which is the one that would reap us. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* Started through fexecve, the process would show in ps and top as
+     * the number of the descriptor it came from; name it for its sandbox
+     * (the kernel keeps 15 bytes). */
+    char comm[16];
+    snprintf(comm, sizeof(comm), "sl-%s", sandbox);
+    prctl(PR_SET_NAME, comm, 0, 0, 0);
     signal(SIGPIPE, SIG_IGN);
     /* Stopping is the acceptor's call: it closes our socketpair once our
      * request is answered.  A signal to the whole daemon must not cut a
