@@ -625,6 +625,12 @@ static void test_max_requests_recycles(void **state)
     assert_int_equal(pids[3], pids[4]);
     assert_int_equal(pids[4], pids[5]);
     assert_int_not_equal(pids[5], pids[6]);
+    /* Each recycled worker ran its servlet's destroy on the way out. */
+    for (int i = 2; i <= 5; i += 3) {
+        char line[64];
+        snprintf(line, sizeof(line), "probe: destroy ran in worker %ld", pids[i]);
+        assert_true(th_log_wait(&daemon_, line, 3000));
+    }
 }
 
 /* The value of one Prometheus sample line, or -1. */
