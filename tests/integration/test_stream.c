@@ -315,8 +315,10 @@ static bool client_read(client *c, uint64_t want, int timeout_ms, peaks *pk)
         struct pollfd pfd = {c->fd, POLLIN, 0};
         if (poll(&pfd, 1, 50) <= 0)
             continue;
+        /* Past want only a little (the next chunk line), so that a
+         * pause at want leaves the rest in the server's buffers. */
         uint64_t room = want - c->got;
-        size_t cap = room + 64 < sizeof(buf) ? (size_t)room + 64 : sizeof(buf);
+        size_t cap = room < sizeof(buf) - 64 ? (size_t)room + 64 : sizeof(buf);
         ssize_t k = recv(c->fd, buf, cap, 0);
         if (k <= 0) {
             c->eof = true;
