@@ -22,10 +22,18 @@
 #define SANDLET_MAX_HEADERS 100
 /* A worker's response head (status line and headers) is bounded too. */
 #define SANDLET_MAX_RESPONSE_HEAD ((size_t)64 * 1024)
-/* Stop reading a worker while this much is waiting to go to the client. */
+/* Stop reading a worker while this much is waiting to go to the client;
+ * read it again below half of it.  With the frame being handled when the
+ * mark is passed and one read's worth behind it, what the acceptor holds
+ * for one streaming response stays under HIGH_WATER + SANDLET_FRAME_MAX +
+ * 64 KiB, however large the response and however slow the client. */
 #define SANDLET_WRITE_HIGH_WATER ((size_t)1024 * 1024)
-#define SANDLET_SHUTDOWN_MS      10000
-#define SANDLET_SERVER_HEADER    "Server: sandlet/" PACKAGE_VERSION "\r\n"
+/* A response whose client left is read and dropped up to this much; past
+ * it the worker is killed and restarted (recycled) instead: a large or
+ * endless stream would otherwise cost the loop its whole length. */
+#define SANDLET_DISCARD_MAX   ((size_t)4 * 1024 * 1024)
+#define SANDLET_SHUTDOWN_MS   10000
+#define SANDLET_SERVER_HEADER "Server: sandlet/" PACKAGE_VERSION "\r\n"
 
 typedef struct sandlet_server sandlet_server;
 typedef struct sandlet_conn sandlet_conn;
@@ -50,7 +58,11 @@ enum sandlet_conn_phase { PHASE_IDLE, PHASE_HEADERS, PHASE_BODY, PHASE_DONE };
 struct sandlet_conn {
     uv_tcp_t tcp;
     uv_timer_t timer; /* the read timeout of the current phase */
-    int open_handles; /* tcp and timer: freed when both are closed */
+    /* send-timeout: runs while output waits for the client, restarted
+     * whenever a write completes; a client that stalls is cut, which also
+     * frees a worker streaming to it. */
+    uv_timer_t send_timer;
+    int open_handles; /* tcp and both timers: freed when all are closed */
     enum sandlet_conn_phase phase;
     sandlet_server *srv;
     sandlet_conn *prev, *next; /* all connections, for shutdown */
@@ -166,10 +178,11 @@ struct sandlet_worker {
     enum sandlet_worker_state state; /* W_BUSY while it holds requests */
     uv_pipe_t pipe;
     bool pipe_open;
-    bool reading;
-    bool writing; /* the "sending" buffer is being written */
-    bool dirty;   /* out holds frames for the end of this loop turn */
-    bool exited;  /* the supervisor reported its exit */
+    bool reading;    /* off while the first request's client catches up */
+    bool processing; /* worker_process is on the stack */
+    bool writing;    /* the "sending" buffer is being written */
+    bool dirty;      /* out holds frames for the end of this loop turn */
+    bool exited;     /* the supervisor reported its exit */
     uv_write_t wreq;
     sandlet_buf in;      /* frames from the worker */
     sandlet_buf out;     /* frames gathered while a write is in flight */
@@ -179,6 +192,8 @@ struct sandlet_worker {
     sandlet_inflight *ring;
     unsigned rfirst, rcount;
     bool got_head;     /* the first request's RESPONSE frame arrived */
+    uint64_t dropped;  /* bytes of the first request's answer thrown away */
+    bool recycling;    /* killed on purpose (client left): not a crash */
     char reqline[160]; /* the first request, kept for the log of its end */
     char servlet[96];
     uv_timer_t restart;

@@ -54,6 +54,7 @@ enum slot {
     SLOT_HEADER_TIMEOUT,
     SLOT_BODY_TIMEOUT,
     SLOT_KEEPALIVE_TIMEOUT,
+    SLOT_SEND_TIMEOUT,
     SLOT_MAX_CONNECTIONS,
     SLOT_MAX_HEADER_SIZE,
     SLOT_MAX_TARGET_LENGTH,
@@ -149,6 +150,7 @@ static const directive directives[] = {
     {"header-timeout", CTX_TOP, 1, "MS", SLOT_HEADER_TIMEOUT, CTX_NONE, do_timeout, NULL},
     {"body-timeout", CTX_TOP, 1, "MS", SLOT_BODY_TIMEOUT, CTX_NONE, do_timeout, NULL},
     {"keepalive-timeout", CTX_TOP, 1, "MS", SLOT_KEEPALIVE_TIMEOUT, CTX_NONE, do_timeout, NULL},
+    {"send-timeout", CTX_TOP, 1, "MS", SLOT_SEND_TIMEOUT, CTX_NONE, do_timeout, NULL},
     {"max-connections", CTX_TOP, 1, "N", SLOT_MAX_CONNECTIONS, CTX_NONE, do_timeout, NULL},
     {"max-header-size", CTX_TOP, 1, "BYTES", SLOT_MAX_HEADER_SIZE, CTX_NONE, do_size, NULL},
     {"max-target-length", CTX_TOP, 1, "BYTES", SLOT_MAX_TARGET_LENGTH, CTX_NONE, do_size, NULL},
@@ -779,6 +781,7 @@ static int do_timeout(parser *ps, const token *dir, token *args)
         return number(ps, dir, &args[0], 1, 1000000, &c->max_connections);
     unsigned *field = strcmp(dir->text, "header-timeout") == 0 ? &c->header_timeout
                       : strcmp(dir->text, "body-timeout") == 0 ? &c->body_timeout
+                      : strcmp(dir->text, "send-timeout") == 0 ? &c->send_timeout
                                                                : &c->keepalive_timeout;
     return number(ps, dir, &args[0], 1, 3600000, field);
 }
@@ -1207,6 +1210,7 @@ int sandlet_conf_parse(const char *text, size_t len, const char *name, const cha
     ps.conf->header_timeout = SANDLET_DEFAULT_HEADER_TIMEOUT;
     ps.conf->body_timeout = SANDLET_DEFAULT_BODY_TIMEOUT;
     ps.conf->keepalive_timeout = SANDLET_DEFAULT_KEEPALIVE_TIMEOUT;
+    ps.conf->send_timeout = SANDLET_DEFAULT_SEND_TIMEOUT;
     ps.conf->max_connections = SANDLET_DEFAULT_MAX_CONNECTIONS;
     ps.conf->max_header_size = SANDLET_DEFAULT_MAX_HEADER_SIZE;
     ps.conf->max_target_length = SANDLET_DEFAULT_MAX_TARGET_LENGTH;

@@ -61,7 +61,9 @@
 #define SANDLET_DEFAULT_HEADER_TIMEOUT    10000
 #define SANDLET_DEFAULT_BODY_TIMEOUT      30000
 #define SANDLET_DEFAULT_KEEPALIVE_TIMEOUT 15000
-#define SANDLET_DEFAULT_MAX_CONNECTIONS   10000
+/* A client that takes none of its pending output for this long is cut. */
+#define SANDLET_DEFAULT_SEND_TIMEOUT    60000
+#define SANDLET_DEFAULT_MAX_CONNECTIONS 10000
 /* Request size limits: generous for browsers, small enough that one
  * client cannot make the acceptor hold much. */
 #define SANDLET_DEFAULT_MAX_HEADER_SIZE   ((size_t)64 * 1024)
@@ -149,6 +151,7 @@ typedef struct sandlet_conf {
     unsigned header_timeout;    /* ms for a whole request head (slowloris) */
     unsigned body_timeout;      /* ms between two reads of a body */
     unsigned keepalive_timeout; /* ms an idle keep-alive connection stays */
+    unsigned send_timeout;      /* ms a client may leave pending output unread */
     unsigned max_connections;   /* accepting pauses at this many clients */
     size_t max_header_size;     /* request line and headers (431) */
     size_t max_target_length;   /* request target (414) */

@@ -124,6 +124,8 @@ static void close_handles(sandlet_conn *c)
 {
     if (!uv_is_closing((uv_handle_t *)&c->timer))
         uv_close((uv_handle_t *)&c->timer, on_closed);
+    if (!uv_is_closing((uv_handle_t *)&c->send_timer))
+        uv_close((uv_handle_t *)&c->send_timer, on_closed);
     if (!uv_is_closing((uv_handle_t *)&c->tcp))
         uv_close((uv_handle_t *)&c->tcp, on_closed);
 }
@@ -152,12 +154,39 @@ static void finish_close(sandlet_conn *c)
     close_handles(c);
 }
 
+/* The client took nothing of what waits for it for send-timeout: it
+ * stalled or left without a word.  Writes that will never finish cannot
+ * hold the connection (nor the worker streaming to it), so the socket is
+ * closed at once rather than shut down after them. */
+static void on_send_timeout(uv_timer_t *t)
+{
+    sandlet_conn *c = t->data;
+    if (c->pending_writes == 0 || uv_is_closing((uv_handle_t *)&c->tcp))
+        return;
+    if (c->file_job) {
+        /* The thread pool holds c until its sendfile is back (it does not
+         * block: the socket is non-blocking); look again then. */
+        uv_timer_start(&c->send_timer, on_send_timeout, c->srv->conf->send_timeout, 0);
+        return;
+    }
+    sandlet_warn("%s: took none of its response for %u ms (send-timeout); closing%s%s", c->peer,
+                 c->srv->conf->send_timeout, c->reqline[0] ? " during " : "", c->reqline);
+    if (c->state != CONN_CLOSING)
+        conn_close(c);
+    close_handles(c);
+}
+
 static void after_write(uv_write_t *req, int status)
 {
     wreq *w = (wreq *)req;
     sandlet_conn *c = w->c;
     free(w);
     c->pending_writes--;
+    /* Progress: the client gets another send-timeout for what is left. */
+    if (c->pending_writes == 0)
+        uv_timer_stop(&c->send_timer);
+    else if (status == 0)
+        uv_timer_start(&c->send_timer, on_send_timeout, c->srv->conf->send_timeout, 0);
     if (status < 0 && c->state != CONN_CLOSING) {
         conn_close(c);
         return;
@@ -237,7 +266,8 @@ int sandlet_conn_write(sandlet_conn *c, const void *a, size_t alen, const void *
         free(w);
         return rc;
     }
-    c->pending_writes++;
+    if (c->pending_writes++ == 0)
+        uv_timer_start(&c->send_timer, on_send_timeout, c->srv->conf->send_timeout, 0);
     return 0;
 }
 
@@ -872,7 +902,9 @@ void sandlet_http_accept(uv_stream_t *listener, int status)
     c->tcp.data = c;
     uv_timer_init(srv->loop, &c->timer);
     c->timer.data = c;
-    c->open_handles = 2;
+    uv_timer_init(srv->loop, &c->send_timer);
+    c->send_timer.data = c;
+    c->open_handles = 3;
     c->next = srv->conns;
     if (srv->conns)
         srv->conns->prev = c;

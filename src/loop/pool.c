@@ -235,6 +235,7 @@ static void start_first(sandlet_worker *w)
 {
     sandlet_inflight *f = held(w, 0);
     w->got_head = false;
+    w->dropped = 0;
     w->started = uv_now(w->pool->srv->loop);
     copy_str(w->reqline, sizeof(w->reqline), f->reqline);
     snprintf(w->servlet, sizeof(w->servlet), "%s%s", f->servlet->path,
@@ -349,6 +350,11 @@ static sandlet_worker *pick_worker(sandlet_pool *p)
             continue;
         if (w->rcount >= p->conf->pipeline || (max && w->served + w->rcount >= max))
             continue;
+        /* Paused for a slow client: a request behind it would wait for
+         * that client, which may take until send-timeout.  The queue is
+         * better: any worker that frees up takes it. */
+        if (w->rcount && !w->reading)
+            continue;
         if (!best || w->rcount < best->rcount)
             best = w;
         if (best->rcount == 0)
@@ -402,13 +408,15 @@ void sandlet_pool_submit(sandlet_pool *p, sandlet_conn *c)
     }
 }
 
+static void worker_resume(sandlet_worker *w);
+
 void sandlet_pool_forget(sandlet_conn *c)
 {
     sandlet_pool *p = c->pool;
     sandlet_worker *w = c->worker;
     if (w) {
         /* A worker cannot be stopped midway: its answer is read and
-         * dropped. */
+         * dropped, up to SANDLET_DISCARD_MAX (then it is recycled). */
         for (unsigned i = 0; i < w->rcount; i++) {
             sandlet_inflight *f = held(w, i);
             if (f->conn == c) {
@@ -416,6 +424,9 @@ void sandlet_pool_forget(sandlet_conn *c)
                 f->discard = true;
             }
         }
+        /* Reading may have stopped for this very client; nobody else
+         * would start it again, and the worker would block for ever. */
+        worker_resume(w);
     } else if (p) {
         for (sandlet_conn **pp = &p->qhead; *pp; pp = &(*pp)->qnext) {
             if (*pp == c) {
@@ -444,6 +455,20 @@ static void violation(sandlet_worker *w, const char *why)
     sandlet_server_control(w->pool->srv, SANDLET_CTL_KILL, (uint32_t)w->pool->index, w->slot,
                            w->gen, -1, SIGKILL);
     worker_lost(w);
+}
+
+/* The first request's client left while its answer streams: restart the
+ * worker rather than read the rest of a response that may be endless.
+ * Its pipelined requests go back to the queue (worker_lost_status). */
+static void recycle(sandlet_worker *w)
+{
+    sandlet_info("worker %d of sandbox '%s': the client of %s left mid-response; dropped "
+                 "%" PRIu64 " bytes, recycling the worker rather than read the rest",
+                 (int)w->pid, sandbox_name(w), w->reqline, w->dropped);
+    w->recycling = true;
+    sandlet_server_control(w->pool->srv, SANDLET_CTL_KILL, (uint32_t)w->pool->index, w->slot,
+                           w->gen, -1, SIGKILL);
+    worker_lost_status(w, 502);
 }
 
 static void request_finished(sandlet_worker *w)
@@ -537,27 +562,38 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
         /* The client cannot take the response; drop the rest of it. */
         f->discard = true;
     }
-    if (end)
+    if (end) {
         request_finished(w);
+    } else if (w->rcount && held(w, 0) == f && (f->discard || !f->conn)) {
+        w->dropped += h->length;
+        if (w->dropped > SANDLET_DISCARD_MAX) {
+            recycle(w);
+            return false;
+        }
+    }
     return true;
 }
 
 static void worker_process(sandlet_worker *w)
 {
     size_t off = 0;
+    w->processing = true;
     while (w->pipe_open) {
         sandlet_frame_hdr h;
         int rc = sandlet_frame_header_decode(w->in.data + off, w->in.len - off, &h);
         if (rc == -EAGAIN)
             break;
         if (rc < 0) {
+            w->processing = false;
             violation(w, rc == -EMSGSIZE ? "frame length over the maximum" : "bad frame header");
             return;
         }
         if (w->in.len - off - SANDLET_FRAME_HEADER < h.length)
             break;
-        if (!handle_frame(w, &h, w->in.data + off + SANDLET_FRAME_HEADER))
+        if (!handle_frame(w, &h, w->in.data + off + SANDLET_FRAME_HEADER)) {
+            w->processing = false;
             return;
+        }
         off += SANDLET_FRAME_HEADER + h.length;
         /* Backpressure: let the client catch up before reading more. */
         sandlet_conn *c = w->rcount ? held(w, 0)->conn : NULL;
@@ -569,6 +605,7 @@ static void worker_process(sandlet_worker *w)
             break;
         }
     }
+    w->processing = false;
     sandlet_buf_consume(&w->in, off);
 }
 
@@ -607,14 +644,29 @@ static void worker_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     worker_lost(w);
 }
 
+/* Reads w again after a pause, starting with what is already buffered.
+ * Never from inside worker_process, whose loop goes on by itself. */
+static void worker_resume(sandlet_worker *w)
+{
+    if (w->reading || !w->pipe_open || w->processing || w->state != W_BUSY)
+        return;
+    int rc = uv_read_start((uv_stream_t *)&w->pipe, worker_alloc, worker_read);
+    if (rc < 0) {
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "reading from worker %d of sandbox '%s'",
+                          (int)w->pid, sandbox_name(w));
+        sandlet_server_control(w->pool->srv, SANDLET_CTL_KILL, (uint32_t)w->pool->index, w->slot,
+                               w->gen, -1, SIGKILL);
+        worker_lost(w);
+        return;
+    }
+    w->reading = true;
+    worker_process(w);
+}
+
 void sandlet_pool_resume(sandlet_conn *c)
 {
-    sandlet_worker *w = c->worker;
-    if (!w || w->reading || !w->pipe_open)
-        return;
-    if (uv_read_start((uv_stream_t *)&w->pipe, worker_alloc, worker_read) == 0)
-        w->reading = true;
-    worker_process(w);
+    if (c->worker)
+        worker_resume(c->worker);
 }
 
 /* ---- worker lifecycle ---------------------------------------------------- */
@@ -700,6 +752,17 @@ static void schedule_restart(sandlet_worker *w)
 static void worker_exited(sandlet_worker *w, const sandlet_ctl *m)
 {
     bool busy = w->reqline[0] != '\0';
+    if (w->recycling) {
+        /* Killed on purpose, see recycle(): neither a crash nor a reason
+         * to back off. */
+        sandlet_info("worker %d of sandbox '%s' recycled", (int)m->pid, sandbox_name(w));
+        worker_lost(w);
+        w->state = W_DOWN;
+        w->pid = 0;
+        w->reqline[0] = '\0';
+        schedule_restart(w);
+        return;
+    }
     if (m->signal)
         sandlet_error("worker %d of sandbox '%s' was killed by signal %d (%s)%s%s%s%s", (int)m->pid,
                       sandbox_name(w), m->signal, strsignal(m->signal),
@@ -741,6 +804,8 @@ static void worker_spawn(sandlet_worker *w)
     w->state = W_STARTING;
     w->served = 0;
     w->timed_out = false;
+    w->recycling = false;
+    w->dropped = 0;
     w->got_head = false;
     w->rfirst = w->rcount = 0;
     w->reqline[0] = '\0';

@@ -179,6 +179,25 @@ static void test_queue_timeout(void **state)
     sandlet_conf_free(c);
 }
 
+static void test_send_timeout(void **state)
+{
+    (void)state;
+    sandlet_conf *c = parse_ok("send-timeout 2500;\n", NULL);
+    assert_int_equal(c->send_timeout, 2500);
+    assert_int_equal(c->keepalive_timeout, SANDLET_DEFAULT_KEEPALIVE_TIMEOUT);
+    sandlet_conf_free(c);
+    c = parse_ok("", NULL);
+    assert_int_equal(c->send_timeout, SANDLET_DEFAULT_SEND_TIMEOUT);
+    sandlet_conf_free(c);
+    char err[512];
+    const char *t = "send-timeout 0;\n";
+    assert_int_equal(parse_bad(t, strlen(t), err, sizeof(err)), -EINVAL);
+    t = "send-timeout 100; send-timeout 200;\n";
+    assert_int_equal(parse_bad(t, strlen(t), err, sizeof(err)), -EINVAL);
+    t = "sandbox a { send-timeout 100; }\n";
+    assert_int_equal(parse_bad(t, strlen(t), err, sizeof(err)), -EINVAL);
+}
+
 static void test_pipeline(void **state)
 {
     (void)state;
@@ -773,6 +792,7 @@ int main(void)
         cmocka_unit_test(test_full_example),
         cmocka_unit_test(test_empty_gets_defaults),
         cmocka_unit_test(test_queue_timeout),
+        cmocka_unit_test(test_send_timeout),
         cmocka_unit_test(test_pipeline),
         cmocka_unit_test(test_size_limits),
         cmocka_unit_test(test_session_settings),
