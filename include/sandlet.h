@@ -93,10 +93,17 @@ typedef struct sl_servlet {
  *
  * The name is for logs; the worker finds the descriptor by a fixed symbol.
  */
+#ifdef __cplusplus
+/* A namespace-scope const has internal linkage in C++: the worker could
+ * not find the descriptor. */
+#define SL_LINKAGE extern "C"
+#else
+#define SL_LINKAGE
+#endif
 #define SL_SERVLET(name)                                                                           \
-    SL_EXPORT const unsigned sl_servlet_abi = SL_ABI_VERSION;                                      \
-    SL_EXPORT const char sl_servlet_name[] = #name;                                                \
-    SL_EXPORT const sl_servlet sl_servlet_descriptor
+    SL_LINKAGE SL_EXPORT const unsigned sl_servlet_abi = SL_ABI_VERSION;                           \
+    SL_LINKAGE SL_EXPORT const char sl_servlet_name[] = #name;                                     \
+    SL_LINKAGE SL_EXPORT const sl_servlet sl_servlet_descriptor
 
 /* ---- init ------------------------------------------------------------ */
 

@@ -219,6 +219,22 @@ static const char *base_name(const char *s)
     return b;
 }
 
+/* After a delimiter's boundary: optional blanks, then CRLF.  Returns
+ * the start of the next line, or NULL when the line holds anything else. */
+static const uint8_t *delimiter_line_end(const uint8_t *p, const uint8_t *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    if ((size_t)(end - p) < 2 || p[0] != '\r' || p[1] != '\n')
+        return NULL;
+    return p + 2;
+}
+
+static bool is_close(const uint8_t *p, const uint8_t *end)
+{
+    return (size_t)(end - p) >= 2 && p[0] == '-' && p[1] == '-';
+}
+
 /*
  * Finds the next delimiter line at or after from: CRLF "--" boundary,
  * then either "--" (the close) or optional blanks and CRLF.  A match that
@@ -235,15 +251,13 @@ static const uint8_t *find_delimiter(const uint8_t *from, const uint8_t *end, co
         if (!d)
             return NULL;
         const uint8_t *p = d + dlen;
-        if (end - p >= 2 && p[0] == '-' && p[1] == '-') {
+        if (is_close(p, end)) {
             *after = p + 2;
             *close = true;
             return d;
         }
-        while (p < end && (*p == ' ' || *p == '\t'))
-            p++;
-        if (end - p >= 2 && p[0] == '\r' && p[1] == '\n') {
-            *after = p + 2;
+        if ((p = delimiter_line_end(p, end)) != NULL) {
+            *after = p;
             *close = false;
             return d;
         }
@@ -265,19 +279,16 @@ int sandlet_lib_multipart_parse(sl_request *rq, const uint8_t *body, size_t len,
     memcpy(delim, "\r\n--", 4);
     memcpy(delim + 4, boundary, blen);
     const uint8_t *end = body + len;
-    const uint8_t *part, *d;
+    const uint8_t *part;
     bool close = false;
     if (len >= dlen - 2 && memcmp(body, delim + 2, dlen - 2) == 0) {
         /* The body opens with the delimiter (no preamble, no CRLF before
          * it): check the rest of its line here. */
         const uint8_t *p = body + dlen - 2;
-        if (end - p >= 2 && p[0] == '-' && p[1] == '-')
+        if (is_close(p, end))
             return 0; /* an empty form */
-        while (p < end && (*p == ' ' || *p == '\t'))
-            p++;
-        if (end - p < 2 || p[0] != '\r' || p[1] != '\n')
+        if (!(part = delimiter_line_end(p, end)))
             return -EBADMSG;
-        part = p + 2;
     } else {
         /* Skip a preamble. */
         if (!find_delimiter(body, end, delim, dlen, &part, &close))
@@ -301,7 +312,7 @@ int sandlet_lib_multipart_parse(sl_request *rq, const uint8_t *body, size_t len,
             data = hend + 4;
         }
         const uint8_t *next;
-        d = find_delimiter(data - 2, end, delim, dlen, &next, &close);
+        const uint8_t *d = find_delimiter(data - 2, end, delim, dlen, &next, &close);
         /* data - 2: an empty part's data is followed directly by the
          * delimiter, whose CRLF is the header block's last one. */
         if (!d)

@@ -255,6 +255,7 @@ static int parse_pairs(sl_request *rq, const char *s, size_t len, size_t *cap)
     while (s < end) {
         const char *amp = memchr(s, '&', (size_t)(end - s));
         size_t plen = amp ? (size_t)(amp - s) : (size_t)(end - s);
+        // cppcheck-suppress knownConditionTrueFalse ; amp == s for "&&"
         if (plen) {
             const char *eq = memchr(s, '=', plen);
             size_t nlen = eq ? (size_t)(eq - s) : plen;
