@@ -223,11 +223,12 @@ static const char *base_name(const char *s)
  * the start of the next line, or NULL when the line holds anything else. */
 static const uint8_t *delimiter_line_end(const uint8_t *p, const uint8_t *end)
 {
-    while (p < end && (*p == ' ' || *p == '\t'))
-        p++;
-    if ((size_t)(end - p) < 2 || p[0] != '\r' || p[1] != '\n')
+    size_t left = (size_t)(end - p), i = 0;
+    while (i < left && (p[i] == ' ' || p[i] == '\t'))
+        i++;
+    if (left - i < 2 || p[i] != '\r' || p[i + 1] != '\n')
         return NULL;
-    return p + 2;
+    return p + i + 2;
 }
 
 static bool is_close(const uint8_t *p, const uint8_t *end)
