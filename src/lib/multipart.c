@@ -226,6 +226,8 @@ static const uint8_t *delimiter_line_end(const uint8_t *p, const uint8_t *end)
     size_t left = (size_t)(end - p), i = 0;
     while (i < left && (p[i] == ' ' || p[i] == '\t'))
         i++;
+    /* cppcheck assumes the loop ran to left; blanks can stop it early. */
+    // cppcheck-suppress knownConditionTrueFalse
     if (left - i < 2 || p[i] != '\r' || p[i + 1] != '\n')
         return NULL;
     return p + i + 2;
