@@ -3,9 +3,9 @@
  *
  * A servlet is a shared object that defines one descriptor with
  * SL_SERVLET().  sandlet loads it into a sandboxed worker process, calls
- * init once, then service once per request, then destroy when the worker
- * stops.  A worker serves one request at a time, so servlet code need not
- * be thread-safe.
+ * init once, then one handler per request (service, or get, post, ...),
+ * then destroy when the worker stops.  A worker serves one request at a time, so servlet code need
+ * not be thread-safe.
  *
  * Memory: every string this API returns lives in the request's arena and
  * stays valid until the response is finished; servlets never free it.
@@ -28,7 +28,7 @@ extern "C" {
 
 /* Bumped whenever sl_servlet or a function signature changes
  * incompatibly; a worker refuses a servlet built for another ABI. */
-#define SL_ABI_VERSION 1
+#define SL_ABI_VERSION 2
 
 #if defined(__GNUC__)
 #define SL_EXPORT       __attribute__((visibility("default")))
@@ -49,29 +49,61 @@ typedef enum sl_session_mode {
     SL_SESSION_DATABASE = 2,
 } sl_session_mode;
 
+/* A request handler: returns the HTTP status (100..599); a value out of
+ * range answers 500. */
+typedef int (*sl_handler)(sl_request *rq, sl_response *rs);
+
 /*
- * The descriptor.  service returns the HTTP status (100..599); a value out
- * of range answers 500.  init returns 0, or a negative value to refuse to
- * start (the worker then reports the servlet as failed).
+ * The descriptor.  init returns 0, or a negative value to refuse to start
+ * (the worker then reports the servlet as failed).
+ *
+ * Handlers: when service is set it receives every request whatever the
+ * method, and the per-method handlers are ignored.  Otherwise the request
+ * goes to the handler of its method; HEAD without a head handler runs get
+ * (the server sends the headers and drops the body); OPTIONS without an
+ * options handler answers 204, and any other method without a handler
+ * 405, both with an Allow header naming the methods the servlet has.  A
+ * servlet must set service or at least one per-method handler.
+ *
+ * In C++, where delete is a keyword, the DELETE handler is named delete_.
  */
 typedef struct sl_servlet {
     int (*init)(sl_context *ctx);
-    int (*service)(sl_request *rq, sl_response *rs);
+    sl_handler service;
     void (*destroy)(void);
     sl_session_mode session;
+    sl_handler get;
+    sl_handler head;
+    sl_handler post;
+    sl_handler put;
+#ifdef __cplusplus
+    sl_handler delete_;
+#else
+    sl_handler delete;
+#endif
+    sl_handler patch;
+    sl_handler options;
 } sl_servlet;
 
 /*
  * Defines the servlet descriptor of this shared object:
  *
  *     SL_SERVLET(hello) = { .service = hello };
+ *     SL_SERVLET(form) = { .get = show_form, .post = save_form };
  *
  * The name is for logs; the worker finds the descriptor by a fixed symbol.
  */
+#ifdef __cplusplus
+/* A namespace-scope const has internal linkage in C++: the worker could
+ * not find the descriptor. */
+#define SL_LINKAGE extern "C"
+#else
+#define SL_LINKAGE
+#endif
 #define SL_SERVLET(name)                                                                           \
-    SL_EXPORT const unsigned sl_servlet_abi = SL_ABI_VERSION;                                      \
-    SL_EXPORT const char sl_servlet_name[] = #name;                                                \
-    SL_EXPORT const sl_servlet sl_servlet_descriptor
+    SL_LINKAGE SL_EXPORT const unsigned sl_servlet_abi = SL_ABI_VERSION;                           \
+    SL_LINKAGE SL_EXPORT const char sl_servlet_name[] = #name;                                     \
+    SL_LINKAGE SL_EXPORT const sl_servlet sl_servlet_descriptor
 
 /* ---- init ------------------------------------------------------------ */
 
@@ -89,13 +121,49 @@ const char *sl_peer(const sl_request *rq);   /* client address, "ip:port" */
 /* HTTP version as 10 * major + minor: 10 or 11. */
 int sl_http_version(const sl_request *rq);
 
-/* First header with this name (case-insensitive), or NULL. */
-const char *sl_header(const sl_request *rq, const char *name);
+/*
+ * Repeated names.  sl_headers and sl_params store up to max values of
+ * every field with this name, in request order, into values and return
+ * how many there are in all (which may exceed max: call with max 0 to
+ * count).  The _at functions walk every field: they return the name of
+ * the i-th one (from 0) and store its value, or return NULL past the end.
+ */
 
-/* URL-decoded value of the first parameter with this name, from the query
- * string and then from an application/x-www-form-urlencoded body; or
- * fallback when absent. */
+/* Headers; names compare case-insensitively.  A header sent on several
+ * lines has one value per line, never joined or split at commas. */
+const char *sl_header(const sl_request *rq, const char *name); /* first, or NULL */
+size_t sl_headers(const sl_request *rq, const char *name, const char **values, size_t max);
+const char *sl_header_at(const sl_request *rq, size_t i, const char **value);
+
+/*
+ * Parameters, URL-decoded ('+' is a space, invalid %-escapes are kept as
+ * sent): those of the query string first, then those of the body when it
+ * is application/x-www-form-urlencoded or multipart/form-data (text parts;
+ * file parts are sl_file).  Names compare exactly.  Parsed on the first
+ * call; a malformed multipart body contributes nothing.
+ */
+/* Value of the first parameter with this name, or fallback. */
 const char *sl_param(sl_request *rq, const char *name, const char *fallback);
+size_t sl_params(sl_request *rq, const char *name, const char **values, size_t max);
+/* Binary-safe: the value may hold NUL bytes (%00, or a multipart part);
+ * *len receives its length.  NULL when absent.  Always NUL-terminated. */
+const char *sl_param_bytes(sl_request *rq, const char *name, size_t *len);
+/* value and len may be NULL. */
+const char *sl_param_at(sl_request *rq, size_t i, const char **value, size_t *len);
+
+/* A file sent in a multipart/form-data body (a part with a filename). */
+typedef struct sl_file {
+    const char *name;         /* the form field's name */
+    const char *filename;     /* client's name, directories removed; may be "" */
+    const char *content_type; /* as sent; "application/octet-stream" if none */
+    const void *data;         /* the bytes, binary-safe */
+    size_t len;
+} sl_file;
+
+/* The first file sent for field name, or the i-th file (from 0); NULL when
+ * there is none.  filename comes from the client: never use it as a path. */
+const sl_file *sl_file_get(sl_request *rq, const char *name);
+const sl_file *sl_file_at(sl_request *rq, size_t i);
 
 /* Raw request body; may contain NUL bytes.  *len receives its length. */
 const void *sl_body(const sl_request *rq, size_t *len);
@@ -112,6 +180,11 @@ char *sl_sprintf(sl_request *rq, const char *fmt, ...) SL_PRINTF(2, 3);
  * Returns "" rather than NULL when s is NULL or memory is short, so that
  * it can be used directly as a printf argument. */
 const char *sl_html(sl_request *rq, const char *s);
+
+/* Percent-encode s for use as one URL component (a path segment, a query
+ * name or value): every byte but A-Z a-z 0-9 - . _ ~ becomes %XX.  Like
+ * sl_html, returns "" rather than NULL. */
+const char *sl_url_encode(sl_request *rq, const char *s);
 
 /* ---- response -------------------------------------------------------- */
 
@@ -131,6 +204,14 @@ int sl_write(sl_response *rs, const void *data, size_t len);
 int sl_puts(sl_response *rs, const char *s);
 int sl_printf(sl_response *rs, const char *fmt, ...) SL_PRINTF(2, 3);
 int sl_vprintf(sl_response *rs, const char *fmt, va_list ap) SL_PRINTF(2, 0);
+
+/* Redirect to location (absolute, or relative to the request) with status
+ * 301, 302, 303, 307 or 308: sets the status and Location, and replaces
+ * any body written so far with a short HTML link.  Returns status, so that
+ * "return sl_redirect(rs, 303, url);" ends a handler; -EINVAL for another
+ * status or a location that is empty or holds CR, LF or other controls,
+ * -EALREADY once the head was flushed (nothing is changed then). */
+int sl_redirect(sl_response *rs, int status, const char *location);
 
 /* Send the head and what was written so far to the client now.  After the
  * first flush the response is streamed (chunked on HTTP/1.1) and headers

@@ -1,6 +1,7 @@
 /*
  * request.c - the servlet's view of a request: accessors over fields the
- * driver (worker loop or test harness) set, query parameters, escaping.
+ * driver (worker loop or test harness) set, headers, parameters (query and
+ * urlencoded body here, multipart in multipart.c), escaping.
  *
  * Strings point into the driver's buffer or into the request arena; this
  * file never copies the body and never keeps anything past a reset.
@@ -10,6 +11,7 @@
 #include "lib/servlet.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -37,6 +39,8 @@ void sandlet_lib_request_reset(sl_request *rq)
     rq->body_len = 0;
     rq->params = NULL;
     rq->nparams = 0;
+    rq->files = NULL;
+    rq->nfiles = 0;
     rq->params_parsed = false;
     rq->cookies = NULL;
     rq->ncookies = 0;
@@ -132,10 +136,32 @@ int sl_http_version(const sl_request *rq)
 
 const char *sl_header(const sl_request *rq, const char *name)
 {
-    for (size_t i = 0; i < rq->nheaders; i++)
+    for (size_t i = 0; name && i < rq->nheaders; i++)
         if (strcasecmp(rq->headers[i].name, name) == 0)
             return rq->headers[i].value;
     return NULL;
+}
+
+size_t sl_headers(const sl_request *rq, const char *name, const char **values, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; name && i < rq->nheaders; i++) {
+        if (strcasecmp(rq->headers[i].name, name) != 0)
+            continue;
+        if (values && n < max)
+            values[n] = rq->headers[i].value;
+        n++;
+    }
+    return n;
+}
+
+const char *sl_header_at(const sl_request *rq, size_t i, const char **value)
+{
+    if (i >= rq->nheaders)
+        return NULL;
+    if (value)
+        *value = rq->headers[i].value;
+    return rq->headers[i].name;
 }
 
 const void *sl_body(const sl_request *rq, size_t *len)
@@ -156,8 +182,10 @@ static int hexval(char c)
     return -1;
 }
 
-char *sandlet_lib_url_decode(sandlet_arena *a, const char *s, size_t len)
+char *sandlet_lib_url_decode(sandlet_arena *a, const char *s, size_t len, size_t *out_len)
 {
+    if (len == SIZE_MAX)
+        return NULL;
     char *out = sandlet_lib_arena_alloc(a, len + 1);
     if (!out)
         return NULL;
@@ -175,7 +203,48 @@ char *sandlet_lib_url_decode(sandlet_arena *a, const char *s, size_t len)
         }
     }
     out[o] = '\0';
+    if (out_len)
+        *out_len = o;
     return out;
+}
+
+/* Both arrays grow by doubling into fresh arena memory: the old copy is
+ * simply abandoned, which the arena's reset reclaims. */
+static void *grow(sandlet_arena *a, void *arr, size_t n, size_t *cap, size_t size)
+{
+    if (n < *cap)
+        return arr;
+    size_t ncap = *cap ? *cap * 2 : 16;
+    if (ncap > SIZE_MAX / size)
+        return NULL;
+    void *p = sandlet_lib_arena_alloc(a, ncap * size);
+    if (!p)
+        return NULL;
+    if (n)
+        memcpy(p, arr, n * size);
+    *cap = ncap;
+    return p;
+}
+
+int sandlet_lib_param_push(sl_request *rq, size_t *cap, const char *name, const char *value,
+                           size_t value_len)
+{
+    sandlet_lib_param *p = grow(&rq->arena, rq->params, rq->nparams, cap, sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    rq->params = p;
+    p[rq->nparams++] = (sandlet_lib_param){name, value, value_len};
+    return 0;
+}
+
+int sandlet_lib_file_push(sl_request *rq, size_t *cap, const sl_file *f)
+{
+    sl_file *p = grow(&rq->arena, rq->files, rq->nfiles, cap, sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    rq->files = p;
+    p[rq->nfiles++] = *f;
+    return 0;
 }
 
 /* Appends the decoded name/value pairs of one "a=1&b=2" string of len
@@ -186,16 +255,18 @@ static int parse_pairs(sl_request *rq, const char *s, size_t len, size_t *cap)
     while (s < end) {
         const char *amp = memchr(s, '&', (size_t)(end - s));
         size_t plen = amp ? (size_t)(amp - s) : (size_t)(end - s);
+        // cppcheck-suppress knownConditionTrueFalse ; amp == s for "&&"
         if (plen) {
             const char *eq = memchr(s, '=', plen);
             size_t nlen = eq ? (size_t)(eq - s) : plen;
             const char *v = eq ? eq + 1 : s + plen;
             size_t vlen = eq ? plen - nlen - 1 : 0;
-            char *name = sandlet_lib_url_decode(&rq->arena, s, nlen);
-            char *value = sandlet_lib_url_decode(&rq->arena, v, vlen);
+            size_t dlen = 0;
+            char *name = sandlet_lib_url_decode(&rq->arena, s, nlen, NULL);
+            char *value = sandlet_lib_url_decode(&rq->arena, v, vlen, &dlen);
             if (!name || !value)
                 return -ENOMEM;
-            if (header_push(&rq->arena, &rq->params, &rq->nparams, cap, name, value) < 0)
+            if (sandlet_lib_param_push(rq, cap, name, value, dlen) < 0)
                 return -ENOMEM;
         }
         s += plen;
@@ -225,27 +296,148 @@ static bool content_type_is(const sl_request *rq, const char *mt)
 
 /* Parameters come from the query string first, then from a form body:
  * both are searched, so a servlet need not care how a form was sent. */
-static int parse_params(sl_request *rq)
+int sandlet_lib_params_parse(sl_request *rq)
 {
-    size_t cap = 0;
+    if (rq->params_parsed)
+        return 0;
+    size_t cap = 0, fcap = 0;
     int r = parse_pairs(rq, rq->query, strlen(rq->query), &cap);
-    if (r == 0 && rq->body_len && content_type_is(rq, "application/x-www-form-urlencoded"))
-        r = parse_pairs(rq, (const char *)rq->body, rq->body_len, &cap);
-    if (r == 0)
+    const char *ct = sl_header(rq, "Content-Type");
+    if (r == 0 && rq->body_len && ct) {
+        const char *boundary;
+        size_t blen;
+        int b;
+        if (content_type_is(rq, "application/x-www-form-urlencoded")) {
+            r = parse_pairs(rq, (const char *)rq->body, rq->body_len, &cap);
+        } else if ((b = sandlet_lib_multipart_boundary(&rq->arena, ct, &boundary, &blen)) == 0) {
+            size_t before = rq->nparams;
+            r = sandlet_lib_multipart_parse(rq, rq->body, rq->body_len, boundary, blen, &cap,
+                                            &fcap);
+            if (r == -EBADMSG) {
+                /* Malformed: the body contributes nothing, and the
+                 * query's parameters stand. */
+                rq->nparams = before;
+                rq->nfiles = 0;
+                r = 0;
+            }
+        } else if (b == -ENOMEM) {
+            r = b;
+        }
+    }
+    if (r == 0) {
         rq->params_parsed = true;
-    else
-        rq->nparams = 0; /* never a half list: retried on the next call */
+    } else {
+        /* Never a half list: retried on the next call. */
+        rq->nparams = 0;
+        rq->nfiles = 0;
+    }
     return r;
+}
+
+static const sandlet_lib_param *param_find(sl_request *rq, const char *name)
+{
+    if (!name || sandlet_lib_params_parse(rq) < 0)
+        return NULL;
+    for (size_t i = 0; i < rq->nparams; i++)
+        if (strcmp(rq->params[i].name, name) == 0)
+            return &rq->params[i];
+    return NULL;
 }
 
 const char *sl_param(sl_request *rq, const char *name, const char *fallback)
 {
-    if (!rq->params_parsed && parse_params(rq) < 0)
-        return fallback;
-    for (size_t i = 0; i < rq->nparams; i++)
-        if (strcmp(rq->params[i].name, name) == 0)
-            return rq->params[i].value;
-    return fallback;
+    const sandlet_lib_param *p = param_find(rq, name);
+    return p ? p->value : fallback;
+}
+
+const char *sl_param_bytes(sl_request *rq, const char *name, size_t *len)
+{
+    const sandlet_lib_param *p = param_find(rq, name);
+    if (len)
+        *len = p ? p->value_len : 0;
+    return p ? p->value : NULL;
+}
+
+size_t sl_params(sl_request *rq, const char *name, const char **values, size_t max)
+{
+    if (!name || sandlet_lib_params_parse(rq) < 0)
+        return 0;
+    size_t n = 0;
+    for (size_t i = 0; i < rq->nparams; i++) {
+        if (strcmp(rq->params[i].name, name) != 0)
+            continue;
+        if (values && n < max)
+            values[n] = rq->params[i].value;
+        n++;
+    }
+    return n;
+}
+
+const char *sl_param_at(sl_request *rq, size_t i, const char **value, size_t *len)
+{
+    if (sandlet_lib_params_parse(rq) < 0 || i >= rq->nparams)
+        return NULL;
+    if (value)
+        *value = rq->params[i].value;
+    if (len)
+        *len = rq->params[i].value_len;
+    return rq->params[i].name;
+}
+
+const sl_file *sl_file_get(sl_request *rq, const char *name)
+{
+    if (!name || sandlet_lib_params_parse(rq) < 0)
+        return NULL;
+    for (size_t i = 0; i < rq->nfiles; i++)
+        if (strcmp(rq->files[i].name, name) == 0)
+            return &rq->files[i];
+    return NULL;
+}
+
+const sl_file *sl_file_at(sl_request *rq, size_t i)
+{
+    if (sandlet_lib_params_parse(rq) < 0 || i >= rq->nfiles)
+        return NULL;
+    return &rq->files[i];
+}
+
+/* RFC 3986 unreserved characters; spelled out rather than isalnum, which
+ * follows the servlet's locale. */
+static bool unreserved(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '.' || c == '_' || c == '~';
+}
+
+const char *sl_url_encode(sl_request *rq, const char *s)
+{
+    if (!s)
+        return "";
+    static const char hex[] = "0123456789ABCDEF";
+    size_t len = 0, extra = 0;
+    for (; s[len]; len++)
+        if (!unreserved((unsigned char)s[len]))
+            extra += 2;
+    if (len > (SIZE_MAX - 1) / 3)
+        return "";
+    if (extra == 0)
+        return s;
+    char *out = sandlet_lib_arena_alloc(&rq->arena, len + extra + 1);
+    if (!out)
+        return "";
+    char *o = out;
+    for (const char *p = s; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (unreserved(c)) {
+            *o++ = (char)c;
+        } else {
+            *o++ = '%';
+            *o++ = hex[c >> 4];
+            *o++ = hex[c & 15];
+        }
+    }
+    *o = '\0';
+    return out;
 }
 
 const char *sl_html(sl_request *rq, const char *s)

@@ -13,6 +13,7 @@
 #include "lib/servlet.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,16 +262,135 @@ int sl_flush(sl_response *rs)
     return emit(rs, false);
 }
 
+int sl_redirect(sl_response *rs, int status, const char *location)
+{
+    if (status != 301 && status != 302 && status != 303 && status != 307 && status != 308)
+        return -EINVAL;
+    if (!location || !*location)
+        return -EINVAL;
+    int rc = check_header(rs, "Location", location);
+    if (rc < 0)
+        return rc;
+    /* Escape before changing anything, so that a failure leaves the
+     * response as it was. */
+    const char *href = sl_html(rs->rq, location);
+    if (!*href)
+        return -ENOMEM;
+    if ((rc = sl_set_header(rs, "Location", location)) < 0 ||
+        (rc = sl_set_content_type(rs, "text/html; charset=utf-8")) < 0)
+        return rc;
+    rs->status = status;
+    rs->body_len = 0;
+    sl_puts(rs, "<!DOCTYPE html>\n<title>Moved</title>\n<a href=\"");
+    sl_puts(rs, href);
+    sl_puts(rs, "\">");
+    sl_puts(rs, href);
+    sl_puts(rs, "</a>\n");
+    return rs->error ? rs->error : status;
+}
+
+/* Statuses whose responses never have a body (RFC 9110 6.4.1). */
+static bool bodyless(int status)
+{
+    return (status >= 100 && status < 200) || status == 204 || status == 304;
+}
+
 int sandlet_lib_response_finish(sl_response *rs, int status)
 {
     if (!rs->status)
         rs->status = status;
+    /* A body written for a status that has none would make the acceptor
+     * treat the whole response as malformed: drop it here instead. */
+    if (!rs->head_sent && bodyless(rs->status))
+        rs->body_len = 0;
     return emit(rs, true);
+}
+
+/* The per-method handlers, in the order Allow lists them. */
+typedef struct method_slot {
+    const char *name;
+    size_t offset;
+} method_slot;
+
+static const method_slot methods[] = {
+    {"GET", offsetof(sl_servlet, get)},         {"HEAD", offsetof(sl_servlet, head)},
+    {"POST", offsetof(sl_servlet, post)},       {"PUT", offsetof(sl_servlet, put)},
+    {"DELETE", offsetof(sl_servlet, delete)},   {"PATCH", offsetof(sl_servlet, patch)},
+    {"OPTIONS", offsetof(sl_servlet, options)},
+};
+
+static sl_handler slot(const sl_servlet *s, const method_slot *m)
+{
+    sl_handler h;
+    memcpy(&h, (const char *)s + m->offset, sizeof(h));
+    return h;
+}
+
+bool sandlet_lib_servlet_runnable(const sl_servlet *servlet)
+{
+    if (servlet->service)
+        return true;
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+        if (slot(servlet, &methods[i]))
+            return true;
+    return false;
+}
+
+void sandlet_lib_allow(const sl_servlet *servlet, char *buf, size_t cap)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+        const method_slot *m = &methods[i];
+        bool has = slot(servlet, m) != NULL;
+        if (strcmp(m->name, "HEAD") == 0)
+            has = has || servlet->get;
+        else if (strcmp(m->name, "OPTIONS") == 0)
+            has = true; /* answered with 204 when the servlet does not */
+        if (!has)
+            continue;
+        int n = snprintf(buf + o, cap - o, "%s%s", o ? ", " : "", m->name);
+        if (n < 0 || (size_t)n >= cap - o)
+            return; /* cap too small: a shorter list rather than overflow */
+        o += (size_t)n;
+    }
+}
+
+/* The handler for rq's method, or NULL when the servlet has none. */
+static sl_handler pick(const sl_servlet *servlet, const char *method)
+{
+    if (servlet->service)
+        return servlet->service;
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+        if (strcmp(methods[i].name, method) == 0) {
+            sl_handler h = slot(servlet, &methods[i]);
+            if (!h && strcmp(method, "HEAD") == 0)
+                h = servlet->get;
+            return h;
+        }
+    return NULL;
 }
 
 int sandlet_lib_run(const sl_servlet *servlet, sl_request *rq, sl_response *rs)
 {
-    int status = servlet->service ? servlet->service(rq, rs) : 500;
+    sl_handler h = pick(servlet, rq->method);
+    int status;
+    if (h) {
+        status = h(rq, rs);
+    } else {
+        /* No allocation but the header's copy: the list fits on the
+         * stack. */
+        char allow[64];
+        sandlet_lib_allow(servlet, allow, sizeof(allow));
+        sl_set_header(rs, "Allow", allow);
+        if (strcmp(rq->method, "OPTIONS") == 0) {
+            status = 204;
+        } else {
+            status = 405;
+            sl_set_content_type(rs, "text/plain; charset=utf-8");
+            sl_puts(rs, "405 Method Not Allowed\n");
+        }
+    }
     if (status < 100 || status > 599) {
         status = 500;
         if (!rs->head_sent) {

@@ -40,6 +40,13 @@ typedef struct sandlet_lib_header {
     const char *value;
 } sandlet_lib_header;
 
+/* A parameter: values may hold NUL bytes (%00, multipart parts). */
+typedef struct sandlet_lib_param {
+    const char *name;
+    const char *value; /* NUL-terminated too */
+    size_t value_len;
+} sandlet_lib_param;
+
 struct sl_request {
     sandlet_arena arena;
     const char *method;
@@ -53,9 +60,11 @@ struct sl_request {
     size_t cap_headers;
     const uint8_t *body;
     size_t body_len;
-    /* Parsed lazily on first sl_param call. */
-    sandlet_lib_header *params;
+    /* Parsed lazily on the first sl_param or sl_file call. */
+    sandlet_lib_param *params;
     size_t nparams;
+    sl_file *files;
+    size_t nfiles;
     bool params_parsed;
     /* cookie.c: parsed lazily on first sl_cookie call. */
     sandlet_lib_header *cookies;
@@ -81,8 +90,36 @@ int sandlet_lib_request_add_header(sl_request *rq, const char *name, const char 
 void sandlet_lib_request_set_body(sl_request *rq, const void *body, size_t len);
 
 /* Decodes %XX and '+' into a new string in the arena; NULL on
- * memory shortage.  Invalid escapes are kept literally. */
-char *sandlet_lib_url_decode(sandlet_arena *a, const char *s, size_t len);
+ * memory shortage.  Invalid escapes are kept literally.  *out_len (may be
+ * NULL) receives the decoded length, which counts decoded NUL bytes. */
+char *sandlet_lib_url_decode(sandlet_arena *a, const char *s, size_t len, size_t *out_len);
+
+/* Parses rq's query and form body into parameters and files (once);
+ * 0 or -ENOMEM.  A malformed multipart body adds nothing, successfully. */
+int sandlet_lib_params_parse(sl_request *rq);
+
+/* ---- multipart.c ------------------------------------------------------ */
+
+/* The boundary of a multipart/form-data Content-Type value, or -EINVAL
+ * when it is another type or has no valid boundary (1..70 characters).
+ * *boundary points into ct or is copied to the arena when quoted. */
+int sandlet_lib_multipart_boundary(sandlet_arena *a, const char *ct, const char **boundary,
+                                   size_t *blen);
+
+/* Parses body (len bytes, never read past) as multipart/form-data with the
+ * given boundary: text parts are appended to rq's parameters, file parts
+ * to its files (param_cap and file_cap: their capacities so far).  All or
+ * nothing: -EBADMSG for a malformed body (the caller drops what was
+ * added), -ENOMEM.  File data point into body. */
+int sandlet_lib_multipart_parse(sl_request *rq, const uint8_t *body, size_t len,
+                                const char *boundary, size_t blen, size_t *param_cap,
+                                size_t *file_cap);
+
+/* Appends to rq's parameters or files (arena arrays that grow by
+ * doubling); 0 or -ENOMEM. */
+int sandlet_lib_param_push(sl_request *rq, size_t *cap, const char *name, const char *value,
+                           size_t value_len);
+int sandlet_lib_file_push(sl_request *rq, size_t *cap, const sl_file *f);
 
 /* ---- response.c ------------------------------------------------------- */
 
@@ -126,9 +163,21 @@ void sandlet_lib_response_free(sl_response *rs);
  * sl_set_status chose one).  Returns 0 or the sticky error. */
 int sandlet_lib_response_finish(sl_response *rs, int status);
 
-/* Runs one servlet on rq: service, then finish.  A status outside
- * 100..599 becomes 500. */
+/* Runs one servlet on rq, then finishes the response.  Dispatch: service
+ * when set, else the handler of rq's method (HEAD falls back to get; the
+ * body is still handed to the sink so that its length is known, and a
+ * driver speaking HTTP drops it, as the acceptor does); OPTIONS without a
+ * handler is 204 and other unhandled methods 405, both with Allow.  A
+ * status outside 100..599 becomes 500. */
 int sandlet_lib_run(const sl_servlet *servlet, sl_request *rq, sl_response *rs);
+
+/* True when the servlet has a handler at all (service or a method's):
+ * drivers refuse to load one that has none. */
+bool sandlet_lib_servlet_runnable(const sl_servlet *servlet);
+
+/* The Allow header value for servlet (no service): the methods it
+ * handles, HEAD with GET, OPTIONS always.  Written to buf (cap >= 64). */
+void sandlet_lib_allow(const sl_servlet *servlet, char *buf, size_t cap);
 
 /* True when name is an HTTP token and value holds no CR, LF or NUL: the
  * rule both libsandlet and the acceptor enforce on response headers. */

@@ -297,8 +297,10 @@ static void load_servlets(const char *sandbox)
         if (*abi != SL_ABI_VERSION)
             fail("servlet %s: %s was built for servlet ABI %u, this sandletd has %u; rebuild it",
                  s->path, lib, *abi, SL_ABI_VERSION);
-        if (!s->servlet->service)
-            fail("servlet %s: %s has no service function", s->path, lib);
+        if (!sandlet_lib_servlet_runnable(s->servlet))
+            fail("servlet %s: %s has no handler; set .service, or a per-method handler such "
+                 "as .get or .post, in its SL_SERVLET descriptor",
+                 s->path, lib);
     }
     confine_settings(&r, sandbox, libs);
     session_settings(&r, sandbox);
