@@ -35,7 +35,7 @@ if ($action === 'show') {
     if (!$cart) {
         head('Your cart');
         echo "<p>Your cart is empty.</p>\n<p><a href=\"/cart\">Back to the shop</a></p>\n";
-        echo "<!--", str_repeat(' ', 1860), "-->\n</body></html>\n";
+        echo "<!--", str_repeat(" ", 1869), "-->\n</body></html>\n";
         exit;
     }
     head('Your cart');
