@@ -58,6 +58,12 @@ struct sl_test {
     keeplist keep;
     sl_test_request *requests;
     sl_test_response *responses;
+    /* One request and response reused for every run, reset in between,
+     * exactly as a worker reuses its own: arena and buffer reuse across
+     * requests is tested too. */
+    sl_request rq;
+    sl_response rs;
+    bool rq_ready;
 };
 
 struct sl_test_request {
@@ -85,6 +91,8 @@ struct sl_test_response {
     size_t pieces;
     keeplist keep;
 };
+
+static int capture(void *ctx, const sandlet_lib_output *out);
 
 /* ---- small containers ----------------------------------------------------------- */
 
@@ -248,6 +256,9 @@ sl_test *sl_test_new(const sl_servlet *servlet, const char *const *params)
         return NULL;
     }
     t->servlet = servlet;
+    sandlet_lib_request_init(&t->rq);
+    sandlet_lib_response_init(&t->rs, &t->rq, capture, NULL);
+    t->rq_ready = true;
     int rc = 0;
     for (size_t i = 0; params && params[i] && rc == 0; i += 2) {
         if (!params[i + 1]) {
@@ -352,6 +363,10 @@ void sl_test_free(sl_test *t)
     while (t->responses)
         sl_test_response_free(t->responses);
     sandlet_lib_session_configure(NULL);
+    if (t->rq_ready) {
+        sandlet_lib_response_free(&t->rs);
+        sandlet_lib_request_free(&t->rq);
+    }
     if (t->store)
         sandlet_session_store_detach(t->store);
     if (t->handle)
@@ -684,23 +699,26 @@ sl_test_response *sl_test_run(sl_test_request *r)
     }
     rs->t = t;
     char *cookies = cookie_header(t, r);
-    sl_request rq;
-    sl_response out;
-    sandlet_lib_request_init(&rq);
-    sandlet_lib_response_init(&out, &rq, capture, rs);
+    sl_request *rq = &t->rq;
+    sl_response *out = &t->rs;
+    sandlet_lib_request_reset(rq);
+    sandlet_lib_response_reset(out);
+    out->sink_ctx = rs;
     int rc =
-        sandlet_lib_request_set(&rq, r->method, r->target, strlen(r->target), r->peer, r->version);
+        sandlet_lib_request_set(rq, r->method, r->target, strlen(r->target), r->peer, r->version);
     for (size_t i = 0; i < r->headers.n && rc == 0; i++)
-        rc = sandlet_lib_request_add_header(&rq, r->headers.v[i].name, r->headers.v[i].value);
+        rc = sandlet_lib_request_add_header(rq, r->headers.v[i].name, r->headers.v[i].value);
     if (rc == 0 && cookies)
-        rc = sandlet_lib_request_add_header(&rq, "Cookie", cookies);
-    sandlet_lib_request_set_body(&rq, r->body, r->body_len);
+        rc = sandlet_lib_request_add_header(rq, "Cookie", cookies);
+    sandlet_lib_request_set_body(rq, r->body, r->body_len);
     if (rc == 0) {
         use_store(t);
-        rs->result = sandlet_lib_run(t->servlet, &rq, &out);
+        rs->result = sandlet_lib_run(t->servlet, rq, out);
     }
-    sandlet_lib_response_free(&out);
-    sandlet_lib_request_free(&rq);
+    /* Nothing of the run may be reached through them any more. */
+    sandlet_lib_request_reset(rq);
+    sandlet_lib_response_reset(out);
+    out->sink_ctx = NULL;
     free(cookies);
     if (rc < 0) {
         kv_free(&rs->headers);

@@ -65,10 +65,9 @@ static void test_result_matches_the_library(void **state)
 static void test_bounds(void **state)
 {
     sl_test *t = *state;
-    static const char *const bad[] = {"/libcall?n=0",       "/libcall?n=10000001",
-                                      "/libcall?n=-1",      "/libcall?n=1e3",
-                                      "/libcall?n=",        "/libcall?seed=1000003",
-                                      "/libcall?n=5&seed=x"};
+    static const char *const bad[] = {
+        "/libcall?n=0", "/libcall?n=10000001",   "/libcall?n=-1",      "/libcall?n=1e3",
+        "/libcall?n=",  "/libcall?seed=1000003", "/libcall?n=5&seed=x"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         assert_int_equal(sl_test_status(sl_test_get(t, bad[i])), 400);
     assert_int_equal(sl_test_status(sl_test_get(t, "/libcall?n=10000000")), 200);

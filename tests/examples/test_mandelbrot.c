@@ -116,8 +116,8 @@ static void test_text_matches_the_plain_program(void **state)
 
     const char *dir = getenv("SANDLET_BUILDDIR");
     char cmd[4200];
-    snprintf(cmd, sizeof(cmd),
-             "%s/examples/mandelbrot/mandel_plain 70 30 60 -2 -1.2 0.8 1.2", dir ? dir : ".");
+    snprintf(cmd, sizeof(cmd), "%s/examples/mandelbrot/mandel_plain 70 30 60 -2 -1.2 0.8 1.2",
+             dir ? dir : ".");
     FILE *p = popen(cmd, "r");
     assert_non_null(p);
     static char plain[71 * 30 + 16];
