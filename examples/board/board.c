@@ -127,12 +127,13 @@ static int list_ids(sl_request *rq, unsigned long long **ids, size_t *n)
             continue;
         if (k == cap) {
             unsigned long long *g = sl_alloc(rq, 2 * cap * sizeof(*g));
-            if (g)
-                memcpy(g, v, k * sizeof(*v));
+            if (!g) {
+                v = NULL;
+                break;
+            }
+            memcpy(g, v, k * sizeof(*v));
             v = g;
             cap *= 2;
-            if (!v)
-                break;
         }
         v[k++] = id;
     }

@@ -122,7 +122,7 @@ size_t png_gray_encode(const uint8_t *pixels, uint32_t w, uint32_t h, uint8_t *o
     size_t row = 0, col = 0; /* col 0 is the filter byte */
     size_t left = raw;
     while (left > 0) {
-        uint16_t n = (uint16_t)(left < STORED_MAX ? left : STORED_MAX);
+        size_t n = left < STORED_MAX ? left : STORED_MAX;
         left -= n;
         *o++ = left == 0 ? 1 : 0; /* BFINAL, BTYPE 00 */
         *o++ = (uint8_t)n;
@@ -131,7 +131,7 @@ size_t png_gray_encode(const uint8_t *pixels, uint32_t w, uint32_t h, uint8_t *o
         *o++ = (uint8_t)nn;
         *o++ = (uint8_t)(nn >> 8);
         uint8_t *data = o;
-        for (uint16_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < n; i++) {
             *o++ = col == 0 ? 0 : pixels[row * w + col - 1];
             if (++col == (size_t)w + 1) {
                 col = 0;

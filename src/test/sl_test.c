@@ -334,7 +334,7 @@ sl_test *sl_test_load(const char *path, const char *const *params)
     }
     if (*abi != SL_ABI_VERSION) {
         fprintf(stderr, "sl_test: %s was built for servlet ABI %u, this library has %u\n", path,
-                *abi, SL_ABI_VERSION);
+                *abi, (unsigned)SL_ABI_VERSION);
         dlclose(h);
         errno = EPROTO;
         return NULL;

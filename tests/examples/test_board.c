@@ -49,8 +49,10 @@ static int setup(void **state)
     if (!f)
         return -1;
     snprintf(f->dir, sizeof(f->dir), "/tmp/sandlet-board-XXXXXX");
-    if (!mkdtemp(f->dir))
+    if (!mkdtemp(f->dir)) {
+        free(f);
         return -1;
+    }
     const char *b = getenv("SANDLET_BUILDDIR");
     char path[4096];
     snprintf(path, sizeof(path), "%s/examples/board/.libs/board.so", b ? b : ".");

@@ -42,9 +42,10 @@ static int fx_service(sl_request *rq, sl_response *rs)
     if (strcmp(op, "echo") == 0) {
         size_t len;
         const void *body = sl_body(rq, &len);
+        const char *x = sl_header(rq, "X-Test"), *c = sl_cookie(rq, "c");
         sl_printf(rs, "%s %s %s peer=%s v=%d x=%s c=%s greeting=%s|", sl_method(rq), sl_path(rq),
-                  sl_query(rq), sl_peer(rq), sl_http_version(rq), sl_header(rq, "X-Test") ?: "-",
-                  sl_cookie(rq, "c") ?: "-", greeting);
+                  sl_query(rq), sl_peer(rq), sl_http_version(rq), x ? x : "-", c ? c : "-",
+                  greeting);
         sl_write(rs, body, len);
         return 200;
     }
