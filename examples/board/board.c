@@ -120,16 +120,20 @@ static int list_ids(sl_request *rq, unsigned long long **ids, size_t *n)
         return -errno;
     size_t cap = 64, k = 0;
     unsigned long long *v = sl_alloc(rq, cap * sizeof(*v));
+    if (!v) {
+        closedir(d);
+        return -ENOMEM;
+    }
     struct dirent *e;
-    while (v && (e = readdir(d)) != NULL) {
+    while ((e = readdir(d)) != NULL) {
         unsigned long long id = entry_id(e->d_name);
         if (!id)
             continue;
         if (k == cap) {
             unsigned long long *g = sl_alloc(rq, 2 * cap * sizeof(*g));
             if (!g) {
-                v = NULL;
-                break;
+                closedir(d);
+                return -ENOMEM;
             }
             memcpy(g, v, k * sizeof(*v));
             v = g;
@@ -138,8 +142,6 @@ static int list_ids(sl_request *rq, unsigned long long **ids, size_t *n)
         v[k++] = id;
     }
     closedir(d);
-    if (!v)
-        return -ENOMEM;
     qsort(v, k, sizeof(*v), cmp_id);
     *ids = v;
     *n = k;

@@ -120,17 +120,18 @@ size_t png_gray_encode(const uint8_t *pixels, uint32_t w, uint32_t h, uint8_t *o
      * filter byte then the pixels, cut into blocks of at most 64 KiB. */
     uint32_t adler = 1;
     size_t row = 0, col = 0; /* col 0 is the filter byte */
-    size_t left = raw;
-    while (left > 0) {
-        size_t n = left < STORED_MAX ? left : STORED_MAX;
-        left -= n;
-        *o++ = left == 0 ? 1 : 0; /* BFINAL, BTYPE 00 */
+    for (size_t done = 0; done < raw;) {
+        size_t n = raw - done < STORED_MAX ? raw - done : STORED_MAX;
+        done += n;
+        *o++ = done == raw ? 1 : 0; /* BFINAL, BTYPE 00 */
         *o++ = (uint8_t)n;
         *o++ = (uint8_t)(n >> 8);
         uint16_t nn = (uint16_t)~n;
         *o++ = (uint8_t)nn;
         *o++ = (uint8_t)(nn >> 8);
         uint8_t *data = o;
+        /* n >= 1 here (done < raw); cppcheck loses the loop condition. */
+        // cppcheck-suppress knownConditionTrueFalse
         for (size_t i = 0; i < n; i++) {
             *o++ = col == 0 ? 0 : pixels[row * w + col - 1];
             if (++col == (size_t)w + 1) {
