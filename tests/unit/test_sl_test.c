@@ -62,6 +62,13 @@ static int fx_service(sl_request *rq, sl_response *rs)
         sl_set_cookie(rs, "a", "", &o);
         return 200;
     }
+    if (strcmp(op, "expire") == 0) {
+        /* Expires alone: b in the past (deleted), f in 2100 (kept). */
+        sl_cookie_options past = {.expires = 1}, future = {.expires = 4102444800LL};
+        sl_set_cookie(rs, "b", "gone", &past);
+        sl_set_cookie(rs, "f", "kept", &future);
+        return 200;
+    }
     if (strcmp(op, "count") == 0) {
         sl_session *s = sl_session_get(rq, rs, true);
         if (!s)
@@ -195,6 +202,10 @@ static void test_headers_and_cookie_jar(void **state)
     assert_null(sl_test_cookie(t, "a"));
     assert_string_equal(sl_test_cookie(t, "b"), "2");
     assert_int_equal(sl_test_jar_set(t, "bad name", "x"), -EINVAL);
+    r = sl_test_get(t, "/?op=expire");
+    assert_non_null(strstr(sl_test_header_nth(r, "Set-Cookie", 0), "Expires=Thu, 01 Jan 1970"));
+    assert_null(sl_test_cookie(t, "b"));
+    assert_string_equal(sl_test_cookie(t, "f"), "kept");
     sl_test_free(t);
 }
 
