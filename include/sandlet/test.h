@@ -138,6 +138,11 @@ const char *sl_test_session_str(sl_test *t, const char *key);
 const void *sl_test_session_bytes(sl_test *t, const char *key, size_t *len);
 /* Whether the jar names a session the store still has. */
 bool sl_test_session_exists(sl_test *t);
+/* Store a value in the jar's session, making one (and putting its cookie
+ * in the jar) when there is none: a test can start logged in.  Errors as
+ * sl_session_set_bytes (sl_session(3)). */
+int sl_test_session_set_str(sl_test *t, const char *key, const char *value);
+int sl_test_session_set_bytes(sl_test *t, const char *key, const void *data, size_t len);
 
 #ifdef __cplusplus
 }

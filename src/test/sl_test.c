@@ -926,54 +926,80 @@ static int null_sink(void *ctx, const sandlet_lib_output *out)
     return 0;
 }
 
-/* Looks key up in the jar's session through libsandlet's own session
- * code, so the harness reads exactly what a servlet would.  found: the
- * session exists. */
-static const void *session_value(sl_test *t, const char *key, size_t *len, bool *found)
+/* One operation on the jar's session, done through libsandlet's own
+ * session code on a scratch request, so the harness reads and writes
+ * exactly as a servlet would. */
+typedef struct session_call {
+    const char *key;
+    const void *set; /* value to store, or NULL to read key */
+    size_t set_len;
+    bool create; /* make a session when the jar names none */
+    bool found;
+    int rc;
+    char *copy; /* read value, NUL-terminated */
+    size_t len;
+} session_call;
+
+static void session_do(sl_test *t, session_call *c)
 {
-    *found = false;
     const char *id = sl_test_session_id(t);
-    if (!id)
-        return NULL;
-    char *cookie = malloc(strlen(id) + sizeof(SL_SESSION_COOKIE) + 1);
-    if (!cookie)
-        return NULL;
-    sprintf(cookie, SL_SESSION_COOKIE "=%s", id);
+    if (!id && !c->create) {
+        c->rc = -ENOENT;
+        return;
+    }
+    char *cookie = NULL;
+    if (id) {
+        size_t n = strlen(id) + sizeof(SL_SESSION_COOKIE) + 1;
+        cookie = malloc(n);
+        if (!cookie) {
+            c->rc = -ENOMEM;
+            return;
+        }
+        snprintf(cookie, n, SL_SESSION_COOKIE "=%s", id);
+    }
     sl_request rq;
     sl_response rs;
     sandlet_lib_request_init(&rq);
     sandlet_lib_response_init(&rs, &rq, null_sink, NULL);
-    char *copy = NULL;
-    size_t n = 0;
     static const char target[] = "/";
-    if (sandlet_lib_request_set(&rq, "GET", target, 1, "127.0.0.1:40000", 11) == 0 &&
-        sandlet_lib_request_add_header(&rq, "Cookie", cookie) == 0) {
+    c->rc = sandlet_lib_request_set(&rq, "GET", target, 1, "127.0.0.1:40000", 11);
+    if (c->rc == 0 && cookie)
+        c->rc = sandlet_lib_request_add_header(&rq, "Cookie", cookie);
+    if (c->rc == 0) {
         use_store(t);
-        sl_session *s = sl_session_get(&rq, &rs, false);
-        *found = s != NULL;
-        const void *v = s && key ? sl_session_bytes(s, key, &n) : NULL;
-        if (v) {
-            copy = malloc(n + 1);
-            if (copy) {
-                memcpy(copy, v, n);
-                copy[n] = '\0';
+        sl_session *s = sl_session_get(&rq, &rs, c->create);
+        c->found = s != NULL;
+        if (!s) {
+            c->rc = c->create ? -errno : -ENOENT;
+        } else if (c->set) {
+            c->rc = sl_session_set_bytes(s, c->key, c->set, c->set_len);
+            /* A session made here is the jar's from now on. */
+            if (c->rc == 0)
+                c->rc = sl_test_jar_set(t, SL_SESSION_COOKIE, sl_session_id(s));
+        } else if (c->key) {
+            size_t n = 0;
+            const void *v = sl_session_bytes(s, c->key, &n);
+            if (v && (c->copy = malloc(n + 1)) != NULL) {
+                memcpy(c->copy, v, n);
+                c->copy[n] = '\0';
+                c->len = n;
             }
         }
     }
     sandlet_lib_response_free(&rs);
     sandlet_lib_request_free(&rq);
     free(cookie);
-    if (copy && len)
-        *len = n;
-    return keep(&t->keep, copy);
 }
 
 const void *sl_test_session_bytes(sl_test *t, const char *key, size_t *len)
 {
-    bool found;
     if (!t || !key)
         return NULL;
-    return session_value(t, key, len, &found);
+    session_call c = {.key = key};
+    session_do(t, &c);
+    if (c.copy && len)
+        *len = c.len;
+    return keep(&t->keep, c.copy);
 }
 
 const char *sl_test_session_str(sl_test *t, const char *key)
@@ -983,8 +1009,25 @@ const char *sl_test_session_str(sl_test *t, const char *key)
 
 bool sl_test_session_exists(sl_test *t)
 {
-    bool found = false;
-    if (t)
-        session_value(t, NULL, NULL, &found);
-    return found;
+    if (!t)
+        return false;
+    session_call c = {0};
+    session_do(t, &c);
+    return c.found;
+}
+
+int sl_test_session_set_bytes(sl_test *t, const char *key, const void *data, size_t len)
+{
+    if (!t || !key || (!data && len))
+        return -EINVAL;
+    session_call c = {.key = key, .set = data ? data : "", .set_len = len, .create = true};
+    session_do(t, &c);
+    return c.rc;
+}
+
+int sl_test_session_set_str(sl_test *t, const char *key, const char *value)
+{
+    if (!value)
+        return -EINVAL;
+    return sl_test_session_set_bytes(t, key, value, strlen(value));
 }

@@ -243,6 +243,30 @@ static void test_sessions_across_requests(void **state)
     sl_test_free(t);
 }
 
+static void test_session_preset(void **state)
+{
+    (void)state;
+    sl_test *t = sl_test_new(&sl_servlet_descriptor, NULL);
+    /* No session yet: one is made and its cookie put in the jar. */
+    assert_int_equal(sl_test_session_set_str(t, "n", "41"), 0);
+    const char *id = sl_test_session_id(t);
+    assert_non_null(id);
+    assert_int_equal(strlen(id), 32);
+    sl_test_response *r = sl_test_get(t, "/?op=count");
+    assert_string_equal(sl_test_body_str(r), "42");
+    assert_int_equal(sl_test_header_repeats(r, "Set-Cookie"), 0);
+    /* The store's limits apply as in the daemon. */
+    static char big[5000];
+    memset(big, 'x', sizeof(big));
+    assert_int_equal(sl_test_session_set_bytes(t, "big", big, sizeof(big)), -EMSGSIZE);
+    char key[80];
+    memset(key, 'k', sizeof(key) - 1);
+    key[sizeof(key) - 1] = '\0';
+    assert_int_equal(sl_test_session_set_str(t, key, "v"), -EINVAL);
+    assert_string_equal(sl_test_session_str(t, "n"), "42");
+    sl_test_free(t);
+}
+
 static void test_request_reused_like_a_worker(void **state)
 {
     (void)state;
@@ -263,6 +287,7 @@ int main(void)
         cmocka_unit_test(test_request_fields_and_binary_body),
         cmocka_unit_test(test_headers_and_cookie_jar),
         cmocka_unit_test(test_sessions_across_requests),
+        cmocka_unit_test(test_session_preset),
         cmocka_unit_test(test_request_reused_like_a_worker),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
