@@ -95,6 +95,10 @@ void sandlet_lib_arena_reset(sandlet_arena *a)
             free(c);
         c = next;
     }
+    /* A large piece may have been linked behind the kept chunk: that
+     * link now points at freed memory and must not survive the reset. */
+    if (a->keep)
+        a->keep->next = NULL;
     a->head = NULL;
     a->used = 0;
 }
