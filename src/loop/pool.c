@@ -280,6 +280,17 @@ static uint64_t tick(const sandlet_pool *p)
     return p->conf->queue_timeout >= 4 ? p->conf->queue_timeout / 4 : 1;
 }
 
+/* Takes the oldest request off the sandbox's queue. */
+static sandlet_conn *queue_pop(sandlet_pool *p)
+{
+    sandlet_conn *c = p->qhead;
+    p->qhead = c->qnext;
+    if (!p->qhead)
+        p->qtail = NULL;
+    p->queued--;
+    return c;
+}
+
 /* Requests queued longer than the wait limit get 503: the sandbox is
  * overloaded or cannot start, and the client should hear so. */
 static void queue_expire(uv_timer_t *t)
@@ -287,11 +298,7 @@ static void queue_expire(uv_timer_t *t)
     sandlet_pool *p = t->data;
     uint64_t now = uv_now(p->srv->loop);
     while (p->qhead && now - p->qhead->queued_at >= p->conf->queue_timeout) {
-        sandlet_conn *c = p->qhead;
-        p->qhead = c->qnext;
-        if (!p->qhead)
-            p->qtail = NULL;
-        p->queued--;
+        sandlet_conn *c = queue_pop(p);
         c->pool = NULL;
         p->rejected++;
         sandlet_warn("sandbox '%s': no worker free for %u ms (queue-timeout); answering 503 "
@@ -326,14 +333,8 @@ static void fail_fast(sandlet_pool *p, sandlet_conn *c)
 
 static void fail_queue(sandlet_pool *p)
 {
-    while (p->qhead) {
-        sandlet_conn *c = p->qhead;
-        p->qhead = c->qnext;
-        if (!p->qhead)
-            p->qtail = NULL;
-        p->queued--;
-        fail_fast(p, c);
-    }
+    while (p->qhead)
+        fail_fast(p, queue_pop(p));
     uv_timer_stop(&p->qtimer);
 }
 
@@ -398,14 +399,8 @@ void sandlet_pool_submit(sandlet_pool *p, sandlet_conn *c)
         }
     }
     sandlet_worker *w;
-    while (p->qhead && (w = pick_worker(p))) {
-        sandlet_conn *next = p->qhead;
-        p->qhead = next->qnext;
-        if (!p->qhead)
-            p->qtail = NULL;
-        p->queued--;
-        send_request(w, next);
-    }
+    while (p->qhead && (w = pick_worker(p)))
+        send_request(w, queue_pop(p));
 }
 
 static void worker_resume(sandlet_worker *w);

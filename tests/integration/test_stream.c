@@ -95,13 +95,6 @@ static int group_teardown(void **state)
     return th_stop(&d) == 0 ? 0 : -1;
 }
 
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* ---- memory of the daemon's processes ------------------------------------ */
 
 static long status_kb(pid_t pid, const char *field)
@@ -321,9 +314,9 @@ static void client_start(client *c, int rcvbuf, const char *target)
 static bool client_read(client *c, uint64_t want, int timeout_ms, peaks *pk)
 {
     static unsigned char buf[256 * 1024];
-    uint64_t deadline = now_ms() + (uint64_t)timeout_ms, next_sample = 0;
+    uint64_t deadline = th_now_ms() + (uint64_t)timeout_ms, next_sample = 0;
     while (c->got < want && c->st != CH_DONE && !c->bad && !c->eof) {
-        uint64_t t = now_ms();
+        uint64_t t = th_now_ms();
         if (t >= deadline)
             return false;
         if (pk && t >= next_sample) {
@@ -357,7 +350,7 @@ static void client_end(client *c)
 /* Waits until no worker of the stream sandbox is busy; false on timeout. */
 static bool stream_workers_idle(int timeout_ms)
 {
-    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+    uint64_t deadline = th_now_ms() + (uint64_t)timeout_ms;
     do {
         th_response r;
         if (th_request(d.port, "GET", "/sandlet-status", NULL, NULL, 0, &r) == 0) {
@@ -369,7 +362,7 @@ static bool stream_workers_idle(int timeout_ms)
                 return true;
         }
         usleep(50000);
-    } while (now_ms() < deadline);
+    } while (th_now_ms() < deadline);
     return false;
 }
 
@@ -383,7 +376,7 @@ static void test_fast_client(void **state)
     client c;
     char target[128];
     snprintf(target, sizeof(target), "/stream/big?n=%llu", (unsigned long long)stream_bytes);
-    uint64_t t0 = now_ms();
+    uint64_t t0 = th_now_ms();
     client_start(&c, 0, target);
     assert_true(client_read(&c, UINT64_MAX, 25000, &pk));
     if (c.bad)
@@ -391,7 +384,7 @@ static void test_fast_client(void **state)
     assert_int_equal(c.st, CH_DONE);
     assert_true(c.got == stream_bytes);
     printf("fast client: %llu bytes in %llu ms\n", (unsigned long long)c.got,
-           (unsigned long long)(now_ms() - t0));
+           (unsigned long long)(th_now_ms() - t0));
     client_end(&c);
     check_hwm("fast client", &pk);
 }
@@ -400,7 +393,7 @@ static void test_fast_client(void **state)
  * stream sandbox's second worker. */
 static void check_others_served(void)
 {
-    uint64_t t0 = now_ms();
+    uint64_t t0 = th_now_ms();
     th_response r;
     assert_int_equal(th_request(d.port, "GET", "/other/pid", NULL, NULL, 0, &r), 0);
     assert_int_equal(r.status, 200);
@@ -420,7 +413,7 @@ static void check_others_served(void)
         th_response_free(&r);
         th_close(cs[i]);
     }
-    uint64_t took = now_ms() - t0;
+    uint64_t took = th_now_ms() - t0;
     printf("other clients served in %llu ms\n", (unsigned long long)took);
     if (took > STALL_MS / 2)
         fail_msg("other clients waited %llu ms while one client stalled", (unsigned long long)took);
@@ -439,11 +432,11 @@ static void test_slow_client(void **state)
     /* Some of it, then a stall long enough for every buffer to fill. */
     assert_true(client_read(&c, 1 << 20, 15000, &pk));
     assert_false(c.bad || c.eof);
-    uint64_t stall_end = now_ms() + STALL_MS;
+    uint64_t stall_end = th_now_ms() + STALL_MS;
     bool others_checked = false;
-    while (now_ms() < stall_end) {
+    while (th_now_ms() < stall_end) {
         sample(&pk);
-        if (!others_checked && now_ms() + STALL_MS / 2 >= stall_end) {
+        if (!others_checked && th_now_ms() + STALL_MS / 2 >= stall_end) {
             check_others_served();
             others_checked = true;
         }
@@ -493,10 +486,10 @@ static void test_client_stops_reading(void **state)
     snprintf(target, sizeof(target), "/stream/big?n=%llu", (unsigned long long)stream_bytes);
     client_start(&c, 4096, target);
     assert_true(client_read(&c, 64 * 1024, 15000, &pk));
-    uint64_t t0 = now_ms();
+    uint64_t t0 = th_now_ms();
     if (!stream_workers_idle(SEND_TIMEOUT_MS + 4000))
         fail_msg("a worker still streams to a client that stopped reading");
-    uint64_t took = now_ms() - t0;
+    uint64_t took = th_now_ms() - t0;
     printf("stalled client's worker freed after %llu ms\n", (unsigned long long)took);
     assert_true(took >= SEND_TIMEOUT_MS - 500);
     /* The connection was cut: reading on ends before the whole body. */
