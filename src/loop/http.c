@@ -94,6 +94,7 @@ static const char *reason(int status)
     case 502: return "Bad Gateway";
     case 503: return "Service Unavailable";
     case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
     default: break;
     }
     if (status < 200)
@@ -677,6 +678,12 @@ static int on_headers_complete(llhttp_t *p)
     c->http_minor = llhttp_get_http_minor(p);
     c->keep_alive = llhttp_should_keep_alive(p);
     c->head_only = llhttp_get_method(p) == HTTP_HEAD;
+    /* llhttp takes "HTTP/2.0" and a bare "GET /" (0.9) too; this server
+     * speaks 1.x only (RFC 9110 15.6.6). */
+    if (c->http_major != 1) {
+        c->error_status = 505;
+        return -1;
+    }
     if (c->target_len == 0 || c->head.len == 0 || !origin_form(c)) {
         c->error_status = 400;
         return -1;

@@ -760,6 +760,9 @@ static void test_garbage_is_400(void **state)
     expect_rejected("FOO / HTTP/1.1\r\nHost: x\r\n\r\n", 501);
     expect_rejected("get / HTTP/1.1\r\nHost: x\r\n\r\n", 501);
     expect_rejected("GETX / HTTP/1.1\r\nHost: x\r\n\r\n", 501);
+    /* Well-formed, but a version this server does not speak. */
+    expect_rejected("GET /probe/pid HTTP/2.0\r\nHost: x\r\n\r\n", 505);
+    expect_rejected("GET /probe/pid\r\n\r\n", 505);
 }
 
 int main(void)
