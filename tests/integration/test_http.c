@@ -571,8 +571,8 @@ static void test_no_request_kills_a_worker(void **state)
         "POST /probe/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n: x\r\n\r\nabc",
         "GET /probe/pid HTTP/1.1\r\nHost: x\r\nX-A : y\r\n\r\n",
         /* The same in the trailer section of a chunked body. */
-        "POST /probe/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-        "3\r\nabc\r\n0\r\n: x\r\n\r\n",
+        ("POST /probe/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "3\r\nabc\r\n0\r\n: x\r\n\r\n"),
     };
     const char *restarts = "sandlet_worker_restarts_total{sandbox=\"main\"} ";
     const char *crashes = "sandlet_worker_crashes_total{sandbox=\"main\"} ";
