@@ -71,13 +71,24 @@ struct sandlet_conn {
     sandlet_buf in;   /* received, not yet parsed */
     bool reading;     /* uv_read_start is in effect */
     bool peer_closed; /* EOF seen */
+    /* process_input is on the stack: a response completed inside it does
+     * not call it again but lets its loop take the next request. */
+    bool parsing;
+    /* Parsing paused between pipelined requests until the client takes
+     * its queued responses (write backlog under half the high-water). */
+    bool out_blocked;
     /* The request being parsed or served. */
     sandlet_buf head; /* method, target and header strings, NUL-separated */
     sandlet_hdr_ref hdrs[SANDLET_MAX_HEADERS];
     unsigned nhdrs;
+    /* Headers before the body; those parsed after a chunked body are
+     * trailer fields, checked and dropped. */
+    unsigned nhead;
     uint32_t target, target_len;
-    bool in_value;  /* last header callback was a value */
-    char prev_byte; /* last byte of the previous parsed buffer */
+    bool in_value; /* last header callback was a value */
+    /* The input parsed so far ends in a line feed and optional blanks: a
+     * header value piece right after it is an obs-fold continuation. */
+    bool lf_ws;
     unsigned nhost; /* Host headers seen */
     bool expect_continue;
     sandlet_buf body;

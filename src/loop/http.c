@@ -41,6 +41,7 @@ static bool settings_ready;
 
 static void conn_close(sandlet_conn *c);
 static void process_input(sandlet_conn *c);
+static void set_phase(sandlet_conn *c, enum sandlet_conn_phase phase);
 
 /* ---- small helpers ----------------------------------------------------- */
 
@@ -93,6 +94,7 @@ static const char *reason(int status)
     case 502: return "Bad Gateway";
     case 503: return "Service Unavailable";
     case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
     default: break;
     }
     if (status < 200)
@@ -199,6 +201,12 @@ static void after_write(uv_write_t *req, int status)
         sandlet_pool_resume(c);
     if (c->file_fd >= 0 && sandlet_conn_write_backlog(c) < SANDLET_WRITE_HIGH_WATER / 2)
         sandlet_files_pump(c);
+    if (c->out_blocked && !c->parsing && c->state == CONN_READING &&
+        sandlet_conn_write_backlog(c) < SANDLET_WRITE_HIGH_WATER / 2) {
+        c->out_blocked = false;
+        set_phase(c, PHASE_IDLE);
+        process_input(c);
+    }
 }
 
 bool sandlet_conn_job_done(sandlet_conn *c)
@@ -316,7 +324,7 @@ static void reset_request(sandlet_conn *c)
 {
     sandlet_buf_reset(&c->head);
     sandlet_buf_reset(&c->body);
-    c->nhdrs = 0;
+    c->nhdrs = c->nhead = 0;
     c->target = c->target_len = 0;
     c->in_value = false;
     c->nhost = 0;
@@ -347,7 +355,12 @@ void sandlet_conn_request_done(sandlet_conn *c)
     c->state = CONN_READING;
     set_phase(c, PHASE_IDLE);
     llhttp_resume(&c->parser);
-    process_input(c);
+    /* Answered while process_input dispatched it (a file, an error page,
+     * the status page...): its loop takes the next pipelined request.
+     * Calling it from here would nest one stack frame per request, and a
+     * client pipelining thousands would overflow the stack. */
+    if (!c->parsing)
+        process_input(c);
 }
 
 /* A response written by the acceptor itself: error pages, 404. */
@@ -560,6 +573,10 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len)
 static int on_header_field_complete(llhttp_t *p)
 {
     sandlet_conn *c = conn_of(p);
+    if (c->nhdrs == 0) {
+        c->error_status = 400; /* a name that never began */
+        return -1;
+    }
     if (head_put(c, "", 1, 431) < 0)
         return -1;
     c->hdrs[c->nhdrs - 1].value = (uint32_t)c->head.len;
@@ -567,16 +584,34 @@ static int on_header_field_complete(llhttp_t *p)
     return 0;
 }
 
+/* Whether the len bytes at data end in a line feed followed by nothing
+ * but blanks; `before` answers for the input before data when the blanks
+ * reach back to its start. */
+static bool ends_in_lf_ws(const char *data, size_t len, bool before)
+{
+    while (len > 0 && (data[len - 1] == ' ' || data[len - 1] == '\t'))
+        len--;
+    return len == 0 ? before : data[len - 1] == '\n';
+}
+
 static int on_header_value(llhttp_t *p, const char *at, size_t len)
 {
     sandlet_conn *c = conn_of(p);
+    /* llhttp reports an empty value ("Accept-Encoding:") as an empty
+     * piece just past its line end: nothing to add, and no fold. */
+    if (len == 0)
+        return 0;
+    if (c->nhdrs == 0 || !c->in_value) {
+        c->error_status = 400;
+        return -1;
+    }
     /* llhttp accepts obs-fold (a value continued on the next line after
-     * whitespace) and hands the continuation over as another piece of the
-     * value, one that starts right after a line feed.  RFC 9112 lets a
-     * server reject it; folded headers are a smuggling vector. */
+     * blanks): as another piece of the value, or as the whole value when
+     * the line of the name had none ("X:\r\n b").  Either way the piece
+     * follows a line feed and blanks.  RFC 9112 lets a server reject it;
+     * folded headers are a smuggling vector. */
     const char *start = (const char *)c->in.data;
-    char before = at > start ? at[-1] : c->prev_byte;
-    if (before == '\n') {
+    if (ends_in_lf_ws(start, (size_t)(at - start), c->lf_ws)) {
         c->error_status = 400;
         return -1;
     }
@@ -620,6 +655,22 @@ static bool origin_form(sandlet_conn *c)
     return true;
 }
 
+/* Every field from the first-th on must be one a worker's frame decoder
+ * takes (a name of token characters, never empty; a value without control
+ * bytes): one it refused would cost a worker its life.  llhttp alone lets
+ * an empty name (": x") and blanks before the colon ("X : y") through, and
+ * RFC 9112 wants a 400 for the latter. */
+static bool fields_valid(const sandlet_conn *c, unsigned first)
+{
+    const char *hd = (const char *)c->head.data;
+    for (unsigned i = first; i < c->nhdrs; i++) {
+        const sandlet_hdr_ref *h = &c->hdrs[i];
+        if (!sandlet_lib_header_valid(hd + h->name, h->name_len, hd + h->value, h->value_len))
+            return false;
+    }
+    return true;
+}
+
 static int on_headers_complete(llhttp_t *p)
 {
     sandlet_conn *c = conn_of(p);
@@ -627,10 +678,21 @@ static int on_headers_complete(llhttp_t *p)
     c->http_minor = llhttp_get_http_minor(p);
     c->keep_alive = llhttp_should_keep_alive(p);
     c->head_only = llhttp_get_method(p) == HTTP_HEAD;
+    /* llhttp takes "HTTP/2.0" and a bare "GET /" (0.9) too; this server
+     * speaks 1.x only (RFC 9110 15.6.6). */
+    if (c->http_major != 1) {
+        c->error_status = 505;
+        return -1;
+    }
     if (c->target_len == 0 || c->head.len == 0 || !origin_form(c)) {
         c->error_status = 400;
         return -1;
     }
+    if (!fields_valid(c, 0)) {
+        c->error_status = 400;
+        return -1;
+    }
+    c->nhead = c->nhdrs;
     /* RFC 9112: a 1.1 request carries exactly one Host. */
     for (unsigned i = 0; i < c->nhdrs; i++)
         if (strcasecmp((const char *)c->head.data + c->hdrs[i].name, "host") == 0)
@@ -655,8 +717,19 @@ static int on_headers_complete(llhttp_t *p)
     const char *q = memchr(target, '?', c->target_len);
     size_t plen = q ? (size_t)(q - target) : c->target_len;
     c->servlet = sandlet_conf_route(c->srv->conf, target, plen);
-    if (c->servlet)
+    if (c->servlet) {
         c->servlet_index = (size_t)(c->servlet - c->srv->conf->servlets);
+        /* Its REQUEST frame must fit one frame: head strings (NUL ended,
+         * as in c->head), a 4-byte length per string, method, peer and the
+         * fixed fields.  Only a max-header-size near its 1 MiB bound comes
+         * close; the client hears 431 rather than a 500 later. */
+        size_t method_len = strlen(llhttp_method_name(llhttp_get_method(p)));
+        size_t frame = 6 + 3 * 5 + method_len + strlen(c->peer) + c->head.len + 8 * c->nhdrs;
+        if (frame > SANDLET_FRAME_MAX) {
+            c->error_status = 431;
+            return -1;
+        }
+    }
     /* The limit is the servlet's, known only now that the request is
      * routed, and checked before a byte of the body is read. */
     c->body.limit = c->servlet ? c->servlet->max_body_size : c->srv->conf->max_body_size;
@@ -693,7 +766,17 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
 
 static int on_message_complete(llhttp_t *p)
 {
-    set_phase(conn_of(p), PHASE_DONE);
+    sandlet_conn *c = conn_of(p);
+    /* Trailer fields after a chunked body: refused when malformed, like
+     * headers, and otherwise dropped, since RFC 9110 (6.5.1) forbids
+     * merging them into the header section (a trailing Host or Cookie
+     * would reach the servlet unchecked). */
+    if (!fields_valid(c, c->nhead)) {
+        c->error_status = 400;
+        return -1;
+    }
+    c->nhdrs = c->nhead;
+    set_phase(c, PHASE_DONE);
     /* Stop here: the rest of the input waits until this request is
      * answered, which keeps pipelined responses in order. */
     return HPE_PAUSED;
@@ -757,36 +840,74 @@ static void set_reading(sandlet_conn *c, bool on)
     c->reading = on;
 }
 
+static bool is_tchar(unsigned char ch)
+{
+    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9'))
+        return true;
+    return ch != '\0' && strchr("!#$%&'*+-.^_`|~", ch) != NULL;
+}
+
+/* llhttp says HPE_INVALID_METHOD both for a method it does not know and
+ * for bytes that are no method at all (binary input, "G@T", a TLS
+ * ClientHello).  Only the first is 501 (RFC 9110 9.1): the request starts,
+ * after any empty lines, with a token and then a space or the end of what
+ * arrived so far. */
+static int bad_method_status(const sandlet_conn *c)
+{
+    const unsigned char *d = c->in.data;
+    size_t n = c->in.len, i = 0;
+    while (i < n && (d[i] == '\r' || d[i] == '\n'))
+        i++;
+    size_t token = i;
+    while (i < n && is_tchar(d[i]))
+        i++;
+    return i > token && (i == n || d[i] == ' ') ? 501 : 400;
+}
+
 static void process_input(sandlet_conn *c)
 {
+    c->parsing = true;
     while (c->state == CONN_READING && c->in.len > 0) {
         const char *data = (const char *)c->in.data;
         llhttp_errno_t err = llhttp_execute(&c->parser, data, c->in.len);
-        c->prev_byte = data[c->in.len - 1];
         if (err == HPE_OK) {
+            c->lf_ws = ends_in_lf_ws(data, c->in.len, c->lf_ws);
             sandlet_buf_reset(&c->in);
             break;
         }
         if (err == HPE_PAUSED) {
             size_t used = (size_t)(llhttp_get_error_pos(&c->parser) - data);
+            c->lf_ws = ends_in_lf_ws(data, used, c->lf_ws);
             sandlet_buf_consume(&c->in, used);
             /* Reading goes on while the request is served: stopping and
              * restarting it costs two epoll_ctl calls per request, and a
              * pipelining client's next requests just wait in c->in (see
              * on_read for the bound). */
             dispatch(c);
+            /* Answered already, and the client is not taking its answers:
+             * the next requests wait until it does, so that what the
+             * acceptor queues for one client stays bounded. */
+            if (c->state == CONN_READING &&
+                sandlet_conn_write_backlog(c) >= SANDLET_WRITE_HIGH_WATER) {
+                c->out_blocked = true;
+                set_phase(c, PHASE_DONE); /* send-timeout watches the client now */
+                set_reading(c, false);
+                break;
+            }
             continue;
         }
         int status = c->error_status ? c->error_status : 400;
         if (err == HPE_INVALID_METHOD)
-            status = 501;
+            status = bad_method_status(c);
         sandlet_debug("%s: bad request (%s): answering %d", c->peer, llhttp_errno_name(err),
                       status);
         c->state = CONN_WAITING;
+        c->parsing = false;
         simple_response(c, status, true);
         return;
     }
-    if (c->state == CONN_READING) {
+    c->parsing = false;
+    if (c->state == CONN_READING && !c->out_blocked) {
         if (c->peer_closed) {
             conn_close(c);
             return;

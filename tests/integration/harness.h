@@ -51,12 +51,19 @@ typedef struct th_conn {
     int fd;
     size_t len;
     char buf[256 * 1024];
+    /* Received by th_send_draining beyond what buf holds, read first. */
+    char *spill;
+    size_t spill_len, spill_off;
 } th_conn;
 
 th_conn *th_connect(unsigned port, bool ipv6);
 void th_close(th_conn *c);
 int th_send(th_conn *c, const void *data, size_t len);
 int th_send_str(th_conn *c, const char *s);
+/* Sends len bytes while keeping whatever the server answers meanwhile for
+ * th_read, so that a large pipelined burst cannot deadlock on full socket
+ * buffers on both sides.  0 or -1. */
+int th_send_draining(th_conn *c, const void *data, size_t len);
 /* Reads one response; head_request: no body follows.  0 or -1. */
 int th_read(th_conn *c, th_response *r, bool head_request);
 /* True when the server has closed the connection (reads EOF). */

@@ -19,31 +19,48 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static th_daemon d;
 /* The daemon the exchange helpers talk to: d, or one a test started with
  * a configuration of its own. */
 static th_daemon *cur = &d;
+/* d's docroot, holding a.txt. */
+static char root[64], afile[128];
 
 static int group_setup(void **state)
 {
     (void)state;
     th_become_subreaper();
     signal(SIGPIPE, SIG_IGN);
+    snprintf(root, sizeof(root), "/tmp/sandlet-http-XXXXXX");
+    if (!mkdtemp(root))
+        return -1;
+    chmod(root, 0755);
+    snprintf(afile, sizeof(afile), "%s/a.txt", root);
+    FILE *f = fopen(afile, "w");
+    if (!f)
+        return -1;
+    fputs("0123456789", f);
+    fclose(f);
     char conf[2048];
     snprintf(conf, sizeof(conf),
              "header-timeout 500;\nbody-timeout 500;\nkeepalive-timeout 700;\n"
+             "docroot \"%s\";\nstatus-page /sandlet-status;\n"
              "sandbox main { workers 2; }\n"
              "servlet /probe/* { library \"%s\"; sandbox main; }\n",
-             th_build_path("tests/fixtures/.libs/probe.so"));
+             root, th_build_path("tests/fixtures/.libs/probe.so"));
     return th_start(&d, conf, false);
 }
 
 static int group_teardown(void **state)
 {
     (void)state;
-    return th_stop(&d) == 0 ? 0 : -1;
+    int rc = th_stop(&d);
+    unlink(afile);
+    rmdir(root);
+    return rc == 0 ? 0 : -1;
 }
 
 /* Sends raw bytes on a new connection and reads one response. */
@@ -71,11 +88,11 @@ static void assert_still_serving(void)
 }
 
 /* A bad request gets `status` and the connection is closed after it. */
-static void expect_rejected(const char *raw, int status)
+static void expect_rejected_n(const char *raw, size_t len, int status)
 {
     th_response r;
     th_conn *c;
-    assert_int_equal(exchange(raw, strlen(raw), &r, &c), 0);
+    assert_int_equal(exchange(raw, len, &r, &c), 0);
     assert_int_equal(r.status, status);
     char v[32];
     assert_true(th_header(&r, "Connection", v, sizeof(v)));
@@ -84,6 +101,11 @@ static void expect_rejected(const char *raw, int status)
     assert_true(th_eof(c));
     th_close(c);
     assert_still_serving();
+}
+
+static void expect_rejected(const char *raw, int status)
+{
+    expect_rejected_n(raw, strlen(raw), status);
 }
 
 /* Form fields sent as a urlencoded POST body are parameters too, decoded
@@ -379,16 +401,394 @@ static void test_max_connections(void **state)
     assert_int_equal(th_stop(&small), 0);
 }
 
+/* ---- pipelining ---------------------------------------------------------- */
+
+#define BURST 4000
+
+typedef struct kind {
+    const char *req;
+    int status;
+    const char *body; /* expected body, or a prefix when prefix is set */
+    bool prefix;
+    bool head; /* HEAD: no body follows */
+} kind;
+
+/* The ETag the server gives a.txt, for conditional requests. */
+static void etag_of_a(char *etag, size_t len)
+{
+    th_response r;
+    assert_int_equal(th_request(d.port, "GET", "/a.txt", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_true(th_header(&r, "ETag", etag, len));
+    th_response_free(&r);
+}
+
+static void check_answer(const th_response *r, const kind *k, int i)
+{
+    if (r->status != k->status)
+        fail_msg("answer %d to %.30s: status %d, expected %d", i, k->req, r->status, k->status);
+    if (k->head)
+        assert_int_equal(r->body_len, 0);
+    else if (k->body && k->prefix)
+        assert_memory_equal(r->body, k->body, strlen(k->body));
+    else if (k->body)
+        assert_string_equal(r->body, k->body);
+}
+
+/* n requests of the kinds in turn (kinds[i % nk]), in one write on one
+ * connection; each answer must come back in order. */
+static void burst(const kind *kinds, size_t nk, int n)
+{
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += strlen(kinds[(size_t)i % nk].req);
+    char *buf = malloc(total);
+    assert_non_null(buf);
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        size_t l = strlen(kinds[(size_t)i % nk].req);
+        memcpy(buf + at, kinds[(size_t)i % nk].req, l);
+        at += l;
+    }
+    th_conn *c = th_connect(d.port, false);
+    assert_non_null(c);
+    assert_int_equal(th_send_draining(c, buf, total), 0);
+    free(buf);
+    for (int i = 0; i < n; i++) {
+        const kind *k = &kinds[(size_t)i % nk];
+        th_response r;
+        if (th_read(c, &r, k->head) != 0)
+            fail_msg("answer %d of %d (%.30s) did not come", i, n, k->req);
+        check_answer(&r, k, i);
+        th_response_free(&r);
+    }
+    th_close(c);
+    assert_still_serving();
+}
+
+/* Every kind of answer the acceptor gives by itself completes within the
+ * loop turn that read its request; thousands pipelined in one write must
+ * be answered one after the other, not by a call nested per request
+ * (which overflowed the stack of the whole daemon). */
+static void test_pipelined_bursts(void **state)
+{
+    (void)state;
+    char etag[128], inm[256];
+    etag_of_a(etag, sizeof(etag));
+    snprintf(inm, sizeof(inm), "GET /a.txt HTTP/1.1\r\nHost: x\r\nIf-None-Match: %s\r\n\r\n", etag);
+    const kind kinds[] = {
+        {"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n", 200, "0123456789", false, false},
+        {"HEAD /a.txt HTTP/1.1\r\nHost: x\r\n\r\n", 200, NULL, false, true},
+        {"GET /missing HTTP/1.1\r\nHost: x\r\n\r\n", 404, NULL, false, false},
+        {inm, 304, NULL, false, false},
+        {"GET /a.txt HTTP/1.1\r\nHost: x\r\n"
+         "If-Modified-Since: Fri, 01 Jan 2100 00:00:00 GMT\r\n\r\n",
+         304, NULL, false, false},
+        {"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", 204, NULL, false, false},
+        {"GET /sandlet-status HTTP/1.1\r\nHost: x\r\n\r\n", 200, "sandlet ", true, false},
+        {"HEAD /sandlet-status HTTP/1.1\r\nHost: x\r\n\r\n", 200, NULL, false, true},
+        {"POST /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nab", 405, NULL, false, false},
+        {"GET /a.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=50-60\r\n\r\n", 416, NULL, false, false},
+    };
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+        burst(&kinds[i], 1, BURST);
+    /* All of them mixed, with servlet requests among them (answered by a
+     * worker, later): the order still holds. */
+    const kind mixed[] = {
+        kinds[0], {"GET /probe/param?v=one HTTP/1.1\r\nHost: x\r\n\r\n", 200, "one", false, false},
+        kinds[1], kinds[2],
+        kinds[3], {"GET /probe/param?v=two HTTP/1.1\r\nHost: x\r\n\r\n", 200, "two", false, false},
+        kinds[5], kinds[6],
+        kinds[8], kinds[9],
+    };
+    burst(mixed, sizeof(mixed) / sizeof(mixed[0]), 2000);
+}
+
+/* A client that pipelines and does not read its answers: the acceptor
+ * stops taking its requests while a megabyte waits for it, and goes on
+ * once it reads; nothing is lost or reordered. */
+static void test_pipelined_slow_reader(void **state)
+{
+    (void)state;
+    char path[160];
+    snprintf(path, sizeof(path), "%s/12k.bin", root);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    for (int i = 0; i < 12 * 1024; i++)
+        fputc('a' + i % 26, f);
+    fclose(f);
+    enum { N = 600 };
+    const char req[] = "GET /12k.bin HTTP/1.1\r\nHost: x\r\n\r\n";
+    th_conn *c = th_connect(d.port, false);
+    assert_non_null(c);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(th_send(c, req, sizeof(req) - 1), 0);
+    /* Several megabytes of answers are due; let the server fill what it
+     * can before a byte is read. */
+    usleep(300 * 1000);
+    for (int i = 0; i < N; i++) {
+        th_response r;
+        if (th_read(c, &r, false) != 0)
+            fail_msg("answer %d of %d did not come", i, N);
+        assert_int_equal(r.status, 200);
+        assert_int_equal(r.body_len, 12 * 1024);
+        assert_int_equal(r.body[12 * 1024 - 1], 'a' + (12 * 1024 - 1) % 26);
+        th_response_free(&r);
+    }
+    th_close(c);
+    unlink(path);
+    assert_still_serving();
+}
+
+/* ---- input a worker could not decode -------------------------------------- */
+
+/* A sample of the Prometheus status page, or -1. */
+static long status_sample(const char *series)
+{
+    th_response r;
+    assert_int_equal(
+        th_request(d.port, "GET", "/sandlet-status?format=prometheus", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    long v = -1;
+    const char *p = strstr(r.body, series);
+    if (p)
+        v = strtol(p + strlen(series), NULL, 10);
+    th_response_free(&r);
+    return v;
+}
+
+/* Requests llhttp lets through but a worker's frame decoder refuses (an
+ * empty header name) or RFC 9112 forbids (blanks before the colon): the
+ * front end answers 400 and no worker ever sees them, so no worker dies
+ * and the sandbox stays as fast as before. */
+static void test_no_request_kills_a_worker(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "GET /probe/pid HTTP/1.1\r\nHost: x\r\n: x\r\n\r\n",
+        "GET /probe/pid HTTP/1.1\r\nHost: x\r\n:\r\n\r\n",
+        "GET /probe/pid HTTP/1.1\r\n: x\r\nHost: x\r\n\r\n",
+        "POST /probe/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n: x\r\n\r\nabc",
+        "GET /probe/pid HTTP/1.1\r\nHost: x\r\nX-A : y\r\n\r\n",
+        /* The same in the trailer section of a chunked body. */
+        ("POST /probe/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "3\r\nabc\r\n0\r\n: x\r\n\r\n"),
+    };
+    const char *restarts = "sandlet_worker_restarts_total{sandbox=\"main\"} ";
+    const char *crashes = "sandlet_worker_crashes_total{sandbox=\"main\"} ";
+    long r0 = status_sample(restarts), c0 = status_sample(crashes);
+    assert_true(r0 >= 0 && c0 >= 0);
+    for (int round = 0; round < 60; round++)
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+            th_response r;
+            th_conn *c;
+            assert_int_equal(exchange(bad[i], strlen(bad[i]), &r, &c), 0);
+            if (r.status != 400)
+                fail_msg("round %d, request %zu: %d, expected 400", round, i, r.status);
+            th_response_free(&r);
+            assert_true(th_eof(c));
+            th_close(c);
+        }
+    assert_int_equal(status_sample(restarts), r0);
+    assert_int_equal(status_sample(crashes), c0);
+    unsigned long long t0 = th_now_ms();
+    assert_still_serving();
+    assert_true(th_now_ms() - t0 < 1000);
+}
+
+/* A head just under a max-header-size near its 1 MiB bound makes a
+ * REQUEST frame over the frame maximum: 431 at the front end, not a
+ * failure after routing. */
+static void test_head_over_frame_max(void **state)
+{
+    (void)state;
+    th_daemon big;
+    char conf[512];
+    snprintf(conf, sizeof(conf),
+             "max-header-size 1m;\nsandbox main { workers 1; }\n"
+             "servlet /probe/* { library \"%s\"; sandbox main; }\n",
+             th_build_path("tests/fixtures/.libs/probe.so"));
+    assert_int_equal(th_start(&big, conf, false), 0);
+    /* c->head holds the target and every name and value, each with a NUL:
+     * "/probe/pid" and "Host: x", then 98 headers "Xnn" filling it to 200
+     * bytes under the limit. */
+    size_t fill = 1024 * 1024 - 200 - 11 - 7;
+    size_t each = fill / 98 - 5, last = fill - 97 * (each + 5) - 5;
+    size_t cap = fill + 98 * 8 + 128;
+    char *req = malloc(cap);
+    assert_non_null(req);
+    size_t at = (size_t)snprintf(req, cap, "GET /probe/pid HTTP/1.1\r\nHost: x\r\n");
+    for (int i = 0; i < 98; i++) {
+        size_t vl = i == 97 ? last : each;
+        at += (size_t)snprintf(req + at, cap - at, "X%02d: ", i);
+        memset(req + at, 'v', vl);
+        at += vl;
+        memcpy(req + at, "\r\n", 2);
+        at += 2;
+    }
+    memcpy(req + at, "\r\n", 2);
+    at += 2;
+    th_conn *c = th_connect(big.port, false);
+    assert_non_null(c);
+    assert_int_equal(th_send_draining(c, req, at), 0);
+    free(req);
+    th_response r;
+    assert_int_equal(th_read(c, &r, false), 0);
+    assert_int_equal(r.status, 431);
+    th_response_free(&r);
+    th_close(c);
+    assert_int_equal(th_stop(&big), 0);
+}
+
+/* Trailer fields are not merged into the headers a servlet sees (RFC 9110
+ * 6.5.1): a trailing Host or Cookie would reach it unchecked. */
+static void test_trailers_dropped(void **state)
+{
+    (void)state;
+    const char *req = "POST /probe/headers HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                      "X-Before: b\r\n\r\n3\r\nabc\r\n0\r\nX-After: a\r\nHost: evil\r\n\r\n";
+    th_response r;
+    assert_int_equal(exchange(req, strlen(req), &r, NULL), 0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "X-Before: b\n"));
+    assert_null(strstr(r.body, "X-After"));
+    assert_null(strstr(r.body, "evil"));
+    th_response_free(&r);
+}
+
+/* ---- header values -------------------------------------------------------- */
+
+/* Sends a request in two writes, far enough apart to be read apart. */
+static int exchange_split(const char *a, const char *b, th_response *r)
+{
+    th_conn *c = th_connect(d.port, false);
+    assert_non_null(c);
+    assert_int_equal(th_send_str(c, a), 0);
+    usleep(100 * 1000);
+    assert_int_equal(th_send_str(c, b), 0);
+    int rc = th_read(c, r, false);
+    th_close(c);
+    return rc;
+}
+
+/* An empty value is legal (RFC 9110 5.5) and real clients send them
+ * ("Accept-Encoding:"): servlets see it, empty. */
+static void test_empty_header_values(void **state)
+{
+    (void)state;
+    static const char *const reqs[] = {
+        "GET /probe/header?name=Accept-Encoding HTTP/1.1\r\nHost: x\r\nAccept-Encoding:\r\n\r\n",
+        "GET /probe/header?name=Accept-Encoding HTTP/1.1\r\nAccept-Encoding:   \r\nHost: x\r\n\r\n",
+        "GET /probe/header?name=Accept-Encoding HTTP/1.1\r\nHost: x\r\nAccept-Encoding:\t\r\n\r\n",
+    };
+    th_response r;
+    for (size_t i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++) {
+        assert_int_equal(exchange(reqs[i], strlen(reqs[i]), &r, NULL), 0);
+        assert_int_equal(r.status, 200);
+        assert_string_equal(r.body, "");
+        th_response_free(&r);
+    }
+    const char *many = "GET /probe/headers HTTP/1.1\r\nHost: x\r\nX-E1:\r\nX-B: b\r\nX-E2:\r\n\r\n";
+    assert_int_equal(exchange(many, strlen(many), &r, NULL), 0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "X-E1: \nX-B: b\nX-E2: \n"));
+    th_response_free(&r);
+    const char *file = "GET /a.txt HTTP/1.1\r\nHost: x\r\nAccept-Encoding:\r\n\r\n";
+    assert_int_equal(exchange(file, strlen(file), &r, NULL), 0);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "0123456789");
+    th_response_free(&r);
+    /* An empty value at the end of one read. */
+    assert_int_equal(exchange_split("GET /probe/header?name=X-E HTTP/1.1\r\nHost: x\r\nX-E:",
+                                    "\r\nX-F: f\r\n\r\n", &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "");
+    th_response_free(&r);
+    assert_int_equal(exchange_split("GET /probe/header?name=X-F HTTP/1.1\r\nHost: x\r\nX-E:\r\n",
+                                    "X-F: f\r\n\r\n", &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "f");
+    th_response_free(&r);
+}
+
+/* obs-fold stays refused, however the continuation arrives. */
+static void test_folded_headers_refused(void **state)
+{
+    (void)state;
+    expect_rejected("GET /probe/pid HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n", 400);
+    expect_rejected("GET /probe/pid HTTP/1.1\r\nHost: x\r\nX-A: a\r\n\tb\r\n\r\n", 400);
+    /* A name whose value is all on the next line. */
+    expect_rejected("GET /probe/pid HTTP/1.1\r\nHost: x\r\nX-A:\r\n b\r\n\r\n", 400);
+    expect_rejected("GET /probe/pid HTTP/1.1\r\nX-A:   \r\n  b\r\nHost: x\r\n\r\n", 400);
+    /* The continuation in a later read. */
+    static const char *const split[][2] = {
+        {"GET /probe/pid HTTP/1.1\r\nHost: x\r\nX-A: a\r\n", " b\r\n\r\n"},
+        {"GET /probe/pid HTTP/1.1\r\nHost: x\r\nX-A: a\r\n ", "b\r\n\r\n"},
+        {"GET /probe/pid HTTP/1.1\r\nHost: x\r\nX-A:\r\n", " b\r\n\r\n"},
+        {"GET /probe/pid HTTP/1.1\r\nHost: x\r\nX-A:\r\n \t", " b\r\n\r\n"},
+    };
+    for (size_t i = 0; i < sizeof(split) / sizeof(split[0]); i++) {
+        th_response r;
+        assert_int_equal(exchange_split(split[i][0], split[i][1], &r), 0);
+        if (r.status != 400)
+            fail_msg("split fold %zu: %d, expected 400", i, r.status);
+        th_response_free(&r);
+    }
+    assert_still_serving();
+}
+
+/* ---- methods ------------------------------------------------------------- */
+
+/* 501 is for a well-formed method token the server does not know; bytes
+ * that are no request line at all are a 400. */
+static void test_garbage_is_400(void **state)
+{
+    (void)state;
+    expect_rejected("G@T / HTTP/1.1\r\nHost: x\r\n\r\n", 400);
+    expect_rejected("GET@ / HTTP/1.1\r\nHost: x\r\n\r\n", 400);
+    static const char binary[] = "\x01\x02\xff\xfe\x00garbage\r\n\r\n";
+    expect_rejected_n(binary, sizeof(binary) - 1, 400);
+    /* The start of a TLS 1.2/1.3 ClientHello: handshake record, version
+     * 3.1, length, ClientHello, version 3.3, random. */
+    static const char hello[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"
+                                "\x8a\x1f\x00\x42\x99\x13\x37\x00\xde\xad\xbe\xef\x10\x20\x30\x40"
+                                "\x50\x60\x70\x80\x90\xa0\xb0\xc0\xd0\xe0\xf0\x01\x02\x03\x04\x05";
+    expect_rejected_n(hello, sizeof(hello) - 1, 400);
+    /* Tokens, but no method this server knows. */
+    expect_rejected("FOO / HTTP/1.1\r\nHost: x\r\n\r\n", 501);
+    expect_rejected("get / HTTP/1.1\r\nHost: x\r\n\r\n", 501);
+    expect_rejected("GETX / HTTP/1.1\r\nHost: x\r\n\r\n", 501);
+    /* Well-formed, but a version this server does not speak. */
+    expect_rejected("GET /probe/pid HTTP/2.0\r\nHost: x\r\n\r\n", 505);
+    expect_rejected("GET /probe/pid\r\n\r\n", 505);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_form_body_params),       cmocka_unit_test(test_host_rules),
-        cmocka_unit_test(test_unknown_method_501),     cmocka_unit_test(test_absolute_form),
-        cmocka_unit_test(test_expect_continue),        cmocka_unit_test(test_chunked_request_body),
-        cmocka_unit_test(test_smuggling_defences),     cmocka_unit_test(test_size_limits),
-        cmocka_unit_test(test_header_timeout),         cmocka_unit_test(test_body_timeout),
-        cmocka_unit_test(test_keepalive_idle_timeout), cmocka_unit_test(test_max_connections),
+        cmocka_unit_test(test_form_body_params),
+        cmocka_unit_test(test_host_rules),
+        cmocka_unit_test(test_unknown_method_501),
+        cmocka_unit_test(test_absolute_form),
+        cmocka_unit_test(test_expect_continue),
+        cmocka_unit_test(test_chunked_request_body),
+        cmocka_unit_test(test_smuggling_defences),
+        cmocka_unit_test(test_size_limits),
+        cmocka_unit_test(test_header_timeout),
+        cmocka_unit_test(test_body_timeout),
+        cmocka_unit_test(test_keepalive_idle_timeout),
+        cmocka_unit_test(test_max_connections),
         cmocka_unit_test(test_configured_limits),
+        cmocka_unit_test(test_pipelined_bursts),
+        cmocka_unit_test(test_pipelined_slow_reader),
+        cmocka_unit_test(test_no_request_kills_a_worker),
+        cmocka_unit_test(test_head_over_frame_max),
+        cmocka_unit_test(test_trailers_dropped),
+        cmocka_unit_test(test_empty_header_values),
+        cmocka_unit_test(test_folded_headers_refused),
+        cmocka_unit_test(test_garbage_is_400),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
