@@ -142,7 +142,10 @@ int sl_set_content_type(sl_response *rs, const char *type)
 
 int sl_set_status(sl_response *rs, int status)
 {
-    if (status < 100 || status > 599)
+    /* 1xx are interim answers the server sends itself, never a final
+     * one: sent as a response they would leave the connection out of
+     * step (a client reads the next answer as this one's). */
+    if (status < 200 || status > 599)
         return -EINVAL;
     if (rs->head_sent)
         return -EALREADY;
@@ -391,10 +394,17 @@ int sandlet_lib_run(const sl_servlet *servlet, sl_request *rq, sl_response *rs)
             sl_puts(rs, "405 Method Not Allowed\n");
         }
     }
-    if (status < 100 || status > 599) {
-        status = 500;
+    if (status < 200 || status > 599) {
+        /* Not a final status (see sl_set_status): the servlet's bug,
+         * told to its author on the worker's stderr, which the daemon
+         * logs under the sandbox's name. */
+        fprintf(stderr,
+                "libsandlet: a handler returned status %d, which is not a final HTTP status "
+                "(200-599); answering 502\n",
+                status);
+        status = 502;
         if (!rs->head_sent) {
-            rs->status = 500;
+            rs->status = 502;
             rs->body_len = 0;
         }
     }

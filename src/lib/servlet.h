@@ -168,7 +168,8 @@ int sandlet_lib_response_finish(sl_response *rs, int status);
  * body is still handed to the sink so that its length is known, and a
  * driver speaking HTTP drops it, as the acceptor does); OPTIONS without a
  * handler is 204 and other unhandled methods 405, both with Allow.  A
- * status outside 100..599 becomes 500. */
+ * status that is not final (outside 200..599) becomes 502, with a line on
+ * stderr. */
 int sandlet_lib_run(const sl_servlet *servlet, sl_request *rq, sl_response *rs);
 
 /* True when the servlet has a handler at all (service or a method's):

@@ -466,6 +466,25 @@ static void recycle(sandlet_worker *w)
     worker_lost_status(w, 502);
 }
 
+/* A status that is not a final HTTP status (a 1xx, or anything outside
+ * 200-599) would answer the request with an interim or invalid response,
+ * and the client would take the next response on the connection for this
+ * one's: the client gets 502 and the rest of the worker's answer is
+ * dropped (the worker is not at fault for the protocol, only its
+ * servlet for the status). */
+static void not_final(sandlet_worker *w, sandlet_inflight *f, unsigned status)
+{
+    sandlet_error("sandbox '%s': servlet %s answered %s with status %u, which is not a final "
+                  "HTTP status (200-599); answering 502 instead",
+                  sandbox_name(w), w->servlet, w->reqline, status);
+    sandlet_conn *c = f->discard ? NULL : f->conn;
+    f->discard = true;
+    if (c) {
+        f->conn = NULL;
+        sandlet_conn_fail(c, 502);
+    }
+}
+
 static void request_finished(sandlet_worker *w)
 {
     /* Answering the client may have lost this worker meanwhile (a failed
@@ -535,12 +554,15 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
     int rc = 0;
     if (h->type == SANDLET_FRAME_RESPONSE && !w->got_head) {
         sandlet_wire_response r;
-        if (sandlet_wire_response_decode(payload, h->length, &r) < 0) {
+        int drc = sandlet_wire_response_decode(payload, h->length, &r);
+        if (drc < 0 && drc != -ERANGE) {
             violation(w, "malformed RESPONSE");
             return false;
         }
         w->got_head = true;
-        if (f->conn && !f->discard)
+        if (drc == -ERANGE)
+            not_final(w, f, r.status);
+        else if (f->conn && !f->discard)
             rc = sandlet_conn_response_head(f->conn, &r, end);
     } else if (h->type == SANDLET_FRAME_BODY && w->got_head) {
         if (f->conn && !f->discard)

@@ -317,11 +317,15 @@ int sandlet_wire_response_decode(const uint8_t *payload, size_t len, sandlet_wir
     out->status = sandlet_read_u16(&r);
     out->nheaders = sandlet_read_u16(&r);
     out->content_length = sandlet_read_u64(&r);
-    if (r.bad || out->status < 100 || out->status > 599)
+    if (r.bad)
         return -EPROTO;
     out->headers = r;
     if (skip_headers(&r, out->nheaders) < 0)
         return -EPROTO;
     out->body = sandlet_read_rest(&r, &out->body_len);
+    /* Checked last, on a frame that parsed: the caller may still use it
+     * to step over the response it starts. */
+    if (out->status < 200 || out->status > 599)
+        return -ERANGE;
     return 0;
 }

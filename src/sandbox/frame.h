@@ -34,10 +34,11 @@
  *            payload is the first part of the body.  Without the END flag
  *            more body follows in REQBODY frames, the last one with END.
  *   REQBODY  (acceptor→worker) body bytes
- *   RESPONSE (worker→acceptor) u16 status, u16 header count, u64 content
- *            length (SANDLET_LENGTH_UNKNOWN when streamed), headers ×
- *            (str name, str value); the rest is the first part of the
- *            body.  Without END, BODY frames follow, the last one with END.
+ *   RESPONSE (worker→acceptor) u16 status (200-599), u16 header count,
+ *            u64 content length (SANDLET_LENGTH_UNKNOWN when streamed),
+ *            headers × (str name, str value); the rest is the first part
+ *            of the body.  Without END, BODY frames follow, the last one
+ *            with END.
  *   BODY     (worker→acceptor) body bytes
  *
  * A reader that meets a wrong version, an unknown type, a length above the
@@ -171,6 +172,10 @@ typedef struct sandlet_wire_response {
 } sandlet_wire_response;
 
 int sandlet_wire_request_decode(const uint8_t *payload, size_t len, sandlet_wire_request *out);
+/* 0, -EPROTO for a payload that does not parse, or -ERANGE for one that
+ * parses (out is filled in) but whose status is not a final HTTP status
+ * (200-599): a 1xx would make the acceptor answer with an interim
+ * response and leave the connection one answer behind. */
 int sandlet_wire_response_decode(const uint8_t *payload, size_t len, sandlet_wire_response *out);
 /* Reads the next header pair; returns false when the iteration is done. */
 bool sandlet_wire_headers_next(sandlet_reader *r, uint16_t *left, sandlet_wire_header *h);

