@@ -157,6 +157,10 @@ static int emit(sl_response *rs, bool end)
 {
     if (rs->error)
         return rs->error;
+    /* Nothing new to say: a frame would carry no progress (and the
+     * acceptor refuses empty frames that do not end a response). */
+    if (!end && rs->head_sent && rs->body_len == 0)
+        return 0;
     sandlet_lib_output out = {
         .head = !rs->head_sent,
         .status = rs->status ? rs->status : 200,

@@ -564,6 +564,11 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
             not_final(w, f, r.status);
         else if (f->conn && !f->discard)
             rc = sandlet_conn_response_head(f->conn, &r, end);
+    } else if (h->type == SANDLET_FRAME_BODY && w->got_head && h->length == 0 && !end) {
+        /* It carries nothing and ends nothing: a worker sending these
+         * keeps the acceptor busy without making progress. */
+        violation(w, "empty BODY frame that does not end the response");
+        return false;
     } else if (h->type == SANDLET_FRAME_BODY && w->got_head) {
         if (f->conn && !f->discard)
             rc = sandlet_conn_response_body(f->conn, payload, h->length, end);
@@ -582,7 +587,9 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
     if (end) {
         request_finished(w);
     } else if (w->rcount && held(w, 0) == f && (f->discard || !f->conn)) {
-        w->dropped += h->length;
+        /* Frames count with their header: a flood of tiny frames to a
+         * client that left costs the acceptor as much as bytes do. */
+        w->dropped += SANDLET_FRAME_HEADER + (uint64_t)h->length;
         if (w->dropped > SANDLET_DISCARD_MAX) {
             recycle(w);
             return false;

@@ -39,7 +39,8 @@
  *            headers × (str name, str value); the rest is the first part
  *            of the body.  Without END, BODY frames follow, the last one
  *            with END.
- *   BODY     (worker→acceptor) body bytes
+ *   BODY     (worker→acceptor) body bytes; an empty BODY frame must
+ *            carry END (one without makes no progress: a protocol error)
  *
  * A reader that meets a wrong version, an unknown type, a length above the
  * maximum or a payload that does not parse exactly rejects the frame; the

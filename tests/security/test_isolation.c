@@ -121,10 +121,72 @@ static void test_non_final_status(void **state)
     assert_good_fast();
 }
 
+/* Occurrences of needle in the daemon's log. */
+static int log_count(const char *needle)
+{
+    FILE *f = fopen(d.log, "r");
+    if (!f)
+        return -1;
+    int n = 0;
+    char line[4096];
+    while (fgets(line, sizeof(line), f))
+        n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
+}
+
+/* Waits up to ms for needle's count in the log to pass before. */
+static bool log_count_wait(const char *needle, int before, int ms)
+{
+    for (int waited = 0; waited <= ms; waited += 20) {
+        if (log_count(needle) > before)
+            return true;
+        usleep(20 * 1000);
+    }
+    return false;
+}
+
+/* Empty BODY frames without END make no progress: the worker is killed
+ * at the first, whether its client waits or has left, and the neighbour
+ * sandbox stays fast meanwhile. */
+static void test_empty_frame_flood(void **state)
+{
+    (void)state;
+    if (confinement_off())
+        return;
+    static const char needle[] = "empty BODY frame that does not end the response";
+    for (int left = 0; left < 2; left++) {
+        int before = log_count(needle);
+        unsigned long long t0 = th_now_ms();
+        th_conn *c = th_connect(d.port, false);
+        assert_non_null(c);
+        assert_int_equal(th_send_str(c, "GET /iso?do=flood HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+        if (left) {
+            usleep(100 * 1000);
+            th_close(c);
+        } else {
+            /* The head went out: a cut connection is the only signal
+             * left, so the response never completes. */
+            th_response r;
+            assert_int_equal(th_read(c, &r, false), -1);
+            th_close(c);
+        }
+        assert_true(log_count_wait(needle, before, 3000));
+        assert_true(th_now_ms() - t0 < 3000);
+        assert_good_fast();
+        /* The sandbox serves again. */
+        th_response r;
+        get("/iso?do=echo", "X-Secret: SECRET-again\r\n", &r);
+        assert_int_equal(r.status, 200);
+        th_response_free(&r);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_non_final_status),
+        cmocka_unit_test(test_empty_frame_flood),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
