@@ -632,6 +632,7 @@ static int add_sandbox(parser *ps, char *name, int line)
                                                 .queue = SANDLET_DEFAULT_QUEUE,
                                                 .queue_timeout = SANDLET_DEFAULT_QUEUE_TIMEOUT,
                                                 .pipeline = SANDLET_DEFAULT_PIPELINE,
+                                                .timeout = SANDLET_DEFAULT_TIMEOUT,
                                                 .sessions = SANDLET_SESSIONS_MEMORY,
                                                 .session_size = SANDLET_DEFAULT_SESSION_SIZE,
                                                 .session_timeout = SANDLET_DEFAULT_SESSION_TIMEOUT,
@@ -751,8 +752,14 @@ static int do_confine(parser *ps, const token *dir, token *args)
         return on_off(ps, dir, &args[0], "on", "off", &sb->core_dumps);
     if (strcmp(d, "syscall-violations") == 0)
         return on_off(ps, dir, &args[0], "log", "kill", &sb->learn);
-    if (strcmp(d, "timeout") == 0)
-        return number(ps, dir, &args[0], 1, 86400000, &sb->timeout);
+    if (strcmp(d, "timeout") == 0) {
+        /* "off" (or 0) lifts the default: a request may run for ever. */
+        if (strcmp(args[0].text, "off") == 0) {
+            sb->timeout = 0;
+            return 0;
+        }
+        return number(ps, dir, &args[0], 0, 86400000, &sb->timeout);
+    }
     if (strcmp(d, "max-requests") == 0)
         return number(ps, dir, &args[0], 1, 4000000000u, &sb->max_requests);
     /* syscalls GROUP */

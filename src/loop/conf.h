@@ -18,7 +18,8 @@
  *       workers 4;                  # 1..256, default 2
  *       queue 256;                  # waiting requests, 0..65535, default 1024
  *       queue-timeout 5000;         # ms a request may wait, then 503; default 10000
- *       timeout 30000;              # ms a request may run, then kill + 504
+ *       timeout 30000;              # ms a request may run, then kill + 504;
+ *                                   # default 30000, "off" for none
  *       max-requests 10000;         # recycle a worker after N requests
  *       user www; group www;        # confinement (issue in progress): uid/gid,
  *       readable DIR; writable DIR; # Landlock paths, limits (memory MIB,
@@ -56,6 +57,9 @@
 /* Requests a worker may hold at once (see "pipeline" in sandlet.conf(5)). */
 #define SANDLET_DEFAULT_PIPELINE          16
 #define SANDLET_MAX_PIPELINE              256
+/* ms a request may run when its sandbox sets no "timeout": long enough
+ * for real pages, short enough that a spinning servlet frees its worker. */
+#define SANDLET_DEFAULT_TIMEOUT           30000
 #define SANDLET_DEFAULT_SANDBOX           "default"
 #define SANDLET_MAX_PARAMS                1024
 #define SANDLET_DEFAULT_HEADER_TIMEOUT    10000

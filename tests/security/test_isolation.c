@@ -42,6 +42,8 @@ static int group_setup(void **state)
     signal(SIGPIPE, SIG_IGN);
     const char *iso = th_build_path("tests/fixtures/.libs/isolation.so");
     char conf[2048];
+    /* No "timeout" for iso: the default applies (a flood that survived
+     * would end there, well after the test's bounds). */
     snprintf(conf, sizeof(conf),
              "sandbox good { workers 1; }\n"
              "servlet /good/* { library \"%s\"; sandbox good; }\n"
