@@ -6,7 +6,8 @@
  * file must never let a header through that could split the response
  * (CR, LF, NUL) or that the server owns (framing headers): the acceptor
  * checks again, but a servlet should learn of its mistake here, from a
- * return code.
+ * return code.  Body bytes are wiped once used (sent or dropped): the
+ * buffer is reused by the next request, another client's.
  */
 #include "config.h"
 
@@ -28,8 +29,18 @@ void sandlet_lib_response_init(sl_response *rs, sl_request *rq, sandlet_lib_sink
     sandlet_lib_response_reset(rs);
 }
 
+/* Clears the body bytes written since the last wipe: what was used, not
+ * the whole (possibly large) capacity. */
+static void wipe_body(sl_response *rs)
+{
+    if (rs->body && rs->body_dirty)
+        explicit_bzero(rs->body, rs->body_dirty);
+    rs->body_dirty = 0;
+}
+
 void sandlet_lib_response_reset(sl_response *rs)
 {
+    wipe_body(rs);
     rs->status = 0;
     rs->headers = NULL;
     rs->nheaders = 0;
@@ -41,6 +52,7 @@ void sandlet_lib_response_reset(sl_response *rs)
 
 void sandlet_lib_response_free(sl_response *rs)
 {
+    wipe_body(rs);
     free(rs->body);
     rs->body = NULL;
     rs->body_cap = 0;
@@ -173,6 +185,7 @@ static int emit(sl_response *rs, bool end)
     int rc = rs->sink(rs->sink_ctx, &out);
     rs->head_sent = true;
     rs->body_len = 0;
+    wipe_body(rs);
     if (rc < 0)
         rs->error = rc;
     return rc;
@@ -210,17 +223,26 @@ int sl_write(sl_response *rs, const void *data, size_t len)
             size_t ncap = rs->body_cap ? rs->body_cap : 4096;
             while (ncap - rs->body_len < len)
                 ncap *= 2;
-            uint8_t *p = realloc(rs->body, ncap);
+            /* Not realloc: the old block would go back to malloc with
+             * this response in it. */
+            uint8_t *p = malloc(ncap);
             if (!p) {
                 rs->error = -ENOMEM;
                 return rs->error;
             }
+            if (rs->body_len)
+                memcpy(p, rs->body, rs->body_len);
+            wipe_body(rs);
+            free(rs->body);
             rs->body = p;
             rs->body_cap = ncap;
+            rs->body_dirty = rs->body_len;
         }
     }
     memcpy(rs->body + rs->body_len, data, len);
     rs->body_len += len;
+    if (rs->body_len > rs->body_dirty)
+        rs->body_dirty = rs->body_len;
     return 0;
 }
 
@@ -251,6 +273,7 @@ int sl_vprintf(sl_response *rs, const char *fmt, va_list ap)
     vsnprintf(big, (size_t)n + 1, fmt, ap2);
     va_end(ap2);
     int rc = sl_write(rs, big, (size_t)n);
+    explicit_bzero(big, (size_t)n + 1);
     free(big);
     return rc;
 }

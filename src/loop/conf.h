@@ -54,9 +54,9 @@
 #define SANDLET_MAX_WORKERS           256
 #define SANDLET_DEFAULT_QUEUE         1024
 #define SANDLET_DEFAULT_QUEUE_TIMEOUT 10000
-/* Requests a worker may hold at once (see "pipeline" in sandlet.conf(5)). */
-#define SANDLET_DEFAULT_PIPELINE          16
-#define SANDLET_MAX_PIPELINE              256
+/* The range the obsolete "pipeline" directive still accepts (and then
+ * ignores, see sandlet.conf(5)): a worker holds one request at a time. */
+#define SANDLET_MAX_PIPELINE 256
 /* ms a request may run when its sandbox sets no "timeout": long enough
  * for real pages, short enough that a spinning servlet frees its worker. */
 #define SANDLET_DEFAULT_TIMEOUT           30000
@@ -124,7 +124,6 @@ typedef struct sandlet_sandbox_conf {
     unsigned timeout;       /* ms a request may run; 0: none */
     unsigned max_requests;  /* recycle a worker after this many; 0: never */
     unsigned queue_timeout; /* ms a request may wait for a worker */
-    unsigned pipeline;      /* requests handed to one worker at once */
     /* Sessions: the store the supervisor creates for the sandbox. */
     unsigned sessions;          /* SANDLET_SESSIONS_* */
     size_t session_size;        /* bytes of the shared store */

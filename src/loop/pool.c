@@ -44,9 +44,18 @@ static const char *sandbox_name(const sandlet_worker *w)
 #define WRITE_PIECE  ((size_t)1 << 30)
 #define WRITE_PIECES 8
 
+/* A worker holds only the request it is serving.  Requests it has not
+ * started stay in the acceptor: anything written to the socketpair is
+ * readable by the servlet (it can read or peek at its channel), and
+ * servlets of one sandbox must never see another client's request (issue
+ * 13).  The next request leaves in the loop turn that brings the END
+ * frame of the previous one, so a busy worker idles for one round trip. */
+#define HELD_MAX 1u
+
 static unsigned depth(const sandlet_worker *w)
 {
-    return w->pool->conf->pipeline;
+    (void)w;
+    return HELD_MAX;
 }
 
 /* The i-th request the worker holds; 0 is the one it is serving. */
@@ -338,9 +347,8 @@ static void fail_queue(sandlet_pool *p)
     uv_timer_stop(&p->qtimer);
 }
 
-/* The worker for the next request: an idle one if any, else the one
- * holding the fewest, below the pipeline depth and below what max-requests
- * leaves it; NULL when all are full, starting or down. */
+/* The worker for the next request: an idle one below what max-requests
+ * leaves it; NULL when all are busy, starting or down. */
 static sandlet_worker *pick_worker(sandlet_pool *p)
 {
     sandlet_worker *best = NULL;
@@ -349,12 +357,7 @@ static sandlet_worker *pick_worker(sandlet_pool *p)
         sandlet_worker *w = &p->workers[i];
         if ((w->state != W_IDLE && w->state != W_BUSY) || !w->pipe_open)
             continue;
-        if (w->rcount >= p->conf->pipeline || (max && w->served + w->rcount >= max))
-            continue;
-        /* Paused for a slow client: a request behind it would wait for
-         * that client, which may take until send-timeout.  The queue is
-         * better: any worker that frees up takes it. */
-        if (w->rcount && !w->reading)
+        if (w->rcount >= HELD_MAX || (max && w->served + w->rcount >= max))
             continue;
         if (!best || w->rcount < best->rcount)
             best = w;
@@ -454,7 +457,7 @@ static void violation(sandlet_worker *w, const char *why)
 
 /* The first request's client left while its answer streams: restart the
  * worker rather than read the rest of a response that may be endless.
- * Its pipelined requests go back to the queue (worker_lost_status). */
+ * (A worker holds no request behind it, see HELD_MAX.) */
 static void recycle(sandlet_worker *w)
 {
     sandlet_info("worker %d of sandbox '%s': the client of %s left mid-response; dropped "
@@ -972,7 +975,7 @@ int sandlet_pools_start(sandlet_server *srv)
             sandlet_buf_init(&w->in, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX + READ_CHUNK);
             sandlet_buf_init(&w->out, 0);
             sandlet_buf_init(&w->sending, 0);
-            w->ring = calloc(p->conf->pipeline, sizeof(*w->ring));
+            w->ring = calloc(HELD_MAX, sizeof(*w->ring));
             if (!w->ring)
                 return -ENOMEM;
             uv_timer_init(srv->loop, &w->restart);

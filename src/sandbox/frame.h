@@ -97,6 +97,7 @@ typedef struct sandlet_buf {
     size_t cap;
     size_t limit; /* 0: no limit */
     int error;
+    bool wipe; /* holds a client's data: growing and freeing clear it */
 } sandlet_buf;
 
 void sandlet_buf_init(sandlet_buf *b, size_t limit);
@@ -109,6 +110,9 @@ void sandlet_buf_put_u16(sandlet_buf *b, uint16_t v);
 void sandlet_buf_put_u32(sandlet_buf *b, uint32_t v);
 void sandlet_buf_put_u64(sandlet_buf *b, uint64_t v);
 void sandlet_buf_put_str(sandlet_buf *b, const char *s, size_t len);
+/* Clears bytes [from, to) of b's memory (to is capped at the capacity),
+ * for buffers that held a client's data. */
+void sandlet_buf_wipe(sandlet_buf *b, size_t from, size_t to);
 /* Drops the first n bytes (consumed input), keeping the rest. */
 void sandlet_buf_consume(sandlet_buf *b, size_t n);
 

@@ -561,9 +561,10 @@ static void test_timeout_kills_worker(void **state)
     th_response_free(&r);
 }
 
-/* Requests handed to a worker behind one that hangs are not failed with
+/* Requests waiting for a worker behind one that hangs are not failed with
  * it: once the hung one is killed they go to the restarted worker.  And
- * each request's timeout runs from when the worker starts it. */
+ * each request's timeout runs from when the worker starts it (requests
+ * wait in the acceptor's queue, never on the worker's socketpair). */
 static void test_pipelined_behind_a_hang(void **state)
 {
     (void)state;

@@ -123,6 +123,63 @@ static void test_non_final_status(void **state)
     assert_good_fast();
 }
 
+/* A second client's request for the same worker is not on the worker's
+ * socketpair while the first is served: the servlet reads nothing. */
+static void test_no_read_ahead(void **state)
+{
+    (void)state;
+    if (confinement_off())
+        return;
+    th_conn *a = th_connect(d.port, false);
+    assert_non_null(a);
+    assert_int_equal(th_send_str(a, "GET /iso?do=peek&ms=600 HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    usleep(150 * 1000);
+    th_conn *b = th_connect(d.port, false);
+    assert_non_null(b);
+    assert_int_equal(th_send_str(b, "GET /iso?do=echo HTTP/1.1\r\nHost: x\r\n"
+                                    "Cookie: sid=SECRET-victim-cookie\r\n"
+                                    "X-Secret: SECRET-victim\r\n\r\n"),
+                     0);
+    th_response r;
+    assert_int_equal(th_read(a, &r, false), 0);
+    assert_int_equal(r.status, 200);
+    assert_null(strstr(r.body, "stolen"));
+    assert_string_equal(r.body, "read 0 bytes\n");
+    th_response_free(&r);
+    /* The second client gets its own answer, after the first. */
+    assert_int_equal(th_read(b, &r, false), 0);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "echo SECRET-victim\n");
+    th_response_free(&r);
+    th_close(a);
+    th_close(b);
+}
+
+/* What one client's request and response left in the worker is gone
+ * when the next client's request runs. */
+static void test_no_leftovers(void **state)
+{
+    (void)state;
+    if (confinement_off())
+        return;
+    /* Padding puts the secret deep in the input buffer, past where the
+     * (shorter) scanning request would overwrite it. */
+    char pad[1200];
+    memset(pad, 'p', sizeof(pad) - 1);
+    pad[sizeof(pad) - 1] = '\0';
+    char headers[1600];
+    snprintf(headers, sizeof(headers), "X-Pad: %s\r\nX-Secret: SECRET-0123456789abcdef\r\n", pad);
+    th_response r;
+    get("/iso?do=leave", headers, &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "kept SECRET-0123456789abcdef\n");
+    th_response_free(&r);
+    get("/iso?do=scan", NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "clean\n");
+    th_response_free(&r);
+}
+
 /* Occurrences of needle in the daemon's log. */
 static int log_count(const char *needle)
 {
@@ -188,6 +245,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_non_final_status),
+        cmocka_unit_test(test_no_read_ahead),
+        cmocka_unit_test(test_no_leftovers),
         cmocka_unit_test(test_empty_frame_flood),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
