@@ -713,8 +713,8 @@ static void close_pipe(sandlet_worker *w)
 }
 
 /* The worker's socketpair is unusable: the request it was serving fails
- * with status; the ones behind it, which it never started, go back to the
- * front of the sandbox's queue, in order, for another worker.  Then wait
+ * with status (any held behind it, which it never started, would go back
+ * to the front of the queue; with HELD_MAX 1 there are none).  Then wait
  * for the supervisor's report of its exit. */
 static void worker_lost_status(sandlet_worker *w, int status)
 {

@@ -564,6 +564,35 @@ static void test_buf_consume_reset(void **state)
     sandlet_buf_free(&b);
 }
 
+/* Buffers that held a client's data are cleared as far as asked, never
+ * past their capacity, and keep their contents when they grow. */
+static void test_buf_wipe(void **state)
+{
+    (void)state;
+    sandlet_buf b;
+    sandlet_buf_init(&b, 0);
+    b.wipe = true;
+    sandlet_buf_put(&b, "secretsecret", 12);
+    sandlet_buf_wipe(&b, 2, 6);
+    assert_memory_equal(b.data, "se\0\0\0\0secret", 12);
+    sandlet_buf_wipe(&b, 0, SIZE_MAX); /* capped at the capacity */
+    for (size_t i = 0; i < b.cap; i++)
+        assert_int_equal(b.data[i], 0);
+    sandlet_buf_reset(&b);
+    sandlet_buf_put(&b, "abc", 3);
+    size_t cap = b.cap;
+    uint8_t big[4096];
+    memset(big, 'x', sizeof(big));
+    sandlet_buf_put(&b, big, sizeof(big));
+    assert_true(b.cap > cap);
+    assert_int_equal(b.len, 3 + sizeof(big));
+    assert_memory_equal(b.data, "abcxxx", 6);
+    assert_true(b.wipe);
+    sandlet_buf_free(&b);
+    assert_true(b.wipe);
+    assert_null(b.data);
+}
+
 static void test_buf_growth(void **state)
 {
     (void)state;
@@ -1714,6 +1743,7 @@ int main(void)
         cmocka_unit_test(test_buf_put_str_too_long),
         cmocka_unit_test(test_buf_consume_reset),
         cmocka_unit_test(test_buf_growth),
+        cmocka_unit_test(test_buf_wipe),
         cmocka_unit_test(test_frame_begin_finish),
         cmocka_unit_test(test_frame_init_payload),
         cmocka_unit_test(test_frame_finish_limited_buf),
