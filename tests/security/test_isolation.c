@@ -241,13 +241,36 @@ static void test_empty_frame_flood(void **state)
     }
 }
 
+/* Discarded frames count with their header toward the discard bound: a
+ * million one-byte frames to a client that left (1 MB of payload, 13 MB
+ * with headers) end in a recycle; counting payload alone they never
+ * reached the 4 MiB bound. */
+static void test_tiny_frames_discarded(void **state)
+{
+    (void)state;
+    if (confinement_off())
+        return;
+    static const char needle[] = "of sandbox 'iso' recycled";
+    int before = log_count(needle);
+    th_conn *c = th_connect(d.port, false);
+    assert_non_null(c);
+    assert_int_equal(th_send_str(c, "GET /iso?do=drip&n=1000000 HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    usleep(50 * 1000);
+    th_close(c);
+    assert_true(log_count_wait(needle, before, 10000));
+    assert_good_fast();
+    th_response r;
+    get("/iso?do=echo", "X-Secret: SECRET-again\r\n", &r);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_non_final_status),
-        cmocka_unit_test(test_no_read_ahead),
-        cmocka_unit_test(test_no_leftovers),
-        cmocka_unit_test(test_empty_frame_flood),
+        cmocka_unit_test(test_non_final_status),      cmocka_unit_test(test_no_read_ahead),
+        cmocka_unit_test(test_no_leftovers),          cmocka_unit_test(test_empty_frame_flood),
+        cmocka_unit_test(test_tiny_frames_discarded),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
