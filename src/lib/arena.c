@@ -5,6 +5,9 @@
  * The first chunk survives resets, so an ordinary request allocates no
  * memory from the system at all.  This file must never hand out memory
  * that outlives a reset, and must fail (NULL) rather than exceed a limit.
+ * A reset wipes the bytes handed out: the next request is another
+ * client's, and neither the kept chunk nor a block malloc hands out again
+ * may show it this one's data.
  */
 #include "config.h"
 
@@ -91,6 +94,8 @@ void sandlet_lib_arena_reset(sandlet_arena *a)
     sandlet_arena_chunk *c = a->head;
     while (c) {
         sandlet_arena_chunk *next = c->next;
+        explicit_bzero(c->data, c->used);
+        c->used = 0;
         if (c != a->keep)
             free(c);
         c = next;

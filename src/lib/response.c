@@ -6,7 +6,8 @@
  * file must never let a header through that could split the response
  * (CR, LF, NUL) or that the server owns (framing headers): the acceptor
  * checks again, but a servlet should learn of its mistake here, from a
- * return code.
+ * return code.  Body bytes are wiped once used (sent or dropped): the
+ * buffer is reused by the next request, another client's.
  */
 #include "config.h"
 
@@ -28,8 +29,18 @@ void sandlet_lib_response_init(sl_response *rs, sl_request *rq, sandlet_lib_sink
     sandlet_lib_response_reset(rs);
 }
 
+/* Clears the body bytes written since the last wipe: what was used, not
+ * the whole (possibly large) capacity. */
+static void wipe_body(sl_response *rs)
+{
+    if (rs->body && rs->body_dirty)
+        explicit_bzero(rs->body, rs->body_dirty);
+    rs->body_dirty = 0;
+}
+
 void sandlet_lib_response_reset(sl_response *rs)
 {
+    wipe_body(rs);
     rs->status = 0;
     rs->headers = NULL;
     rs->nheaders = 0;
@@ -41,6 +52,7 @@ void sandlet_lib_response_reset(sl_response *rs)
 
 void sandlet_lib_response_free(sl_response *rs)
 {
+    wipe_body(rs);
     free(rs->body);
     rs->body = NULL;
     rs->body_cap = 0;
@@ -142,7 +154,10 @@ int sl_set_content_type(sl_response *rs, const char *type)
 
 int sl_set_status(sl_response *rs, int status)
 {
-    if (status < 100 || status > 599)
+    /* 1xx are interim answers the server sends itself, never a final
+     * one: sent as a response they would leave the connection out of
+     * step (a client reads the next answer as this one's). */
+    if (status < 200 || status > 599)
         return -EINVAL;
     if (rs->head_sent)
         return -EALREADY;
@@ -154,6 +169,10 @@ static int emit(sl_response *rs, bool end)
 {
     if (rs->error)
         return rs->error;
+    /* Nothing new to say: a frame would carry no progress (and the
+     * acceptor refuses empty frames that do not end a response). */
+    if (!end && rs->head_sent && rs->body_len == 0)
+        return 0;
     sandlet_lib_output out = {
         .head = !rs->head_sent,
         .status = rs->status ? rs->status : 200,
@@ -166,6 +185,7 @@ static int emit(sl_response *rs, bool end)
     int rc = rs->sink(rs->sink_ctx, &out);
     rs->head_sent = true;
     rs->body_len = 0;
+    wipe_body(rs);
     if (rc < 0)
         rs->error = rc;
     return rc;
@@ -203,17 +223,26 @@ int sl_write(sl_response *rs, const void *data, size_t len)
             size_t ncap = rs->body_cap ? rs->body_cap : 4096;
             while (ncap - rs->body_len < len)
                 ncap *= 2;
-            uint8_t *p = realloc(rs->body, ncap);
+            /* Not realloc: the old block would go back to malloc with
+             * this response in it. */
+            uint8_t *p = malloc(ncap);
             if (!p) {
                 rs->error = -ENOMEM;
                 return rs->error;
             }
+            if (rs->body_len)
+                memcpy(p, rs->body, rs->body_len);
+            wipe_body(rs);
+            free(rs->body);
             rs->body = p;
             rs->body_cap = ncap;
+            rs->body_dirty = rs->body_len;
         }
     }
     memcpy(rs->body + rs->body_len, data, len);
     rs->body_len += len;
+    if (rs->body_len > rs->body_dirty)
+        rs->body_dirty = rs->body_len;
     return 0;
 }
 
@@ -244,6 +273,7 @@ int sl_vprintf(sl_response *rs, const char *fmt, va_list ap)
     vsnprintf(big, (size_t)n + 1, fmt, ap2);
     va_end(ap2);
     int rc = sl_write(rs, big, (size_t)n);
+    explicit_bzero(big, (size_t)n + 1);
     free(big);
     return rc;
 }
@@ -391,10 +421,17 @@ int sandlet_lib_run(const sl_servlet *servlet, sl_request *rq, sl_response *rs)
             sl_puts(rs, "405 Method Not Allowed\n");
         }
     }
-    if (status < 100 || status > 599) {
-        status = 500;
+    if (status < 200 || status > 599) {
+        /* Not a final status (see sl_set_status): the servlet's bug,
+         * told to its author on the worker's stderr, which the daemon
+         * logs under the sandbox's name. */
+        fprintf(stderr,
+                "libsandlet: a handler returned status %d, which is not a final HTTP status "
+                "(200-599); answering 502\n",
+                status);
+        status = 502;
         if (!rs->head_sent) {
-            rs->status = 500;
+            rs->status = 502;
             rs->body_len = 0;
         }
     }

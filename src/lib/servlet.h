@@ -149,6 +149,7 @@ struct sl_response {
     uint8_t *body; /* malloc'd, kept across requests */
     size_t body_len;
     size_t body_cap;
+    size_t body_dirty; /* bytes of body used since the last wipe */
     bool head_sent;
     int error; /* sticky: first sink or memory failure */
     sandlet_lib_sink sink;
@@ -156,7 +157,8 @@ struct sl_response {
 };
 
 void sandlet_lib_response_init(sl_response *rs, sl_request *rq, sandlet_lib_sink sink, void *ctx);
-/* Clears per-request state; keeps the body buffer's memory. */
+/* Clears per-request state and wipes the body bytes used; keeps the body
+ * buffer's memory. */
 void sandlet_lib_response_reset(sl_response *rs);
 void sandlet_lib_response_free(sl_response *rs);
 /* Ends the response with the servlet's return value as status (unless
@@ -168,7 +170,8 @@ int sandlet_lib_response_finish(sl_response *rs, int status);
  * body is still handed to the sink so that its length is known, and a
  * driver speaking HTTP drops it, as the acceptor does); OPTIONS without a
  * handler is 204 and other unhandled methods 405, both with Allow.  A
- * status outside 100..599 becomes 500. */
+ * status that is not final (outside 200..599) becomes 502, with a line on
+ * stderr. */
 int sandlet_lib_run(const sl_servlet *servlet, sl_request *rq, sl_response *rs);
 
 /* True when the servlet has a handler at all (service or a method's):

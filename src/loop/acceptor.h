@@ -198,8 +198,8 @@ struct sandlet_worker {
     sandlet_buf in;      /* frames from the worker */
     sandlet_buf out;     /* frames gathered while a write is in flight */
     sandlet_buf sending; /* frames being written */
-    /* Requests in the order the worker answers them: a ring of
-     * pool->conf->pipeline entries; the first is the one it is serving. */
+    /* The request the worker serves (a ring of one: a worker is never
+     * handed a request before it has answered the previous one). */
     sandlet_inflight *ring;
     unsigned rfirst, rcount;
     bool got_head;     /* the first request's RESPONSE frame arrived */

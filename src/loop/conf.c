@@ -13,6 +13,7 @@
 #include "config.h"
 
 #include "conf.h"
+#include "loop/log.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -631,7 +632,7 @@ static int add_sandbox(parser *ps, char *name, int line)
                                                 .workers = SANDLET_DEFAULT_WORKERS,
                                                 .queue = SANDLET_DEFAULT_QUEUE,
                                                 .queue_timeout = SANDLET_DEFAULT_QUEUE_TIMEOUT,
-                                                .pipeline = SANDLET_DEFAULT_PIPELINE,
+                                                .timeout = SANDLET_DEFAULT_TIMEOUT,
                                                 .sessions = SANDLET_SESSIONS_MEMORY,
                                                 .session_size = SANDLET_DEFAULT_SESSION_SIZE,
                                                 .session_timeout = SANDLET_DEFAULT_SESSION_TIMEOUT,
@@ -687,10 +688,20 @@ static int do_queue_timeout(parser *ps, const token *dir, token *args)
     return number(ps, dir, &args[0], 1, 3600000, &ps->conf->sandboxes[ps->cur].queue_timeout);
 }
 
+/* Kept so that configurations written for earlier releases still load:
+ * a worker now holds only the request it serves (a servlet can read
+ * whatever waits on its socketpair, and requests queued behind one belong
+ * to other clients), so the value is checked and then ignored. */
 static int do_pipeline(parser *ps, const token *dir, token *args)
 {
-    return number(ps, dir, &args[0], 1, SANDLET_MAX_PIPELINE,
-                  &ps->conf->sandboxes[ps->cur].pipeline);
+    unsigned n;
+    int rc = number(ps, dir, &args[0], 1, SANDLET_MAX_PIPELINE, &n);
+    if (rc == 0)
+        sandlet_warn("%s:%d:%d: 'pipeline' is ignored: a worker is handed a request only "
+                     "when it has answered the previous one, so that no servlet can read "
+                     "another client's request; remove the line",
+                     ps->name, dir->line, dir->col);
+    return rc;
 }
 
 /* Appends a path to a sandbox's Landlock list; relative paths resolve
@@ -751,8 +762,14 @@ static int do_confine(parser *ps, const token *dir, token *args)
         return on_off(ps, dir, &args[0], "on", "off", &sb->core_dumps);
     if (strcmp(d, "syscall-violations") == 0)
         return on_off(ps, dir, &args[0], "log", "kill", &sb->learn);
-    if (strcmp(d, "timeout") == 0)
-        return number(ps, dir, &args[0], 1, 86400000, &sb->timeout);
+    if (strcmp(d, "timeout") == 0) {
+        /* "off" (or 0) lifts the default: a request may run for ever. */
+        if (strcmp(args[0].text, "off") == 0) {
+            sb->timeout = 0;
+            return 0;
+        }
+        return number(ps, dir, &args[0], 0, 86400000, &sb->timeout);
+    }
     if (strcmp(d, "max-requests") == 0)
         return number(ps, dir, &args[0], 1, 4000000000u, &sb->max_requests);
     /* syscalls GROUP */

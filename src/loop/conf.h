@@ -18,7 +18,8 @@
  *       workers 4;                  # 1..256, default 2
  *       queue 256;                  # waiting requests, 0..65535, default 1024
  *       queue-timeout 5000;         # ms a request may wait, then 503; default 10000
- *       timeout 30000;              # ms a request may run, then kill + 504
+ *       timeout 30000;              # ms a request may run, then kill + 504;
+ *                                   # default 30000, "off" for none
  *       max-requests 10000;         # recycle a worker after N requests
  *       user www; group www;        # confinement (issue in progress): uid/gid,
  *       readable DIR; writable DIR; # Landlock paths, limits (memory MIB,
@@ -53,9 +54,12 @@
 #define SANDLET_MAX_WORKERS           256
 #define SANDLET_DEFAULT_QUEUE         1024
 #define SANDLET_DEFAULT_QUEUE_TIMEOUT 10000
-/* Requests a worker may hold at once (see "pipeline" in sandlet.conf(5)). */
-#define SANDLET_DEFAULT_PIPELINE          16
-#define SANDLET_MAX_PIPELINE              256
+/* The range the obsolete "pipeline" directive still accepts (and then
+ * ignores, see sandlet.conf(5)): a worker holds one request at a time. */
+#define SANDLET_MAX_PIPELINE 256
+/* ms a request may run when its sandbox sets no "timeout": long enough
+ * for real pages, short enough that a spinning servlet frees its worker. */
+#define SANDLET_DEFAULT_TIMEOUT           30000
 #define SANDLET_DEFAULT_SANDBOX           "default"
 #define SANDLET_MAX_PARAMS                1024
 #define SANDLET_DEFAULT_HEADER_TIMEOUT    10000
@@ -120,7 +124,6 @@ typedef struct sandlet_sandbox_conf {
     unsigned timeout;       /* ms a request may run; 0: none */
     unsigned max_requests;  /* recycle a worker after this many; 0: never */
     unsigned queue_timeout; /* ms a request may wait for a worker */
-    unsigned pipeline;      /* requests handed to one worker at once */
     /* Sessions: the store the supervisor creates for the sandbox. */
     unsigned sessions;          /* SANDLET_SESSIONS_* */
     size_t session_size;        /* bytes of the shared store */

@@ -44,9 +44,18 @@ static const char *sandbox_name(const sandlet_worker *w)
 #define WRITE_PIECE  ((size_t)1 << 30)
 #define WRITE_PIECES 8
 
+/* A worker holds only the request it is serving.  Requests it has not
+ * started stay in the acceptor: anything written to the socketpair is
+ * readable by the servlet (it can read or peek at its channel), and
+ * servlets of one sandbox must never see another client's request (issue
+ * 13).  The next request leaves in the loop turn that brings the END
+ * frame of the previous one, so a busy worker idles for one round trip. */
+#define HELD_MAX 1u
+
 static unsigned depth(const sandlet_worker *w)
 {
-    return w->pool->conf->pipeline;
+    (void)w;
+    return HELD_MAX;
 }
 
 /* The i-th request the worker holds; 0 is the one it is serving. */
@@ -338,9 +347,8 @@ static void fail_queue(sandlet_pool *p)
     uv_timer_stop(&p->qtimer);
 }
 
-/* The worker for the next request: an idle one if any, else the one
- * holding the fewest, below the pipeline depth and below what max-requests
- * leaves it; NULL when all are full, starting or down. */
+/* The worker for the next request: an idle one below what max-requests
+ * leaves it; NULL when all are busy, starting or down. */
 static sandlet_worker *pick_worker(sandlet_pool *p)
 {
     sandlet_worker *best = NULL;
@@ -349,12 +357,7 @@ static sandlet_worker *pick_worker(sandlet_pool *p)
         sandlet_worker *w = &p->workers[i];
         if ((w->state != W_IDLE && w->state != W_BUSY) || !w->pipe_open)
             continue;
-        if (w->rcount >= p->conf->pipeline || (max && w->served + w->rcount >= max))
-            continue;
-        /* Paused for a slow client: a request behind it would wait for
-         * that client, which may take until send-timeout.  The queue is
-         * better: any worker that frees up takes it. */
-        if (w->rcount && !w->reading)
+        if (w->rcount >= HELD_MAX || (max && w->served + w->rcount >= max))
             continue;
         if (!best || w->rcount < best->rcount)
             best = w;
@@ -454,7 +457,7 @@ static void violation(sandlet_worker *w, const char *why)
 
 /* The first request's client left while its answer streams: restart the
  * worker rather than read the rest of a response that may be endless.
- * Its pipelined requests go back to the queue (worker_lost_status). */
+ * (A worker holds no request behind it, see HELD_MAX.) */
 static void recycle(sandlet_worker *w)
 {
     sandlet_info("worker %d of sandbox '%s': the client of %s left mid-response; dropped "
@@ -464,6 +467,25 @@ static void recycle(sandlet_worker *w)
     sandlet_server_control(w->pool->srv, SANDLET_CTL_KILL, (uint32_t)w->pool->index, w->slot,
                            w->gen, -1, SIGKILL);
     worker_lost_status(w, 502);
+}
+
+/* A status that is not a final HTTP status (a 1xx, or anything outside
+ * 200-599) would answer the request with an interim or invalid response,
+ * and the client would take the next response on the connection for this
+ * one's: the client gets 502 and the rest of the worker's answer is
+ * dropped (the worker is not at fault for the protocol, only its
+ * servlet for the status). */
+static void not_final(sandlet_worker *w, sandlet_inflight *f, unsigned status)
+{
+    sandlet_error("sandbox '%s': servlet %s answered %s with status %u, which is not a final "
+                  "HTTP status (200-599); answering 502 instead",
+                  sandbox_name(w), w->servlet, w->reqline, status);
+    sandlet_conn *c = f->discard ? NULL : f->conn;
+    f->discard = true;
+    if (c) {
+        f->conn = NULL;
+        sandlet_conn_fail(c, 502);
+    }
 }
 
 static void request_finished(sandlet_worker *w)
@@ -535,13 +557,21 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
     int rc = 0;
     if (h->type == SANDLET_FRAME_RESPONSE && !w->got_head) {
         sandlet_wire_response r;
-        if (sandlet_wire_response_decode(payload, h->length, &r) < 0) {
+        int drc = sandlet_wire_response_decode(payload, h->length, &r);
+        if (drc < 0 && drc != -ERANGE) {
             violation(w, "malformed RESPONSE");
             return false;
         }
         w->got_head = true;
-        if (f->conn && !f->discard)
+        if (drc == -ERANGE)
+            not_final(w, f, r.status);
+        else if (f->conn && !f->discard)
             rc = sandlet_conn_response_head(f->conn, &r, end);
+    } else if (h->type == SANDLET_FRAME_BODY && w->got_head && h->length == 0 && !end) {
+        /* It carries nothing and ends nothing: a worker sending these
+         * keeps the acceptor busy without making progress. */
+        violation(w, "empty BODY frame that does not end the response");
+        return false;
     } else if (h->type == SANDLET_FRAME_BODY && w->got_head) {
         if (f->conn && !f->discard)
             rc = sandlet_conn_response_body(f->conn, payload, h->length, end);
@@ -560,7 +590,9 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
     if (end) {
         request_finished(w);
     } else if (w->rcount && held(w, 0) == f && (f->discard || !f->conn)) {
-        w->dropped += h->length;
+        /* Frames count with their header: a flood of tiny frames to a
+         * client that left costs the acceptor as much as bytes do. */
+        w->dropped += SANDLET_FRAME_HEADER + (uint64_t)h->length;
         if (w->dropped > SANDLET_DISCARD_MAX) {
             recycle(w);
             return false;
@@ -681,8 +713,8 @@ static void close_pipe(sandlet_worker *w)
 }
 
 /* The worker's socketpair is unusable: the request it was serving fails
- * with status; the ones behind it, which it never started, go back to the
- * front of the sandbox's queue, in order, for another worker.  Then wait
+ * with status (any held behind it, which it never started, would go back
+ * to the front of the queue; with HELD_MAX 1 there are none).  Then wait
  * for the supervisor's report of its exit. */
 static void worker_lost_status(sandlet_worker *w, int status)
 {
@@ -943,7 +975,7 @@ int sandlet_pools_start(sandlet_server *srv)
             sandlet_buf_init(&w->in, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX + READ_CHUNK);
             sandlet_buf_init(&w->out, 0);
             sandlet_buf_init(&w->sending, 0);
-            w->ring = calloc(p->conf->pipeline, sizeof(*w->ring));
+            w->ring = calloc(HELD_MAX, sizeof(*w->ring));
             if (!w->ring)
                 return -ENOMEM;
             uv_timer_init(srv->loop, &w->restart);

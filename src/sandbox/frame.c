@@ -72,8 +72,20 @@ void sandlet_buf_init(sandlet_buf *b, size_t limit)
 
 void sandlet_buf_free(sandlet_buf *b)
 {
+    bool wipe = b->wipe;
+    if (wipe && b->data)
+        explicit_bzero(b->data, b->cap);
     free(b->data);
     sandlet_buf_init(b, b->limit);
+    b->wipe = wipe;
+}
+
+void sandlet_buf_wipe(sandlet_buf *b, size_t from, size_t to)
+{
+    if (to > b->cap)
+        to = b->cap;
+    if (b->data && from < to)
+        explicit_bzero(b->data + from, to - from);
 }
 
 void sandlet_buf_reset(sandlet_buf *b)
@@ -98,7 +110,18 @@ int sandlet_buf_reserve(sandlet_buf *b, size_t more)
         cap = cap > SIZE_MAX / 2 ? need : cap * 2;
     if (b->limit && cap > b->limit)
         cap = b->limit;
-    uint8_t *p = realloc(b->data, cap);
+    uint8_t *p;
+    if (b->wipe) {
+        /* realloc would hand the old block back to malloc unwiped. */
+        p = malloc(cap);
+        if (p && b->data) {
+            memcpy(p, b->data, b->len);
+            explicit_bzero(b->data, b->cap);
+            free(b->data);
+        }
+    } else {
+        p = realloc(b->data, cap);
+    }
     if (!p) {
         b->error = -ENOMEM;
         return b->error;
@@ -317,11 +340,15 @@ int sandlet_wire_response_decode(const uint8_t *payload, size_t len, sandlet_wir
     out->status = sandlet_read_u16(&r);
     out->nheaders = sandlet_read_u16(&r);
     out->content_length = sandlet_read_u64(&r);
-    if (r.bad || out->status < 100 || out->status > 599)
+    if (r.bad)
         return -EPROTO;
     out->headers = r;
     if (skip_headers(&r, out->nheaders) < 0)
         return -EPROTO;
     out->body = sandlet_read_rest(&r, &out->body_len);
+    /* Checked last, on a frame that parsed: the caller may still use it
+     * to step over the response it starts. */
+    if (out->status < 200 || out->status > 599)
+        return -ERANGE;
     return 0;
 }

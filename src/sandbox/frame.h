@@ -34,11 +34,13 @@
  *            payload is the first part of the body.  Without the END flag
  *            more body follows in REQBODY frames, the last one with END.
  *   REQBODY  (acceptor→worker) body bytes
- *   RESPONSE (worker→acceptor) u16 status, u16 header count, u64 content
- *            length (SANDLET_LENGTH_UNKNOWN when streamed), headers ×
- *            (str name, str value); the rest is the first part of the
- *            body.  Without END, BODY frames follow, the last one with END.
- *   BODY     (worker→acceptor) body bytes
+ *   RESPONSE (worker→acceptor) u16 status (200-599), u16 header count,
+ *            u64 content length (SANDLET_LENGTH_UNKNOWN when streamed),
+ *            headers × (str name, str value); the rest is the first part
+ *            of the body.  Without END, BODY frames follow, the last one
+ *            with END.
+ *   BODY     (worker→acceptor) body bytes; an empty BODY frame must
+ *            carry END (one without makes no progress: a protocol error)
  *
  * A reader that meets a wrong version, an unknown type, a length above the
  * maximum or a payload that does not parse exactly rejects the frame; the
@@ -95,6 +97,7 @@ typedef struct sandlet_buf {
     size_t cap;
     size_t limit; /* 0: no limit */
     int error;
+    bool wipe; /* holds a client's data: growing and freeing clear it */
 } sandlet_buf;
 
 void sandlet_buf_init(sandlet_buf *b, size_t limit);
@@ -107,6 +110,9 @@ void sandlet_buf_put_u16(sandlet_buf *b, uint16_t v);
 void sandlet_buf_put_u32(sandlet_buf *b, uint32_t v);
 void sandlet_buf_put_u64(sandlet_buf *b, uint64_t v);
 void sandlet_buf_put_str(sandlet_buf *b, const char *s, size_t len);
+/* Clears bytes [from, to) of b's memory (to is capped at the capacity),
+ * for buffers that held a client's data. */
+void sandlet_buf_wipe(sandlet_buf *b, size_t from, size_t to);
 /* Drops the first n bytes (consumed input), keeping the rest. */
 void sandlet_buf_consume(sandlet_buf *b, size_t n);
 
@@ -171,6 +177,10 @@ typedef struct sandlet_wire_response {
 } sandlet_wire_response;
 
 int sandlet_wire_request_decode(const uint8_t *payload, size_t len, sandlet_wire_request *out);
+/* 0, -EPROTO for a payload that does not parse, or -ERANGE for one that
+ * parses (out is filled in) but whose status is not a final HTTP status
+ * (200-599): a 1xx would make the acceptor answer with an interim
+ * response and leave the connection one answer behind. */
 int sandlet_wire_response_decode(const uint8_t *payload, size_t len, sandlet_wire_response *out);
 /* Reads the next header pair; returns false when the iteration is done. */
 bool sandlet_wire_headers_next(sandlet_reader *r, uint16_t *left, sandlet_wire_header *h);

@@ -7,6 +7,9 @@
  * else to do while a servlet runs, and blocking calls keep the system-call
  * surface (the future seccomp allowlist) small.  It must never speak HTTP:
  * the acceptor owns the client connection and the framing of responses.
+ * Its clients do not trust each other: when a request ends, what it left
+ * in the worker's buffers, arena and stack is wiped before the next one
+ * (the acceptor sends the next only then, so none is readable earlier).
  */
 #include "config.h"
 
@@ -37,8 +40,9 @@ typedef struct loaded {
 
 static struct {
     int fd;
-    sandlet_buf in; /* bytes read from the acceptor, not yet consumed */
-    uint8_t *init;  /* the INIT payload; servlet params point into it */
+    sandlet_buf in;  /* bytes read from the acceptor, not yet consumed */
+    size_t in_dirty; /* bytes of in's memory written since the last wipe */
+    uint8_t *init;   /* the INIT payload; servlet params point into it */
     loaded *servlets;
     size_t nservlets;
     sandlet_buf head;        /* scratch for the response head frame */
@@ -81,7 +85,10 @@ static int send_frame(uint8_t type, uint16_t flags, const void *data, size_t len
     h.length = (uint32_t)(headpay + len);
     sandlet_frame_header_encode(w.head.data, &h);
     struct iovec iov[2] = {{w.head.data, w.head.len}, {(void *)data, len}};
-    return write_all(iov, len ? 2 : 1);
+    int rc = write_all(iov, len ? 2 : 1);
+    /* The head may hold the response's headers (a session cookie). */
+    sandlet_buf_wipe(&w.head, 0, w.head.len);
+    return rc;
 }
 
 static void head_begin(void)
@@ -159,6 +166,8 @@ static int read_frame(sandlet_frame_hdr *h)
         if (n == 0)
             return w.in.len ? -EPROTO : 0;
         w.in.len += (size_t)n;
+        if (w.in.len > w.in_dirty)
+            w.in_dirty = w.in.len;
     }
 }
 
@@ -337,6 +346,34 @@ static void destroy_servlets(void)
             w.servlets[i].servlet->destroy();
 }
 
+/* Overwrites the stack below the caller, where the servlet's frames were
+ * (its locals, printf buffers, copies of the request), with zeros.  64 KiB
+ * covers ordinary servlets for about a microsecond; a servlet with deeper
+ * frames leaves what lies below that to its own next request. */
+#define STACK_WIPE ((size_t)64 * 1024)
+static __attribute__((noinline)) void wipe_stack(void)
+{
+    unsigned char area[STACK_WIPE];
+    explicit_bzero(area, sizeof(area));
+    __asm__ volatile("" : : "r"(area) : "memory");
+}
+
+/* A request ended: nothing of it may reach the next, another client's.
+ * Wipes what was used (not whole capacities): the consumed input, the
+ * gathered head and body, the arena, the response body, the stack. */
+static void request_wipe(sl_request *rq, sl_response *rs)
+{
+    sandlet_buf_wipe(&w.in, w.in.len, w.in_dirty);
+    w.in_dirty = w.in.len;
+    sandlet_buf_wipe(&w.reqhead, 0, w.reqhead.len);
+    sandlet_buf_reset(&w.reqhead);
+    sandlet_buf_wipe(&w.body, 0, w.body.len);
+    sandlet_buf_reset(&w.body);
+    sandlet_lib_response_reset(rs);
+    sandlet_lib_request_reset(rq);
+    wipe_stack();
+}
+
 static int serve(const uint8_t *payload, size_t len, const uint8_t *body, size_t body_len,
                  bool separate_body, sl_request *rq, sl_response *rs)
 {
@@ -391,6 +428,7 @@ int sandlet_worker_main(const char *sandbox)
     sandlet_buf_init(&w.head, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX);
     sandlet_buf_init(&w.reqhead, SANDLET_FRAME_MAX);
     sandlet_buf_init(&w.body, 0);
+    w.in.wipe = w.head.wipe = w.reqhead.wipe = w.body.wipe = true;
 
     load_servlets(sandbox);
     if (send_simple(SANDLET_FRAME_READY, NULL) < 0)
@@ -414,10 +452,12 @@ int sandlet_worker_main(const char *sandbox)
         }
         const uint8_t *payload = w.in.data + SANDLET_FRAME_HEADER;
         bool end = h.flags & SANDLET_FRAME_END;
+        bool served = false;
         if (h.type == SANDLET_FRAME_REQUEST && !gathering) {
             w.id = h.id;
             if (end) {
                 rc = serve(payload, h.length, NULL, 0, false, &rq, &rs);
+                served = true;
             } else {
                 /* The body continues: keep the head aside while the
                  * REQBODY frames arrive. */
@@ -438,11 +478,14 @@ int sandlet_worker_main(const char *sandbox)
             if (rc == 0 && end) {
                 gathering = false;
                 rc = serve(w.reqhead.data, w.reqhead.len, w.body.data, w.body.len, true, &rq, &rs);
+                served = true;
             }
         } else {
             rc = -EPROTO;
         }
         sandlet_buf_consume(&w.in, SANDLET_FRAME_HEADER + h.length);
+        if (served)
+            request_wipe(&rq, &rs);
         if (rc < 0) {
             sandlet_log_errno(SANDLET_LOG_ERROR, rc, "request %u (%s frame)", h.id,
                               sandlet_frame_type_name(h.type));

@@ -58,11 +58,30 @@ static void test_alignment_and_limit(void **state)
     sandlet_lib_arena_free(&a);
 }
 
+/* A reset wipes what was handed out: the kept chunk, reused by the next
+ * request (another client's), shows none of the previous one's bytes. */
+static void test_reset_wipes(void **state)
+{
+    (void)state;
+    sandlet_arena a;
+    sandlet_lib_arena_init(&a, 0);
+    char *p = sandlet_lib_arena_alloc(&a, 1000);
+    assert_non_null(p);
+    memset(p, 'S', 1000);
+    sandlet_lib_arena_reset(&a);
+    unsigned char *q = sandlet_lib_arena_alloc(&a, 1000);
+    assert_ptr_equal(q, p); /* the same kept chunk */
+    for (size_t i = 0; i < 1000; i++)
+        assert_int_equal(q[i], 0);
+    sandlet_lib_arena_free(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_large_then_small_requests),
         cmocka_unit_test(test_alignment_and_limit),
+        cmocka_unit_test(test_reset_wipes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -198,13 +198,38 @@ static void test_send_timeout(void **state)
     assert_int_equal(parse_bad(t, strlen(t), err, sizeof(err)), -EINVAL);
 }
 
+/* "pipeline" is obsolete (a worker holds one request): old files still
+ * load, with a warning, and a bad value is still an error. */
 static void test_pipeline(void **state)
 {
     (void)state;
-    sandlet_conf *c = parse_ok("sandbox a { pipeline 1; }\nsandbox b { }\n", NULL);
-    assert_int_equal(c->sandboxes[0].pipeline, 1);
-    assert_int_equal(c->sandboxes[1].pipeline, SANDLET_DEFAULT_PIPELINE);
+    sandlet_conf *c = parse_ok("sandbox a { pipeline 16; }\nsandbox b { }\n", NULL);
+    assert_int_equal(c->nsandboxes, 2);
     sandlet_conf_free(c);
+}
+
+/* Without a timeout line a sandbox gets the default; "off" and 0 lift
+ * it; a servlet's own timeout still overrides. */
+static void test_default_timeout(void **state)
+{
+    (void)state;
+    sandlet_conf *c = parse_ok("sandbox a { }\nsandbox b { timeout 500; }\n"
+                               "sandbox c { timeout off; }\nsandbox d { timeout 0; }\n",
+                               NULL);
+    assert_int_equal(SANDLET_DEFAULT_TIMEOUT, 30000);
+    assert_int_equal(c->sandboxes[0].timeout, SANDLET_DEFAULT_TIMEOUT);
+    assert_int_equal(c->sandboxes[1].timeout, 500);
+    assert_int_equal(c->sandboxes[2].timeout, 0);
+    assert_int_equal(c->sandboxes[3].timeout, 0);
+    sandlet_conf_free(c);
+    /* The implicit default sandbox gets it too. */
+    c = parse_ok("servlet /a { library a.so; }\n", "/x");
+    assert_int_equal(c->nsandboxes, 1);
+    assert_int_equal(c->sandboxes[0].timeout, SANDLET_DEFAULT_TIMEOUT);
+    sandlet_conf_free(c);
+    char err[256];
+    const char *t = "sandbox a { timeout never; }\n";
+    assert_int_equal(parse_bad(t, strlen(t), err, sizeof(err)), -EINVAL);
 }
 
 static void test_size_limits(void **state)
@@ -794,6 +819,7 @@ int main(void)
         cmocka_unit_test(test_queue_timeout),
         cmocka_unit_test(test_send_timeout),
         cmocka_unit_test(test_pipeline),
+        cmocka_unit_test(test_default_timeout),
         cmocka_unit_test(test_size_limits),
         cmocka_unit_test(test_session_settings),
         cmocka_unit_test(test_confinement_settings),

@@ -564,6 +564,35 @@ static void test_buf_consume_reset(void **state)
     sandlet_buf_free(&b);
 }
 
+/* Buffers that held a client's data are cleared as far as asked, never
+ * past their capacity, and keep their contents when they grow. */
+static void test_buf_wipe(void **state)
+{
+    (void)state;
+    sandlet_buf b;
+    sandlet_buf_init(&b, 0);
+    b.wipe = true;
+    sandlet_buf_put(&b, "secretsecret", 12);
+    sandlet_buf_wipe(&b, 2, 6);
+    assert_memory_equal(b.data, "se\0\0\0\0secret", 12);
+    sandlet_buf_wipe(&b, 0, SIZE_MAX); /* capped at the capacity */
+    for (size_t i = 0; i < b.cap; i++)
+        assert_int_equal(b.data[i], 0);
+    sandlet_buf_reset(&b);
+    sandlet_buf_put(&b, "abc", 3);
+    size_t cap = b.cap;
+    uint8_t big[4096];
+    memset(big, 'x', sizeof(big));
+    sandlet_buf_put(&b, big, sizeof(big));
+    assert_true(b.cap > cap);
+    assert_int_equal(b.len, 3 + sizeof(big));
+    assert_memory_equal(b.data, "abcxxx", 6);
+    assert_true(b.wipe);
+    sandlet_buf_free(&b);
+    assert_true(b.wipe);
+    assert_null(b.data);
+}
+
 static void test_buf_growth(void **state)
 {
     (void)state;
@@ -1136,21 +1165,35 @@ static int decode_status(uint16_t status)
     return rc;
 }
 
+/* Only final statuses pass: a 1xx would be sent as the final answer and
+ * desynchronise the connection; out-of-range ones are not HTTP.  Both are
+ * -ERANGE with the frame still decoded (status included), so that the
+ * acceptor can answer 502 and step over the response instead of treating
+ * it as garbage. */
 static void test_response_status(void **state)
 {
     (void)state;
-    assert_int_equal(decode_status(0), -EPROTO);
-    assert_int_equal(decode_status(1), -EPROTO);
-    assert_int_equal(decode_status(99), -EPROTO);
-    assert_int_equal(decode_status(100), 0);
-    assert_int_equal(decode_status(101), 0);
+    static const uint16_t bad[] = {0, 1, 99, 100, 101, 103, 199, 600, 999, 0x8000, UINT16_MAX};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(decode_status(bad[i]), -ERANGE);
     assert_int_equal(decode_status(200), 0);
+    assert_int_equal(decode_status(204), 0);
     assert_int_equal(decode_status(404), 0);
     assert_int_equal(decode_status(599), 0);
-    assert_int_equal(decode_status(600), -EPROTO);
-    assert_int_equal(decode_status(999), -EPROTO);
-    assert_int_equal(decode_status(0x8000), -EPROTO);
-    assert_int_equal(decode_status(UINT16_MAX), -EPROTO);
+
+    /* The rest of a frame with a bad status is still read. */
+    sandlet_buf b;
+    sandlet_buf_init(&b, 0);
+    resp_spec s = {100, 0, NULL, 0};
+    put_response_head(&b, &s);
+    sandlet_buf_put(&b, "xy", 2);
+    sandlet_wire_response resp;
+    assert_int_equal(sandlet_wire_response_decode(b.data, b.len, &resp), -ERANGE);
+    assert_int_equal(resp.status, 100);
+    assert_int_equal(resp.body_len, 2);
+    /* A malformed frame stays -EPROTO whatever its status. */
+    assert_int_equal(sandlet_wire_response_decode(b.data, 3, &resp), -EPROTO);
+    sandlet_buf_free(&b);
 }
 
 /* ---- truncation ------------------------------------------------------- */
@@ -1700,6 +1743,7 @@ int main(void)
         cmocka_unit_test(test_buf_put_str_too_long),
         cmocka_unit_test(test_buf_consume_reset),
         cmocka_unit_test(test_buf_growth),
+        cmocka_unit_test(test_buf_wipe),
         cmocka_unit_test(test_frame_begin_finish),
         cmocka_unit_test(test_frame_init_payload),
         cmocka_unit_test(test_frame_finish_limited_buf),

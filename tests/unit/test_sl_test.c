@@ -101,7 +101,7 @@ static int fx_service(sl_request *rq, sl_response *rs)
         sl_printf(rs, "%zu", n);
         return 200;
     }
-    return 999; /* out of range: 500 */
+    return 999; /* out of range: 502 */
 }
 
 SL_SERVLET(fixture) = {.init = fx_init, .service = fx_service, .destroy = fx_destroy};
@@ -162,7 +162,7 @@ static void test_request_fields_and_binary_body(void **state)
     assert_string_equal(sl_test_header(r, "content-type"), "application/octet-stream");
 
     r = sl_test_get(t, "/?op=nonsense");
-    assert_int_equal(sl_test_status(r), 500);
+    assert_int_equal(sl_test_status(r), 502);
     sl_test_free(t);
 }
 
