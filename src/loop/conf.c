@@ -13,6 +13,7 @@
 #include "config.h"
 
 #include "conf.h"
+#include "lib/servlet.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 /* A configuration this big is a mistake (or /dev/zero), not a site. */
@@ -1174,6 +1176,86 @@ static int resolve_sandboxes(parser *ps)
     return 0;
 }
 
+/* The Path of a sandbox's session cookie: the longest prefix of its
+ * servlet routes that ends at a segment boundary of each of them, without
+ * its trailing '/', so that a browser sends the cookie to every route of
+ * the sandbox and to no path outside that prefix (RFC 6265 path-match).
+ * Cut before anything a Path attribute cannot hold; "/" when the routes
+ * share nothing or the sandbox has none. */
+static char *session_path(const sandlet_conf *c, size_t sb)
+{
+    const char *first = NULL;
+    size_t len = 0;
+    for (size_t i = 0; i < c->nservlets; i++) {
+        if (c->servlets[i].sandbox != sb)
+            continue;
+        const char *p = c->servlets[i].path;
+        if (!first) {
+            first = p;
+            len = strlen(p);
+            continue;
+        }
+        size_t n = 0;
+        while (n < len && p[n] == first[n])
+            n++;
+        len = n;
+    }
+    if (!first)
+        return dupn("/", 1);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)first[i];
+        if (ch < 0x21 || ch >= 0x7f || ch == ';' || ch == ',' || ch == '"' || ch == '\\') {
+            len = i;
+            break;
+        }
+    }
+    /* Every route is at least len long: p[len] is in bounds. */
+    bool whole = true;
+    for (size_t i = 0; i < c->nservlets && !(len > 0 && first[len - 1] == '/'); i++) {
+        const char *p = c->servlets[i].path;
+        if (c->servlets[i].sandbox == sb && p[len] != '\0' && p[len] != '/')
+            whole = false;
+    }
+    if (!whole)
+        while (len > 0 && first[len - 1] != '/')
+            len--;
+    if (len > 1 && first[len - 1] == '/')
+        len--;
+    return len ? dupn(first, len) : dupn("/", 1);
+}
+
+/* Each sandbox's session cookie name and Path.  Two sandboxes whose names
+ * map to one cookie name (or differ only in case, which some clients and
+ * proxies fold) would share the cookie: each would receive and overwrite
+ * the other's, so that is an error naming both. */
+static int session_cookies(parser *ps)
+{
+    char sh[SHOWN_MAX], sh2[SHOWN_MAX];
+    sandlet_conf *c = ps->conf;
+    for (size_t i = 0; i < c->nsandboxes; i++) {
+        sandlet_sandbox_conf *sb = &c->sandboxes[i];
+        char name[SANDLET_SESSION_COOKIE_SIZE];
+        if (sandlet_lib_session_cookie_name(sb->name, name) < 0)
+            return fail(ps, sb->line, 1,
+                        "sandbox name '%s' is too long (expected at most %d bytes: it names the "
+                        "sandbox's session cookie)",
+                        shown(sh, sizeof(sh), sb->name), SANDLET_SESSION_NAME_MAX);
+        for (size_t j = 0; j < i; j++)
+            if (strcasecmp(c->sandboxes[j].session_cookie, name) == 0)
+                return fail(ps, sb->line, 1,
+                            "sandboxes '%s' (line %d) and '%s' would share the session cookie "
+                            "'%s' (expected names that differ in more than case or in characters "
+                            "other than letters, digits, '-' and '.'); rename one",
+                            shown(sh, sizeof(sh), c->sandboxes[j].name), c->sandboxes[j].line,
+                            shown(sh2, sizeof(sh2), sb->name), name);
+        sb->session_cookie = dupn(name, strlen(name));
+        sb->session_path = session_path(c, i);
+        if (!sb->session_cookie || !sb->session_path)
+            return nomem(ps);
+    }
+    return 0;
+}
+
 /* ---- public API ----------------------------------------------------------- */
 
 int sandlet_conf_parse(const char *text, size_t len, const char *name, const char *basedir,
@@ -1221,6 +1303,8 @@ int sandlet_conf_parse(const char *text, size_t len, const char *name, const cha
         rc = parse_block(&ps, CTX_TOP, NULL, NULL);
     if (rc == 0)
         rc = resolve_sandboxes(&ps);
+    if (rc == 0)
+        rc = session_cookies(&ps);
     if (rc == 0 && ps.conf->nlistens == 0)
         rc = add_listen(&ps, SANDLET_DEFAULT_LISTEN, 0, 0);
     if (rc == 0 && ps.conf->max_target_length > ps.conf->max_header_size) {
@@ -1350,6 +1434,8 @@ void sandlet_conf_free(sandlet_conf *conf)
     for (size_t i = 0; i < conf->nsandboxes; i++) {
         sandlet_sandbox_conf *sb = &conf->sandboxes[i];
         free(sb->name);
+        free(sb->session_cookie);
+        free(sb->session_path);
         free(sb->user);
         free(sb->group);
         for (size_t j = 0; j < sb->nreadable; j++)

@@ -28,7 +28,7 @@
  *       sessions memory;            # memory (default) or none
  *       session-size 4m;            # bytes of the shared store (k/m/g)
  *       session-timeout 1800;       # seconds a session may stay idle
- *       session-cookie-secure off;  # on: SLSESSION only over HTTPS
+ *       session-cookie-secure off;  # on: SLSESSION_<sandbox> only over HTTPS
  *   }
  *   servlet /hello {                # exact path; "/app/" + "*" matches a prefix
  *       library hello.so;           # relative to the config file's folder
@@ -125,7 +125,13 @@ typedef struct sandlet_sandbox_conf {
     unsigned sessions;          /* SANDLET_SESSIONS_* */
     size_t session_size;        /* bytes of the shared store */
     unsigned session_timeout;   /* seconds a session may stay idle */
-    bool session_cookie_secure; /* Secure on the SLSESSION cookie */
+    bool session_cookie_secure; /* Secure on the session cookie */
+    /* Derived once the whole file is read (sandlet.conf(5), SESSIONS):
+     * the sandbox's own session cookie name, SLSESSION_<name>, distinct
+     * from every other sandbox's, and its Path, the longest whole-segment
+     * prefix its servlet routes share ("/" when they share none). */
+    char *session_cookie;
+    char *session_path;
     int line;
 } sandlet_sandbox_conf;
 

@@ -100,11 +100,11 @@ static int64_t clock_seconds(void)
     return (int64_t)ts.tv_sec;
 }
 
-static int random_id(uint8_t *id)
+static int random_bytes(uint8_t *buf, size_t len)
 {
     size_t got = 0;
-    while (got < SANDLET_SESSION_ID_LEN) {
-        ssize_t n = getrandom(id + got, SANDLET_SESSION_ID_LEN - got, 0);
+    while (got < len) {
+        ssize_t n = getrandom(buf + got, len - got, 0);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -112,6 +112,16 @@ static int random_id(uint8_t *id)
         got += (size_t)n;
     }
     return 0;
+}
+
+static int random_id(uint8_t *id)
+{
+    return random_bytes(id, SANDLET_SESSION_ID_LEN);
+}
+
+int sandlet_session_key_generate(uint8_t *key)
+{
+    return random_bytes(key, SANDLET_SESSION_KEY_LEN);
 }
 
 /* Compares ids without stopping at the first difference, so that timing

@@ -40,6 +40,13 @@ void sandlet_session_store_detach(sandlet_session_store *st);
 /* The number of sessions the store can hold. */
 size_t sandlet_session_store_slots(const sandlet_session_store *st);
 
+/* A fresh session key for one sandbox (SANDLET_SESSION_KEY_LEN random
+ * bytes from getrandom): the one place session keys are made.  Each
+ * sandbox gets its own, and only that sandbox's workers may be given it:
+ * whoever holds a key can mint ids that sandbox accepts.  Returns 0 or a
+ * negative errno. */
+int sandlet_session_key_generate(uint8_t *key);
+
 /* The vtable a worker hands to libsandlet with st as its store. */
 extern const sandlet_session_ops sandlet_session_memory_ops;
 

@@ -287,6 +287,65 @@ static void test_session_settings(void **state)
     assert_int_equal(parse_bad(t, strlen(t), err, sizeof(err)), -EINVAL);
 }
 
+/* Each sandbox's session cookie: its own name, and a Path covering just
+ * its routes (whole segments), so that another sandbox's routes never
+ * receive it where the routes allow. */
+static void test_session_cookies(void **state)
+{
+    (void)state;
+    sandlet_conf *c = parse_ok("sandbox shop { }\n"
+                               "sandbox \"my shop.v-2\" { }\n"
+                               "sandbox pair { }\n"
+                               "sandbox near { }\n"
+                               "sandbox deep { }\n"
+                               "sandbox root { }\n"
+                               "sandbox odd { }\n"
+                               "sandbox none { }\n"
+                               "servlet /shop/cart { library a.so; sandbox shop; }\n"
+                               "servlet /shop/pay/* { library a.so; sandbox shop; }\n"
+                               "servlet /shop { library a.so; sandbox shop; }\n"
+                               "servlet /one { library a.so; sandbox \"my shop.v-2\"; }\n"
+                               "servlet /app/x { library a.so; sandbox pair; }\n"
+                               "servlet /app/y { library a.so; sandbox pair; }\n"
+                               "servlet /shopping { library a.so; sandbox near; }\n"
+                               "servlet /shopkeeper/x { library a.so; sandbox near; }\n"
+                               "servlet /d/e/* { library a.so; sandbox deep; }\n"
+                               "servlet /* { library a.so; sandbox root; }\n"
+                               "servlet \"/odd;x/a\" { library a.so; sandbox odd; }\n"
+                               "servlet \"/odd;x/b\" { library a.so; sandbox odd; }\n",
+                               NULL);
+    static const char *const want[][3] = {
+        {"shop", "SLSESSION_shop", "/shop"},
+        {"my shop.v-2", "SLSESSION_my_shop.v-2", "/one"},
+        {"pair", "SLSESSION_pair", "/app"},
+        {"near", "SLSESSION_near", "/"}, /* "/shop" would not match "/shopping" */
+        {"deep", "SLSESSION_deep", "/d/e"},
+        {"root", "SLSESSION_root", "/"},
+        {"odd", "SLSESSION_odd", "/"}, /* no ';' in a Path attribute */
+        {"none", "SLSESSION_none", "/"},
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        const sandlet_sandbox_conf *sb = &c->sandboxes[sandbox_index(c, want[i][0])];
+        assert_string_equal(sb->session_cookie, want[i][1]);
+        assert_string_equal(sb->session_path, want[i][2]);
+    }
+    sandlet_conf_free(c);
+
+    /* Two sandboxes that would share a cookie are refused, naming both. */
+    char err[512];
+    const char *t = "sandbox \"a b\" { }\nsandbox a_b { }\n";
+    assert_int_equal(parse_bad(t, strlen(t), err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "test.conf:2:1: sandboxes 'a b' (line 1) and 'a_b' would share "
+                                "the session cookie 'SLSESSION_a_b'"));
+    assert_non_null(strstr(err, "rename one"));
+    t = "sandbox Shop { }\nsandbox shop { }\n";
+    assert_int_equal(parse_bad(t, strlen(t), err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "would share the session cookie 'SLSESSION_shop'"));
+    t = "sandbox aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa { }\n";
+    assert_int_equal(parse_bad(t, strlen(t), err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "is too long (expected at most 64 bytes"));
+}
+
 static void test_confinement_settings(void **state)
 {
     (void)state;
@@ -796,6 +855,7 @@ int main(void)
         cmocka_unit_test(test_pipeline),
         cmocka_unit_test(test_size_limits),
         cmocka_unit_test(test_session_settings),
+        cmocka_unit_test(test_session_cookies),
         cmocka_unit_test(test_confinement_settings),
         cmocka_unit_test(test_default_sandbox),
         cmocka_unit_test(test_sandbox_declared_later),
