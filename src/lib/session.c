@@ -50,6 +50,9 @@ static sandlet_session_config cfg;
 static char cfg_sandbox[SANDLET_SESSION_NAME_MAX + 1];
 static char cfg_cookie[SANDLET_SESSION_COOKIE_SIZE];
 static char *cfg_path;
+/* The MAC's state once the key, the context and the sandbox's name are
+ * absorbed: a request's MAC costs one copy and one compression. */
+static crypto_generichash_state mac_base;
 
 /* Domain separation: a MAC made here means nothing anywhere else. */
 static const char mac_context[] = "sandlet session id v1";
@@ -77,6 +80,7 @@ int sandlet_lib_session_configure(const sandlet_session_config *c)
     free(cfg_path);
     cfg_path = NULL;
     sodium_memzero(&cfg, sizeof(cfg));
+    sodium_memzero(&mac_base, sizeof(mac_base));
     if (!c || !c->ops)
         return 0;
     char cookie[SANDLET_SESSION_COOKIE_SIZE];
@@ -95,19 +99,20 @@ int sandlet_lib_session_configure(const sandlet_session_config *c)
     cfg.sandbox = cfg_sandbox;
     cfg.cookie_name = cfg_cookie;
     cfg.cookie_path = cfg_path;
+    /* The name is NUL-terminated in the input, so no two (name, id)
+     * pairs give the same bytes. */
+    crypto_generichash_init(&mac_base, cfg.key, sizeof(cfg.key), SANDLET_SESSION_MAC_LEN);
+    crypto_generichash_update(&mac_base, (const uint8_t *)mac_context, sizeof(mac_context));
+    crypto_generichash_update(&mac_base, (const uint8_t *)cfg.sandbox, strlen(cfg.sandbox) + 1);
     return 0;
 }
 
 /* ---- ids ----------------------------------------------------------------- */
 
-/* MAC over (context, sandbox name, id) with the sandbox's key.  The name
- * is NUL-terminated in the input, so no two (name, id) pairs share it. */
+/* MAC over (context, sandbox name, id) with the sandbox's key. */
 static void make_mac(const uint8_t *id, uint8_t *mac)
 {
-    crypto_generichash_state st;
-    crypto_generichash_init(&st, cfg.key, sizeof(cfg.key), SANDLET_SESSION_MAC_LEN);
-    crypto_generichash_update(&st, (const uint8_t *)mac_context, sizeof(mac_context));
-    crypto_generichash_update(&st, (const uint8_t *)cfg.sandbox, strlen(cfg.sandbox) + 1);
+    crypto_generichash_state st = mac_base;
     crypto_generichash_update(&st, id, SANDLET_SESSION_ID_LEN);
     crypto_generichash_final(&st, mac, SANDLET_SESSION_MAC_LEN);
     sodium_memzero(&st, sizeof(st));

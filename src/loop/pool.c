@@ -198,6 +198,7 @@ static void put_cookie_header(sandlet_buf *b, const sandlet_pool *p, const char 
     /* One loop thread: one scratch buffer, never larger than a header. */
     static sandlet_buf out = {.limit = SANDLET_MAX_HEADER_SIZE_LIMIT};
     sandlet_buf_reset(&out);
+    bool first = true;
     for (size_t pos = 0; pos < len;) {
         const char *semi = memchr(v + pos, ';', len - pos);
         size_t end = semi ? (size_t)(semi - v) : len;
@@ -209,9 +210,10 @@ static void put_cookie_header(sandlet_buf *b, const sandlet_pool *p, const char 
         while (ne > a && (ne[-1] == ' ' || ne[-1] == '\t'))
             ne--;
         if (!eq || !foreign_session_cookie(p, a, (size_t)(ne - a), &which)) {
-            if (out.len)
+            if (!first)
                 sandlet_buf_put(&out, ";", 1);
             sandlet_buf_put(&out, v + pos, end - pos);
+            first = false;
         }
         pos = semi ? end + 1 : len;
     }

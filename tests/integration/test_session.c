@@ -477,6 +477,13 @@ static void test_cross_theft(void **state)
     assert_int_equal(a.status, 200);
     assert_null(strstr(a.body, tok));
     assert_non_null(strstr(a.body, "cookies=[theme=dark;SLSESSION_beta=x ;a_b=1]"));
+    snprintf(cookie, sizeof(cookie), "SLSESSION_alpha=%s", tok);
+    ask_cookie("/b/session?op=cookies", cookie, &a);
+    assert_int_equal(a.status, 200);
+    assert_non_null(strstr(a.body, "cookies=[]"));
+    ask_cookie("/b/session?op=cookies", ";;SLSESSION_alpha;=;_", &a);
+    assert_int_equal(a.status, 200);
+    assert_non_null(strstr(a.body, "cookies=[;;SLSESSION_alpha;=;_]"));
     /* alpha's session is whole. */
     jar_ask(&j, "/a/session?op=count", &a);
     assert_int_equal(a.count, 3);
