@@ -25,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sodium.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* A configuration this big is a mistake (or /dev/zero), not a site. */
@@ -61,6 +63,7 @@ enum slot {
     SLOT_MAX_HEADER_SIZE,
     SLOT_MAX_TARGET_LENGTH,
     SLOT_MAX_BODY_SIZE,
+    SLOT_SESSION_SECRET,
     SLOT_WORKERS,
     SLOT_QUEUE,
     SLOT_QUEUE_TIMEOUT,
@@ -125,6 +128,7 @@ static int do_user(parser *ps, const token *dir, token *args);
 static int do_docroot(parser *ps, const token *dir, token *args);
 static int do_log(parser *ps, const token *dir, token *args);
 static int do_status(parser *ps, const token *dir, token *args);
+static int do_secret(parser *ps, const token *dir, token *args);
 static int do_timeout(parser *ps, const token *dir, token *args);
 static int do_size(parser *ps, const token *dir, token *args);
 static int open_sandbox(parser *ps, const token *dir, token *args);
@@ -157,6 +161,7 @@ static const directive directives[] = {
     {"max-header-size", CTX_TOP, 1, "BYTES", SLOT_MAX_HEADER_SIZE, CTX_NONE, do_size, NULL},
     {"max-target-length", CTX_TOP, 1, "BYTES", SLOT_MAX_TARGET_LENGTH, CTX_NONE, do_size, NULL},
     {"max-body-size", CTX_TOP, 1, "BYTES", SLOT_MAX_BODY_SIZE, CTX_NONE, do_size, NULL},
+    {"session-secret-file", CTX_TOP, 1, "FILE", SLOT_SESSION_SECRET, CTX_NONE, do_secret, NULL},
     {"sandbox", CTX_TOP, 1, "NAME { ... }", SLOT_NONE, CTX_SANDBOX, open_sandbox, NULL},
     {"servlet", CTX_TOP, 1, "PATH { ... }", SLOT_NONE, CTX_SERVLET, open_servlet, close_servlet},
     {"workers", CTX_SANDBOX, 1, "N", SLOT_WORKERS, CTX_NONE, do_workers, NULL},
@@ -612,6 +617,72 @@ static int do_status(parser *ps, const token *dir, token *args)
                     "status-page '%s' must be a path starting with '/'",
                     shown(sh, sizeof(sh), args[0].text));
     return take_string(ps, dir, &args[0], "PATH", &ps->conf->status_page);
+}
+
+/* session-secret-file: the secret that sandboxes' session keys derive
+ * from, so that they are the same on every start and every host.  Read
+ * here, while sandletd is still the user that started it (root, before
+ * any privilege drop), and checked as ssh checks a private key: a file
+ * others may read or replace would let them mint any sandbox's session
+ * ids.  Only a hash of the contents is kept. */
+static int do_secret(parser *ps, const token *dir, token *args)
+{
+    char sh[SHOWN_MAX];
+    sandlet_conf *c = ps->conf;
+    int rc = take_path(ps, dir, &args[0], "FILE", &c->session_secret_file);
+    if (rc)
+        return rc;
+    const char *f = shown(sh, sizeof(sh), c->session_secret_file);
+    int line = args[0].line, col = args[0].col;
+    int fd = open(c->session_secret_file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+    if (fd < 0)
+        return fail(ps, line, col,
+                    "session-secret-file '%s' cannot be opened: %s (expected a file of 32 or "
+                    "more random bytes, e.g. 'head -c 32 /dev/urandom > FILE; chmod 600 FILE')",
+                    f, strerror(errno));
+    struct stat st;
+    const char *bad = NULL;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+        bad = "is not a regular file (expected a file of 32 or more random bytes)";
+    else if (st.st_uid != 0 && st.st_uid != geteuid())
+        bad = "is owned by another user (expected root or the user that starts sandletd; "
+              "chown it)";
+    else if (st.st_mode & 077)
+        bad = "may be read or written by group or others (expected mode 600 or 400; chmod "
+              "600 it)";
+    else if (st.st_size < SANDLET_SESSION_SECRET_MIN || st.st_size > SANDLET_SESSION_SECRET_MAX)
+        bad = "has the wrong size (expected 32 to 4096 random bytes, e.g. 'head -c 32 "
+              "/dev/urandom > FILE')";
+    if (bad) {
+        close(fd);
+        return fail(ps, line, col, "session-secret-file '%s' %s", f, bad);
+    }
+    uint8_t buf[SANDLET_SESSION_SECRET_MAX];
+    size_t len = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf + len, sizeof(buf) - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0 || (len += (size_t)n) == sizeof(buf))
+            break;
+    }
+    int err = errno;
+    close(fd);
+    if (len < SANDLET_SESSION_SECRET_MIN) {
+        sodium_memzero(buf, sizeof(buf));
+        return fail(ps, line, col, "session-secret-file '%s' cannot be read: %s", f,
+                    len ? "it shrank while being read" : strerror(err));
+    }
+    static const char context[] = "sandlet session secret v1";
+    crypto_generichash_state hs;
+    crypto_generichash_init(&hs, NULL, 0, sizeof(c->session_secret));
+    crypto_generichash_update(&hs, (const uint8_t *)context, sizeof(context));
+    crypto_generichash_update(&hs, buf, len);
+    crypto_generichash_final(&hs, c->session_secret, sizeof(c->session_secret));
+    sodium_memzero(&hs, sizeof(hs));
+    sodium_memzero(buf, sizeof(buf));
+    c->session_secret_set = true;
+    return 0;
 }
 
 static int do_log(parser *ps, const token *dir, token *args)
@@ -1464,6 +1535,8 @@ void sandlet_conf_free(sandlet_conf *conf)
     free(conf->access_log);
     free(conf->status_page);
     free(conf->error_log);
+    free(conf->session_secret_file);
+    sodium_memzero(conf->session_secret, sizeof(conf->session_secret));
     free(conf);
 }
 

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -996,7 +997,8 @@ int sandlet_pools_start(sandlet_server *srv)
         p->conf = &conf->sandboxes[i];
         p->uid = srv->ids ? srv->ids[2 * i] : UINT32_MAX;
         p->gid = srv->ids ? srv->ids[2 * i + 1] : UINT32_MAX;
-        int rc = sandlet_session_key_generate(p->session_key);
+        int rc = sandlet_session_key_make(conf->session_secret_set ? conf->session_secret : NULL,
+                                          p->conf->name, p->session_key);
         if (rc < 0) {
             sandlet_log_errno(SANDLET_LOG_ERROR, rc, "sandbox '%s': cannot make a session key",
                               p->conf->name);
@@ -1026,6 +1028,9 @@ int sandlet_pools_start(sandlet_server *srv)
             w->deadline.data = w;
         }
     }
+    /* Every key is made: the secret they came from is of no further use
+     * to the process that faces the network. */
+    sodium_memzero(srv->conf->session_secret, sizeof(srv->conf->session_secret));
     for (size_t i = 0; i < conf->nsandboxes; i++)
         for (unsigned j = 0; j < srv->pools[i].conf->workers; j++)
             worker_spawn(&srv->pools[i].workers[j]);

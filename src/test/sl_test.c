@@ -295,7 +295,7 @@ sl_test *sl_test_new(const sl_servlet *servlet, const char *const *params)
     t->ctx.params = t->ctx_params;
     t->ctx.nparams = t->params.n;
 
-    int fd = sandlet_session_key_generate(t->key);
+    int fd = sandlet_session_key_make(NULL, SL_TEST_SANDBOX, t->key);
     if (fd == 0)
         fd = sandlet_session_store_create("sl_test", TEST_STORE_SIZE);
     if (fd >= 0) {

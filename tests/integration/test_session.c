@@ -17,6 +17,8 @@
 #include "harness.h"
 
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -575,6 +577,70 @@ static void test_cross_clobber(void **state)
     assert_int_equal(a.count, 3);
 }
 
+/* "sandletd -t" on a configuration; returns its exit status and output. */
+static int check_conf(const char *conf, char *out, size_t cap)
+{
+    char cmd[512];
+    const char *exe = getenv("SANDLETD");
+    snprintf(cmd, sizeof(cmd), "%s -t -c %s 2>&1", exe ? exe : "./sandletd", conf);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* session-secret-file: a file others may read stops sandletd with the fix
+ * named; a private one is taken, and sessions work with keys from it. */
+static void test_secret_file(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/test_session-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char secret[128], conf[128], body[1024], out[1024];
+    snprintf(secret, sizeof(secret), "%s/session.key", dir);
+    snprintf(conf, sizeof(conf), "%s/sandlet.conf", dir);
+    FILE *f = fopen(secret, "w");
+    assert_non_null(f);
+    assert_int_equal(fwrite("0123456789abcdef0123456789abcdef", 1, 32, f), 32);
+    fclose(f);
+    assert_int_equal(chmod(secret, 0644), 0);
+    snprintf(body, sizeof(body),
+             "session-secret-file %s;\n"
+             "sandbox keyed { workers 1; session-size 64k; }\n"
+             "servlet /keyed { library \"%s\"; sandbox keyed; }\n",
+             secret, th_build_path("tests/fixtures/.libs/session.so"));
+    f = fopen(conf, "w");
+    assert_non_null(f);
+    fputs(body, f);
+    fclose(f);
+    assert_int_equal(check_conf(conf, out, sizeof(out)), 1);
+    assert_non_null(strstr(out, "may be read or written by group or others"));
+    assert_non_null(strstr(out, "chmod 600"));
+    assert_int_equal(chmod(secret, 0600), 0);
+    assert_int_equal(check_conf(conf, out, sizeof(out)), 0);
+    assert_non_null(strstr(out, "OK"));
+
+    th_daemon kd;
+    assert_int_equal(th_start(&kd, body, false), 0);
+    th_response r;
+    assert_int_equal(th_request(kd.port, "GET", "/keyed?op=count", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    char sc[256], headers[300];
+    assert_true(th_header(&r, "Set-Cookie", sc, sizeof(sc)));
+    th_response_free(&r);
+    assert_int_equal(strncmp(sc, "SLSESSION_keyed=", 16), 0);
+    snprintf(headers, sizeof(headers), "Cookie: %.*s\r\n", (int)strcspn(sc, ";"), sc);
+    assert_int_equal(th_request(kd.port, "GET", "/keyed?op=count", headers, NULL, 0, &r), 0);
+    assert_non_null(strstr(r.body, "count=2"));
+    th_response_free(&r);
+    th_stop(&kd);
+    unlink(secret);
+    unlink(conf);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 /* A servlet that declares memory sessions refuses to start in a sandbox
  * that has none, with a message that says what to change. */
 static void test_sessions_none_refused(void **state)
@@ -599,12 +665,19 @@ static void test_sessions_none_refused(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cookie_attributes),    cmocka_unit_test(test_counter_across_workers),
-        cmocka_unit_test(test_survives_worker_kill), cmocka_unit_test(test_regenerate),
-        cmocka_unit_test(test_invalidate),           cmocka_unit_test(test_expiry),
-        cmocka_unit_test(test_forged_ids),           cmocka_unit_test(test_url_and_form),
-        cmocka_unit_test(test_cross_theft),          cmocka_unit_test(test_cross_fixation),
-        cmocka_unit_test(test_cross_clobber),        cmocka_unit_test(test_sessions_none_refused),
+        cmocka_unit_test(test_cookie_attributes),
+        cmocka_unit_test(test_counter_across_workers),
+        cmocka_unit_test(test_survives_worker_kill),
+        cmocka_unit_test(test_regenerate),
+        cmocka_unit_test(test_invalidate),
+        cmocka_unit_test(test_expiry),
+        cmocka_unit_test(test_forged_ids),
+        cmocka_unit_test(test_url_and_form),
+        cmocka_unit_test(test_cross_theft),
+        cmocka_unit_test(test_cross_fixation),
+        cmocka_unit_test(test_cross_clobber),
+        cmocka_unit_test(test_secret_file),
+        cmocka_unit_test(test_sessions_none_refused),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

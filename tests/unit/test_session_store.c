@@ -468,6 +468,26 @@ static void test_cookie_name(void **state)
     assert_int_equal(strlen(n) + 1, SANDLET_SESSION_COOKIE_SIZE);
 }
 
+/* Keys: random without a secret; with one, the same for the same sandbox
+ * on every start, and unrelated between sandboxes and between secrets. */
+static void test_key_make(void **state)
+{
+    (void)state;
+    uint8_t a[SANDLET_SESSION_KEY_LEN], b[SANDLET_SESSION_KEY_LEN];
+    assert_int_equal(sandlet_session_key_make(NULL, "shop", a), 0);
+    assert_int_equal(sandlet_session_key_make(NULL, "shop", b), 0);
+    assert_memory_not_equal(a, b, sizeof(a));
+    uint8_t secret[SANDLET_SESSION_SECRET_LEN] = {42};
+    assert_int_equal(sandlet_session_key_make(secret, "shop", a), 0);
+    assert_int_equal(sandlet_session_key_make(secret, "shop", b), 0);
+    assert_memory_equal(a, b, sizeof(a));
+    assert_int_equal(sandlet_session_key_make(secret, "shop2", b), 0);
+    assert_memory_not_equal(a, b, sizeof(a));
+    secret[31] = 1;
+    assert_int_equal(sandlet_session_key_make(secret, "shop", b), 0);
+    assert_memory_not_equal(a, b, sizeof(a));
+}
+
 /* A configuration whose cookie name is not its sandbox's is refused: a
  * worker must never answer under another sandbox's cookie. */
 static void test_configure_checks(void **state)
@@ -584,6 +604,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_api, setup, teardown),
         cmocka_unit_test_setup_teardown(test_api_gone_meanwhile, setup, teardown),
         cmocka_unit_test(test_cookie_name),
+        cmocka_unit_test(test_key_make),
         cmocka_unit_test_setup_teardown(test_configure_checks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_token_verify, setup, teardown),
         cmocka_unit_test_setup_teardown(test_foreign_token, setup, teardown),
