@@ -209,8 +209,8 @@ struct sandlet_pool {
     size_t index;
     const sandlet_sandbox_conf *conf;
     uint32_t uid, gid; /* the workers' identity; UINT32_MAX: keep */
-    /* The sandbox's session key (sandlet_session_key_generate), handed
-     * only to this sandbox's workers in INIT. */
+    /* The sandbox's session key (sandlet_session_key_make), handed only
+     * to this sandbox's workers in INIT (SANDLET_SESSION_KEY_LEN bytes). */
     uint8_t session_key[32];
     sandlet_worker *workers;
     sandlet_conn *qhead, *qtail;

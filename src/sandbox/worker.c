@@ -225,7 +225,8 @@ static void session_settings(sandlet_reader *r, const char *sandbox)
     bool secure = sandlet_read_u8(r) != 0;
     const char *cookie = sandlet_read_str(r, NULL);
     const char *path = sandlet_read_str(r, NULL);
-    /* The sandbox's key comes last: the rest of the payload, exactly. */
+    /* The sandbox's key comes last: the rest of the payload, exactly.  It
+     * lies in w.init, our own copy, which is wiped below (hence no const). */
     size_t keylen = 0;
     uint8_t *key = (uint8_t *)sandlet_read_rest(r, &keylen);
     if (r->bad || keylen != SANDLET_SESSION_KEY_LEN)
@@ -265,8 +266,8 @@ static void session_settings(sandlet_reader *r, const char *sandbox)
     int rc = sandlet_lib_session_configure(&cfg);
     sodium_memzero(cfg.key, sizeof(cfg.key));
     if (rc < 0)
-        fail("sandbox '%s': session cookie '%s' does not belong to it (%s)", sandbox, cookie,
-             strerror(-rc));
+        fail("sandbox '%s': cannot set up sessions with cookie '%s': %s", sandbox, cookie,
+             rc == -EINVAL ? "the INIT frame does not match the sandbox" : strerror(-rc));
 }
 
 static void load_servlets(const char *sandbox)
