@@ -257,22 +257,28 @@ int sl_set_cookie(sl_response *rs, const char *name, const char *value,
 
 typedef struct sl_session sl_session;
 
-/* Name of the session cookie and of the query/form parameter that carries
- * the id for clients without cookies. */
+/* Prefix of the session cookie's name.  Each sandbox has its own cookie,
+ * SLSESSION_<sandbox> (sl_session_cookie_name), which is also the query
+ * and form parameter that carries the id for clients without cookies. */
 #define SL_SESSION_COOKIE "SLSESSION"
 /* Longest key sl_session_set_str and sl_session_set_bytes accept. */
 #define SL_SESSION_KEY_MAX 64
 
-/* The client's session, found by the SLSESSION cookie or, without one, the
- * SLSESSION query or form parameter.  When there is none (or it expired,
- * or the id is unknown) and create is true, a new session is made and
- * its cookie added to rs.  NULL when there is no session and create is false,
- * when the sandbox has "sessions none" (errno ENOTSUP) or on failure.
- * The same pointer is returned for the rest of the request. */
+/* The client's session, found by the sandbox's session cookie or, without
+ * one, the parameter of that name.  Only ids this sandbox issued count.
+ * When there is none (or it expired, or the id is unknown, forged or
+ * another sandbox's) and create is true, a new session is made and its
+ * cookie added to rs; otherwise no cookie is ever set.  NULL when there is no session and create is
+ * false, when the sandbox has "sessions none" (errno ENOTSUP) or on failure. The same pointer is
+ * returned for the rest of the request. */
 sl_session *sl_session_get(sl_request *rq, sl_response *rs, bool create);
 
-/* The session id as 32 lowercase hex digits. */
+/* The token the client presents for the session: 64 lowercase hex digits
+ * (the 128-bit id and the sandbox's MAC of it); a credential, never log it. */
 const char *sl_session_id(const sl_session *s);
+/* The name of this sandbox's session cookie and parameter, e.g.
+ * "SLSESSION_shop"; "" when the sandbox has no sessions. */
+const char *sl_session_cookie_name(void);
 
 /* Values; pointers stay valid until the response is finished.  str
  * returns NULL when the key is absent. */
@@ -292,8 +298,8 @@ int sl_session_invalidate(sl_session *s);
  * cookie: the old id stops working (call it after a login). */
 int sl_session_regenerate(sl_session *s);
 
-/* For clients without cookies: url with the session id added as the
- * SLSESSION query parameter (before any '#fragment'), and a hidden form
+/* For clients without cookies: url with the session token added as the
+ * sl_session_cookie_name() query parameter (before any '#fragment'), and a hidden form
  * field carrying it.  Both return "" only when memory is short. */
 const char *sl_session_url(sl_session *s, const char *url);
 const char *sl_session_form_field(sl_session *s);

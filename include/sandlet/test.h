@@ -130,7 +130,15 @@ const char *sl_test_cookie(const sl_test *t, const char *name);
 int sl_test_jar_set(sl_test *t, const char *name, const char *value);
 void sl_test_jar_clear(sl_test *t);
 
-/* The session the jar's SLSESSION cookie names, read as the next request
+/* The servlet under test runs in a sandbox of this name, so its session
+ * cookie is SL_TEST_SESSION_COOKIE (sandletd names it after the real
+ * sandbox: SLSESSION_<sandbox>, see sl_session(3)), Path=/.  Its ids carry
+ * a MAC under a key of the sl_test's own: a token made up by a test is
+ * no session, as under sandletd. */
+#define SL_TEST_SANDBOX        "test"
+#define SL_TEST_SESSION_COOKIE SL_SESSION_COOKIE "_" SL_TEST_SANDBOX
+
+/* The session the jar's SL_TEST_SESSION_COOKIE names, read as the next request
  * would see it (which also marks it used).  str returns NULL when there is
  * no session or no such key; strings live until t is freed. */
 const char *sl_test_session_id(const sl_test *t);

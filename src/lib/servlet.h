@@ -222,15 +222,56 @@ typedef struct sandlet_session_ops {
     int (*new_id)(void *store, const uint8_t *old, uint8_t *fresh);
 } sandlet_session_ops;
 
+/*
+ * Binding sessions to their sandbox.  A client presents a token: the
+ * 16-byte id and a 16-byte keyed MAC (BLAKE2b, libsodium) of the sandbox's
+ * name and the id, as 64 hex digits.  The key is the sandbox's own
+ * (SANDLET_SESSION_KEY_LEN bytes; only its workers hold it), so an id is
+ * valid only in the sandbox that issued it: a token another sandbox made,
+ * or one a client or servlet forged, fails the check before any store
+ * lookup and counts as no session.
+ */
+#define SANDLET_SESSION_KEY_LEN   32
+#define SANDLET_SESSION_MAC_LEN   16
+#define SANDLET_SESSION_TOKEN_LEN (2 * (SANDLET_SESSION_ID_LEN + SANDLET_SESSION_MAC_LEN))
+/* Room for a session cookie name with its NUL: SL_SESSION_COOKIE, '_' and
+ * at most SANDLET_SESSION_NAME_MAX bytes of the sandbox's name. */
+#define SANDLET_SESSION_NAME_MAX    64
+#define SANDLET_SESSION_COOKIE_SIZE (sizeof(SL_SESSION_COOKIE) + 1 + SANDLET_SESSION_NAME_MAX)
+
 typedef struct sandlet_session_config {
     const sandlet_session_ops *ops; /* NULL: sessions are off */
     void *store;
     size_t max_data;    /* largest blob put accepts */
     bool cookie_secure; /* add Secure to the session cookie */
+    /* The sandbox the sessions belong to (MAC'd with every id), its
+     * session cookie's name (sandlet_lib_session_cookie_name) and Path
+     * (NULL: "/"), and its key.  The strings are copied. */
+    const char *sandbox;
+    const char *cookie_name;
+    const char *cookie_path;
+    uint8_t key[SANDLET_SESSION_KEY_LEN];
 } sandlet_session_config;
 
 /* Installs the store sessions use from now on (copied); NULL turns them
- * off.  The worker calls it once before serving. */
-void sandlet_lib_session_configure(const sandlet_session_config *cfg);
+ * off.  The worker calls it once before serving.  -EINVAL when a string
+ * is missing or too long (nothing is installed then), -ENOMEM. */
+int sandlet_lib_session_configure(const sandlet_session_config *cfg);
+
+/* The session cookie name of sandbox: SL_SESSION_COOKIE "_" and the name
+ * with every byte but ASCII letters, digits, '-' and '.' replaced by '_'
+ * (a cookie-name token whatever the sandbox is called).  Distinct names
+ * can map to one cookie name: the configuration refuses that.  Returns 0,
+ * or -ENAMETOOLONG (name empty or longer than SANDLET_SESSION_NAME_MAX);
+ * out holds SANDLET_SESSION_COOKIE_SIZE bytes. */
+int sandlet_lib_session_cookie_name(const char *sandbox, char *out);
+
+/* The token for id under the installed configuration: 64 lowercase hex
+ * digits and a NUL in out. */
+void sandlet_lib_session_token(const uint8_t *id, char *out);
+/* True when s (len bytes, not NUL-terminated) is exactly a token that the
+ * installed sandbox's key made; the id is then written to id.  The MAC is
+ * compared in constant time. */
+bool sandlet_lib_session_verify(const char *s, size_t len, uint8_t *id);
 
 #endif /* SANDLET_LIB_SERVLET_H */

@@ -3,6 +3,14 @@
  * cookie or parameter, reading and writing values, invalidation, new ids,
  * and the link/form helpers for clients without cookies.
  *
+ * A session belongs to one sandbox: its cookie is named after the sandbox
+ * (SLSESSION_<name>), scoped to the sandbox's routes (Path), and carries
+ * the id with a MAC made with the sandbox's key, checked before the store
+ * is asked (servlet.h).  A servlet of another sandbox therefore cannot
+ * read a session it was handed, nor plant an id that this sandbox would
+ * accept, and a session this file makes never overwrites the cookie of
+ * another sandbox.
+ *
  * Where sessions live is the store's business (sandlet_session_ops in
  * servlet.h: the sandbox's shared memory now, a database later).  Here a
  * session's data is one blob of entries, copied into the request arena
@@ -10,7 +18,7 @@
  * value a servlet holds stays valid for the request even if another
  * worker changes the session meanwhile.  The blob comes from memory other
  * processes write: every length in it is checked before use.  This file
- * must never log or print a session id (it is a credential).
+ * must never log or print a session id or the key (they are credentials).
  *
  * Blob entry: u8 key length, u32 value length (little endian), the key,
  * the value, a NUL (so that string values need no copy).
@@ -20,6 +28,8 @@
 #include "lib/servlet.h"
 
 #include <errno.h>
+#include <sodium.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -27,8 +37,8 @@ struct sl_session {
     sl_request *rq;
     sl_response *rs;
     uint8_t id[SANDLET_SESSION_ID_LEN];
-    char hex[2 * SANDLET_SESSION_ID_LEN + 1];
-    const uint8_t *data; /* arena copy of the store's blob */
+    char hex[SANDLET_SESSION_TOKEN_LEN + 1]; /* the token the client holds */
+    const uint8_t *data;                     /* arena copy of the store's blob */
     size_t len;
     bool dead; /* invalidated here, or gone from the store */
 };
@@ -36,69 +46,130 @@ struct sl_session {
 #define ENTRY_HEAD 5 /* key length byte + value length */
 
 static sandlet_session_config cfg;
+/* Copies of cfg's strings, so that a caller's buffers need not live on. */
+static char cfg_sandbox[SANDLET_SESSION_NAME_MAX + 1];
+static char cfg_cookie[SANDLET_SESSION_COOKIE_SIZE];
+static char *cfg_path;
+/* The MAC's state once the key, the context and the sandbox's name are
+ * absorbed: a request's MAC costs one copy and one compression. */
+static crypto_generichash_state mac_base;
 
-void sandlet_lib_session_configure(const sandlet_session_config *c)
+/* Domain separation: a MAC made here means nothing anywhere else. */
+static const char mac_context[] = "sandlet session id v1";
+
+int sandlet_lib_session_cookie_name(const char *sandbox, char *out)
 {
-    if (c)
-        cfg = *c;
-    else
-        memset(&cfg, 0, sizeof(cfg));
+    size_t len = sandbox ? strlen(sandbox) : 0;
+    if (len == 0 || len > SANDLET_SESSION_NAME_MAX)
+        return -ENAMETOOLONG;
+    size_t p = sizeof(SL_SESSION_COOKIE) - 1;
+    memcpy(out, SL_SESSION_COOKIE "_", p + 1);
+    p++;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)sandbox[i];
+        bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '.';
+        out[p++] = keep ? (char)c : '_';
+    }
+    out[p] = '\0';
+    return 0;
+}
+
+int sandlet_lib_session_configure(const sandlet_session_config *c)
+{
+    free(cfg_path);
+    cfg_path = NULL;
+    sodium_memzero(&cfg, sizeof(cfg));
+    sodium_memzero(&mac_base, sizeof(mac_base));
+    if (!c || !c->ops)
+        return 0;
+    char cookie[SANDLET_SESSION_COOKIE_SIZE];
+    if (!c->sandbox || !c->cookie_name || strlen(c->sandbox) > SANDLET_SESSION_NAME_MAX ||
+        sandlet_lib_session_cookie_name(c->sandbox, cookie) < 0 ||
+        strcmp(cookie, c->cookie_name) != 0)
+        return -EINVAL;
+    if (sodium_init() < 0)
+        return -ENOSYS;
+    const char *path = c->cookie_path ? c->cookie_path : "/";
+    if (!(cfg_path = strdup(path)))
+        return -ENOMEM;
+    cfg = *c;
+    memcpy(cfg_sandbox, c->sandbox, strlen(c->sandbox) + 1);
+    memcpy(cfg_cookie, cookie, sizeof(cookie));
+    cfg.sandbox = cfg_sandbox;
+    cfg.cookie_name = cfg_cookie;
+    cfg.cookie_path = cfg_path;
+    /* The name is NUL-terminated in the input, so no two (name, id)
+     * pairs give the same bytes. */
+    crypto_generichash_init(&mac_base, cfg.key, sizeof(cfg.key), SANDLET_SESSION_MAC_LEN);
+    crypto_generichash_update(&mac_base, (const uint8_t *)mac_context, sizeof(mac_context));
+    crypto_generichash_update(&mac_base, (const uint8_t *)cfg.sandbox, strlen(cfg.sandbox) + 1);
+    return 0;
 }
 
 /* ---- ids ----------------------------------------------------------------- */
 
-static int hex_value(char c)
+/* MAC over (context, sandbox name, id) with the sandbox's key. */
+static void make_mac(const uint8_t *id, uint8_t *mac)
 {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
+    crypto_generichash_state st = mac_base;
+    crypto_generichash_update(&st, id, SANDLET_SESSION_ID_LEN);
+    crypto_generichash_final(&st, mac, SANDLET_SESSION_MAC_LEN);
+    sodium_memzero(&st, sizeof(st));
 }
 
-/* Exactly 32 hex digits, nothing else; anything else is no id at all. */
-static bool parse_id(const char *s, size_t len, uint8_t *id)
+void sandlet_lib_session_token(const uint8_t *id, char *out)
 {
-    if (!s || len != 2 * SANDLET_SESSION_ID_LEN)
+    uint8_t raw[SANDLET_SESSION_ID_LEN + SANDLET_SESSION_MAC_LEN];
+    memcpy(raw, id, SANDLET_SESSION_ID_LEN);
+    make_mac(id, raw + SANDLET_SESSION_ID_LEN);
+    sodium_bin2hex(out, SANDLET_SESSION_TOKEN_LEN + 1, raw, sizeof(raw));
+}
+
+/* Exactly 64 hex digits whose second half is the MAC of the first; anything
+ * else is no id at all.  Checked before the store sees the id, so that a
+ * forged or foreign id costs one hash and never a lookup. */
+bool sandlet_lib_session_verify(const char *s, size_t len, uint8_t *id)
+{
+    uint8_t raw[SANDLET_SESSION_ID_LEN + SANDLET_SESSION_MAC_LEN], want[SANDLET_SESSION_MAC_LEN];
+    size_t got = 0;
+    const char *end = NULL;
+    if (!s || !cfg.sandbox || len != SANDLET_SESSION_TOKEN_LEN ||
+        sodium_hex2bin(raw, sizeof(raw), s, len, NULL, &got, &end) != 0 || got != sizeof(raw) ||
+        end != s + len)
         return false;
-    for (size_t i = 0; i < SANDLET_SESSION_ID_LEN; i++) {
-        int hi = hex_value(s[2 * i]), lo = hex_value(s[2 * i + 1]);
-        if (hi < 0 || lo < 0)
-            return false;
-        id[i] = (uint8_t)(hi << 4 | lo);
-    }
+    make_mac(raw, want);
+    if (crypto_verify_16(want, raw + SANDLET_SESSION_ID_LEN) != 0)
+        return false;
+    memcpy(id, raw, SANDLET_SESSION_ID_LEN);
     return true;
 }
 
 static void set_id(sl_session *s, const uint8_t *id)
 {
-    static const char digits[] = "0123456789abcdef";
     memcpy(s->id, id, SANDLET_SESSION_ID_LEN);
-    for (size_t i = 0; i < SANDLET_SESSION_ID_LEN; i++) {
-        s->hex[2 * i] = digits[id[i] >> 4];
-        s->hex[2 * i + 1] = digits[id[i] & 15];
-    }
-    s->hex[2 * SANDLET_SESSION_ID_LEN] = '\0';
+    sandlet_lib_session_token(id, s->hex);
 }
 
-/* The session cookie: whole site, hidden from scripts, not sent on
- * cross-site subrequests, HTTPS-only when configured. */
+/* The session cookie: the sandbox's own name and Path (so that it neither
+ * reaches nor replaces another sandbox's), hidden from scripts, not sent
+ * on cross-site subrequests, HTTPS-only when configured. */
 static int send_cookie(sl_session *s, bool expire)
 {
-    sl_cookie_options o = {
-        .path = "/", .http_only = true, .same_site = SL_SAME_SITE_LAX, .secure = cfg.cookie_secure};
+    sl_cookie_options o = {.path = cfg.cookie_path,
+                           .http_only = true,
+                           .same_site = SL_SAME_SITE_LAX,
+                           .secure = cfg.cookie_secure};
     if (expire) {
         o.has_max_age = true;
         o.max_age = 0;
         o.expires = 1;
     }
-    sandlet_lib_cookie_unset(s->rs, SL_SESSION_COOKIE);
-    return sl_set_cookie(s->rs, SL_SESSION_COOKIE, expire ? "" : s->hex, &o);
+    sandlet_lib_cookie_unset(s->rs, cfg.cookie_name);
+    return sl_set_cookie(s->rs, cfg.cookie_name, expire ? "" : s->hex, &o);
 }
 
-/* The id field of an application/x-www-form-urlencoded body.  An id is
+/* The id field of an application/x-www-form-urlencoded body.  A token is
  * plain hex, so no decoding is needed; an encoded one is no id. */
 static bool form_id(const sl_request *rq, uint8_t *id)
 {
@@ -106,12 +177,13 @@ static bool form_id(const sl_request *rq, uint8_t *id)
     if (!ct || strncasecmp(ct, "application/x-www-form-urlencoded", 33) != 0 || !rq->body)
         return false;
     const char *p = (const char *)rq->body, *end = p + rq->body_len;
-    const size_t kl = sizeof(SL_SESSION_COOKIE) - 1;
+    const char *k = cfg.cookie_name;
+    const size_t kl = strlen(k);
     while (p < end) {
         const char *amp = memchr(p, '&', (size_t)(end - p));
         const char *q = amp ? amp : end;
-        if ((size_t)(q - p) > kl && memcmp(p, SL_SESSION_COOKIE, kl) == 0 && p[kl] == '=')
-            return parse_id(p + kl + 1, (size_t)(q - p - (ptrdiff_t)kl - 1), id);
+        if ((size_t)(q - p) > kl && memcmp(p, k, kl) == 0 && p[kl] == '=')
+            return sandlet_lib_session_verify(p + kl + 1, (size_t)(q - p - (ptrdiff_t)kl - 1), id);
         p = amp ? amp + 1 : end;
     }
     return false;
@@ -151,28 +223,32 @@ sl_session *sl_session_get(sl_request *rq, sl_response *rs, bool create)
     s->rq = rq;
     s->rs = rs;
     uint8_t id[SANDLET_SESSION_ID_LEN];
-    /* Every SLSESSION cookie (a browser may hold one per path), then the
-     * parameter that links and forms carry for clients without cookies. */
+    /* Every cookie of this sandbox's name (a browser may hold one per
+     * path), then the parameter that links and forms carry for clients
+     * without cookies.  Other sandboxes' cookies are not even looked at. */
     bool cookie_sent = false;
     for (size_t i = 0; i < rq->ncookies; i++) {
-        if (strcmp(rq->cookies[i].name, SL_SESSION_COOKIE) != 0)
+        if (strcmp(rq->cookies[i].name, cfg.cookie_name) != 0)
             continue;
         cookie_sent = true;
         const char *v = rq->cookies[i].value;
-        if (parse_id(v, strlen(v), id) && load(s, id))
+        if (sandlet_lib_session_verify(v, strlen(v), id) && load(s, id))
             return rq->session = s;
     }
     if (!cookie_sent) {
-        const char *v = sl_param(rq, SL_SESSION_COOKIE, NULL);
-        if ((v && parse_id(v, strlen(v), id) && load(s, id)) || (form_id(rq, id) && load(s, id)))
+        const char *v = sl_param(rq, cfg.cookie_name, NULL);
+        if ((v && sandlet_lib_session_verify(v, strlen(v), id) && load(s, id)) ||
+            (form_id(rq, id) && load(s, id)))
             return rq->session = s;
     }
     if (!create) {
         errno = ENOENT;
         return NULL;
     }
-    /* Unknown, expired or forged: a fresh session with a fresh id, never
-     * one with the id the client offered. */
+    /* Unknown, expired, forged or another sandbox's: a fresh session with
+     * a fresh id under this sandbox's own cookie, never one with the id the
+     * client offered.  Without create, nothing is sent: a servlet that only
+     * looks for a session never touches the client's cookies. */
     int rc = cfg.ops->create(cfg.store, id);
     if (rc < 0) {
         errno = -rc;
@@ -192,6 +268,11 @@ sl_session *sl_session_get(sl_request *rq, sl_response *rs, bool create)
 const char *sl_session_id(const sl_session *s)
 {
     return s ? s->hex : "";
+}
+
+const char *sl_session_cookie_name(void)
+{
+    return cfg.ops ? cfg.cookie_name : "";
 }
 
 /* ---- values ---------------------------------------------------------------- */
@@ -377,7 +458,7 @@ const char *sl_session_url(sl_session *s, const char *url)
         return url; /* no link is that long; keeps the %.*s below in range */
     const char *q = memchr(url, '?', base);
     const char *sep = !q ? "?" : (url[base - 1] == '?' || url[base - 1] == '&') ? "" : "&";
-    char *out = sl_sprintf(s->rq, "%.*s%s" SL_SESSION_COOKIE "=%s%s", (int)base, url, sep, s->hex,
+    char *out = sl_sprintf(s->rq, "%.*s%s%s=%s%s", (int)base, url, sep, cfg.cookie_name, s->hex,
                            hash ? hash : "");
     return out ? out : "";
 }
@@ -386,7 +467,7 @@ const char *sl_session_form_field(sl_session *s)
 {
     if (!s || s->dead)
         return "";
-    char *out = sl_sprintf(
-        s->rq, "<input type=\"hidden\" name=\"" SL_SESSION_COOKIE "\" value=\"%s\">", s->hex);
+    char *out = sl_sprintf(s->rq, "<input type=\"hidden\" name=\"%s\" value=\"%s\">",
+                           cfg.cookie_name, s->hex);
     return out ? out : "";
 }

@@ -220,6 +220,9 @@ struct sandlet_pool {
     size_t index;
     const sandlet_sandbox_conf *conf;
     uint32_t uid, gid; /* the workers' identity; UINT32_MAX: keep */
+    /* The sandbox's session key (sandlet_session_key_make), handed only
+     * to this sandbox's workers in INIT (SANDLET_SESSION_KEY_LEN bytes). */
+    uint8_t session_key[32];
     sandlet_worker *workers;
     sandlet_conn *qhead, *qtail;
     size_t queued;
@@ -249,6 +252,12 @@ void sandlet_pools_stop(sandlet_server *srv);
 struct sandlet_ctl;
 void sandlet_pool_control(sandlet_server *srv, const struct sandlet_ctl *m);
 void sandlet_pools_free(sandlet_server *srv);
+/* False (after logging why) when a response header of c's worker may not
+ * reach the client: a Set-Cookie for another sandbox's session cookie,
+ * with which a servlet could plant a session id (fixation) or erase a
+ * session in the client's jar. */
+bool sandlet_pool_header_allowed(const sandlet_conn *c, const char *name, size_t name_len,
+                                 const char *value, size_t value_len);
 
 /* ---- main.c ------------------------------------------------------------ */
 

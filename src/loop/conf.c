@@ -13,6 +13,7 @@
 #include "config.h"
 
 #include "conf.h"
+#include "lib/servlet.h"
 #include "loop/log.h"
 
 #include <arpa/inet.h>
@@ -24,6 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sodium.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* A configuration this big is a mistake (or /dev/zero), not a site. */
@@ -60,6 +64,7 @@ enum slot {
     SLOT_MAX_HEADER_SIZE,
     SLOT_MAX_TARGET_LENGTH,
     SLOT_MAX_BODY_SIZE,
+    SLOT_SESSION_SECRET,
     SLOT_WORKERS,
     SLOT_QUEUE,
     SLOT_QUEUE_TIMEOUT,
@@ -124,6 +129,7 @@ static int do_user(parser *ps, const token *dir, token *args);
 static int do_docroot(parser *ps, const token *dir, token *args);
 static int do_log(parser *ps, const token *dir, token *args);
 static int do_status(parser *ps, const token *dir, token *args);
+static int do_secret(parser *ps, const token *dir, token *args);
 static int do_timeout(parser *ps, const token *dir, token *args);
 static int do_size(parser *ps, const token *dir, token *args);
 static int open_sandbox(parser *ps, const token *dir, token *args);
@@ -156,6 +162,7 @@ static const directive directives[] = {
     {"max-header-size", CTX_TOP, 1, "BYTES", SLOT_MAX_HEADER_SIZE, CTX_NONE, do_size, NULL},
     {"max-target-length", CTX_TOP, 1, "BYTES", SLOT_MAX_TARGET_LENGTH, CTX_NONE, do_size, NULL},
     {"max-body-size", CTX_TOP, 1, "BYTES", SLOT_MAX_BODY_SIZE, CTX_NONE, do_size, NULL},
+    {"session-secret-file", CTX_TOP, 1, "FILE", SLOT_SESSION_SECRET, CTX_NONE, do_secret, NULL},
     {"sandbox", CTX_TOP, 1, "NAME { ... }", SLOT_NONE, CTX_SANDBOX, open_sandbox, NULL},
     {"servlet", CTX_TOP, 1, "PATH { ... }", SLOT_NONE, CTX_SERVLET, open_servlet, close_servlet},
     {"workers", CTX_SANDBOX, 1, "N", SLOT_WORKERS, CTX_NONE, do_workers, NULL},
@@ -611,6 +618,72 @@ static int do_status(parser *ps, const token *dir, token *args)
                     "status-page '%s' must be a path starting with '/'",
                     shown(sh, sizeof(sh), args[0].text));
     return take_string(ps, dir, &args[0], "PATH", &ps->conf->status_page);
+}
+
+/* session-secret-file: the secret that sandboxes' session keys derive
+ * from, so that they are the same on every start and every host.  Read
+ * here, while sandletd is still the user that started it (root, before
+ * any privilege drop), and checked as ssh checks a private key: a file
+ * others may read or replace would let them mint any sandbox's session
+ * ids.  Only a hash of the contents is kept. */
+static int do_secret(parser *ps, const token *dir, token *args)
+{
+    char sh[SHOWN_MAX];
+    sandlet_conf *c = ps->conf;
+    int rc = take_path(ps, dir, &args[0], "FILE", &c->session_secret_file);
+    if (rc)
+        return rc;
+    const char *f = shown(sh, sizeof(sh), c->session_secret_file);
+    int line = args[0].line, col = args[0].col;
+    int fd = open(c->session_secret_file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+    if (fd < 0)
+        return fail(ps, line, col,
+                    "session-secret-file '%s' cannot be opened: %s (expected a file of 32 or "
+                    "more random bytes, e.g. 'head -c 32 /dev/urandom > FILE; chmod 600 FILE')",
+                    f, strerror(errno));
+    struct stat st;
+    const char *bad = NULL;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+        bad = "is not a regular file (expected a file of 32 or more random bytes)";
+    else if (st.st_uid != 0 && st.st_uid != geteuid())
+        bad = "is owned by another user (expected root or the user that starts sandletd; "
+              "chown it)";
+    else if (st.st_mode & 077)
+        bad = "may be read or written by group or others (expected mode 600 or 400; chmod "
+              "600 it)";
+    else if (st.st_size < SANDLET_SESSION_SECRET_MIN || st.st_size > SANDLET_SESSION_SECRET_MAX)
+        bad = "has the wrong size (expected 32 to 4096 random bytes, e.g. 'head -c 32 "
+              "/dev/urandom > FILE')";
+    if (bad) {
+        close(fd);
+        return fail(ps, line, col, "session-secret-file '%s' %s", f, bad);
+    }
+    uint8_t buf[SANDLET_SESSION_SECRET_MAX];
+    size_t len = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf + len, sizeof(buf) - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0 || (len += (size_t)n) == sizeof(buf))
+            break;
+    }
+    int err = errno;
+    close(fd);
+    if (len < SANDLET_SESSION_SECRET_MIN) {
+        sodium_memzero(buf, sizeof(buf));
+        return fail(ps, line, col, "session-secret-file '%s' cannot be read: %s", f,
+                    len ? "it shrank while being read" : strerror(err));
+    }
+    static const char context[] = "sandlet session secret v1";
+    crypto_generichash_state hs;
+    crypto_generichash_init(&hs, NULL, 0, sizeof(c->session_secret));
+    crypto_generichash_update(&hs, (const uint8_t *)context, sizeof(context));
+    crypto_generichash_update(&hs, buf, len);
+    crypto_generichash_final(&hs, c->session_secret, sizeof(c->session_secret));
+    sodium_memzero(&hs, sizeof(hs));
+    sodium_memzero(buf, sizeof(buf));
+    c->session_secret_set = true;
+    return 0;
 }
 
 static int do_log(parser *ps, const token *dir, token *args)
@@ -1191,6 +1264,86 @@ static int resolve_sandboxes(parser *ps)
     return 0;
 }
 
+/* The Path of a sandbox's session cookie: the longest prefix of its
+ * servlet routes that ends at a segment boundary of each of them, without
+ * its trailing '/', so that a browser sends the cookie to every route of
+ * the sandbox and to no path outside that prefix (RFC 6265 path-match).
+ * Cut before anything a Path attribute cannot hold; "/" when the routes
+ * share nothing or the sandbox has none. */
+static char *session_path(const sandlet_conf *c, size_t sb)
+{
+    const char *first = NULL;
+    size_t len = 0;
+    for (size_t i = 0; i < c->nservlets; i++) {
+        if (c->servlets[i].sandbox != sb)
+            continue;
+        const char *p = c->servlets[i].path;
+        if (!first) {
+            first = p;
+            len = strlen(p);
+            continue;
+        }
+        size_t n = 0;
+        while (n < len && p[n] == first[n])
+            n++;
+        len = n;
+    }
+    if (!first)
+        return dupn("/", 1);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)first[i];
+        if (ch < 0x21 || ch >= 0x7f || ch == ';' || ch == ',' || ch == '"' || ch == '\\') {
+            len = i;
+            break;
+        }
+    }
+    /* Every route is at least len long: p[len] is in bounds. */
+    bool whole = true;
+    for (size_t i = 0; i < c->nservlets && !(len > 0 && first[len - 1] == '/'); i++) {
+        const char *p = c->servlets[i].path;
+        if (c->servlets[i].sandbox == sb && p[len] != '\0' && p[len] != '/')
+            whole = false;
+    }
+    if (!whole)
+        while (len > 0 && first[len - 1] != '/')
+            len--;
+    if (len > 1 && first[len - 1] == '/')
+        len--;
+    return len ? dupn(first, len) : dupn("/", 1);
+}
+
+/* Each sandbox's session cookie name and Path.  Two sandboxes whose names
+ * map to one cookie name (or differ only in case, which some clients and
+ * proxies fold) would share the cookie: each would receive and overwrite
+ * the other's, so that is an error naming both. */
+static int session_cookies(parser *ps)
+{
+    char sh[SHOWN_MAX], sh2[SHOWN_MAX];
+    sandlet_conf *c = ps->conf;
+    for (size_t i = 0; i < c->nsandboxes; i++) {
+        sandlet_sandbox_conf *sb = &c->sandboxes[i];
+        char name[SANDLET_SESSION_COOKIE_SIZE];
+        if (sandlet_lib_session_cookie_name(sb->name, name) < 0)
+            return fail(ps, sb->line, 1,
+                        "sandbox name '%s' is too long (expected at most %d bytes: it names the "
+                        "sandbox's session cookie)",
+                        shown(sh, sizeof(sh), sb->name), SANDLET_SESSION_NAME_MAX);
+        for (size_t j = 0; j < i; j++)
+            if (strcasecmp(c->sandboxes[j].session_cookie, name) == 0)
+                return fail(ps, sb->line, 1,
+                            "sandboxes '%s' (line %d) and '%s' would share the session cookie "
+                            "'%s' (expected names that differ in more than case or in characters "
+                            "other than letters, digits, '-' and '.'); rename one",
+                            shown(sh, sizeof(sh), c->sandboxes[j].name), c->sandboxes[j].line,
+                            shown(sh2, sizeof(sh2), sb->name), name);
+        sb->session_cookie = dupn(name, strlen(name));
+        sb->session_path = session_path(c, i);
+        if (!sb->session_cookie || !sb->session_path)
+            return nomem(ps);
+    }
+    return 0;
+}
+
 /* ---- public API ----------------------------------------------------------- */
 
 int sandlet_conf_parse(const char *text, size_t len, const char *name, const char *basedir,
@@ -1238,6 +1391,8 @@ int sandlet_conf_parse(const char *text, size_t len, const char *name, const cha
         rc = parse_block(&ps, CTX_TOP, NULL, NULL);
     if (rc == 0)
         rc = resolve_sandboxes(&ps);
+    if (rc == 0)
+        rc = session_cookies(&ps);
     if (rc == 0 && ps.conf->nlistens == 0)
         rc = add_listen(&ps, SANDLET_DEFAULT_LISTEN, 0, 0);
     if (rc == 0 && ps.conf->max_target_length > ps.conf->max_header_size) {
@@ -1367,6 +1522,8 @@ void sandlet_conf_free(sandlet_conf *conf)
     for (size_t i = 0; i < conf->nsandboxes; i++) {
         sandlet_sandbox_conf *sb = &conf->sandboxes[i];
         free(sb->name);
+        free(sb->session_cookie);
+        free(sb->session_path);
         free(sb->user);
         free(sb->group);
         for (size_t j = 0; j < sb->nreadable; j++)
@@ -1395,6 +1552,8 @@ void sandlet_conf_free(sandlet_conf *conf)
     free(conf->access_log);
     free(conf->status_page);
     free(conf->error_log);
+    free(conf->session_secret_file);
+    sodium_memzero(conf->session_secret, sizeof(conf->session_secret));
     free(conf);
 }
 

@@ -14,6 +14,7 @@
  *   body-timeout 30000;             # ms between body reads, then 408
  *   keepalive-timeout 15000;        # ms an idle connection is kept
  *   max-connections 10000;          # accepting pauses at this many clients
+ *   session-secret-file /etc/sandlet/session.key;  # stable session keys
  *   sandbox shop {
  *       workers 4;                  # 1..256, default 2
  *       queue 256;                  # waiting requests, 0..65535, default 1024
@@ -29,7 +30,7 @@
  *       sessions memory;            # memory (default) or none
  *       session-size 4m;            # bytes of the shared store (k/m/g)
  *       session-timeout 1800;       # seconds a session may stay idle
- *       session-cookie-secure off;  # on: SLSESSION only over HTTPS
+ *       session-cookie-secure off;  # on: SLSESSION_<sandbox> only over HTTPS
  *   }
  *   servlet /hello {                # exact path; "/app/" + "*" matches a prefix
  *       library hello.so;           # relative to the config file's folder
@@ -83,6 +84,9 @@
 #define SANDLET_MIN_SESSION_SIZE        ((size_t)16 * 1024)
 #define SANDLET_MAX_SESSION_SIZE        ((size_t)1024 * 1024 * 1024)
 #define SANDLET_DEFAULT_SESSION_TIMEOUT 1800
+/* Bytes a session-secret-file holds: 256 random bits at least. */
+#define SANDLET_SESSION_SECRET_MIN 32
+#define SANDLET_SESSION_SECRET_MAX 4096
 
 typedef struct sandlet_param {
     char *name;
@@ -128,7 +132,13 @@ typedef struct sandlet_sandbox_conf {
     unsigned sessions;          /* SANDLET_SESSIONS_* */
     size_t session_size;        /* bytes of the shared store */
     unsigned session_timeout;   /* seconds a session may stay idle */
-    bool session_cookie_secure; /* Secure on the SLSESSION cookie */
+    bool session_cookie_secure; /* Secure on the session cookie */
+    /* Derived once the whole file is read (sandlet.conf(5), SESSIONS):
+     * the sandbox's own session cookie name, SLSESSION_<name>, distinct
+     * from every other sandbox's, and its Path, the longest whole-segment
+     * prefix its servlet routes share ("/" when they share none). */
+    char *session_cookie;
+    char *session_path;
     int line;
 } sandlet_sandbox_conf;
 
@@ -165,6 +175,11 @@ typedef struct sandlet_conf {
     size_t nsandboxes;
     sandlet_servlet_conf *servlets;
     size_t nservlets;
+    /* session-secret-file: read and checked when the file is parsed,
+     * kept only as a hash of its contents (SANDLET_SESSION_SECRET_LEN). */
+    char *session_secret_file;
+    unsigned char session_secret[32];
+    bool session_secret_set;
 } sandlet_conf;
 
 /* Parses text (len bytes, need not be NUL-terminated).  name is used in

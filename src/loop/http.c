@@ -428,7 +428,8 @@ int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, 
     while (sandlet_wire_headers_next(&it, &left, &wh)) {
         size_t nl = strlen(wh.name), vl = strlen(wh.value);
         if (!sandlet_lib_header_valid(wh.name, nl, wh.value, vl) ||
-            sandlet_lib_header_reserved(wh.name, nl)) {
+            sandlet_lib_header_reserved(wh.name, nl) ||
+            !sandlet_pool_header_allowed(c, wh.name, nl, wh.value, vl)) {
             return -EPROTO;
         }
         sandlet_buf_put(h, wh.name, nl);

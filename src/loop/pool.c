@@ -14,13 +14,16 @@
 #include "loop/acceptor.h"
 #include "loop/log.h"
 #include "sandbox/control.h"
+#include "sandbox/session_store.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -171,6 +174,65 @@ static void mark_dirty(sandlet_worker *w)
         uv_check_start(&w->pool->flush, flush_dirty);
 }
 
+/* True when the cookie called name (len bytes) is the session cookie of a
+ * sandbox other than p's. */
+static bool foreign_session_cookie(const sandlet_pool *p, const char *name, size_t len,
+                                   size_t *which)
+{
+    const sandlet_conf *conf = p->srv->conf;
+    if (len <= sizeof(SL_SESSION_COOKIE) || strncasecmp(name, SL_SESSION_COOKIE "_", 10) != 0)
+        return false;
+    for (size_t i = 0; i < conf->nsandboxes; i++) {
+        const char *other = conf->sandboxes[i].session_cookie;
+        if (i != p->index && strlen(other) == len && strncasecmp(other, name, len) == 0) {
+            *which = i;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Appends a Cookie header's value to b without the session cookies of
+ * other sandboxes: a browser sends every cookie whose Path matches, so
+ * when sandboxes' routes nest, a servlet would otherwise be handed the
+ * session tokens of its neighbours' clients.  Pairs are split as the
+ * worker's parser splits them (';', blanks trimmed); the rest is kept
+ * byte for byte. */
+static void put_cookie_header(sandlet_buf *b, const sandlet_pool *p, const char *v, size_t len)
+{
+    size_t which;
+    if (p->srv->conf->nsandboxes < 2 || !memchr(v, '_', len)) {
+        sandlet_buf_put_str(b, v, len);
+        return;
+    }
+    /* One loop thread: one scratch buffer, never larger than a header. */
+    static sandlet_buf out = {.limit = SANDLET_MAX_HEADER_SIZE_LIMIT};
+    sandlet_buf_reset(&out);
+    bool first = true;
+    for (size_t pos = 0; pos < len;) {
+        const char *semi = memchr(v + pos, ';', len - pos);
+        size_t end = semi ? (size_t)(semi - v) : len;
+        const char *a = v + pos, *z = v + end;
+        while (a < z && (*a == ' ' || *a == '\t'))
+            a++;
+        const char *eq = memchr(a, '=', (size_t)(z - a));
+        const char *ne = eq ? eq : a;
+        while (ne > a && (ne[-1] == ' ' || ne[-1] == '\t'))
+            ne--;
+        if (!eq || !foreign_session_cookie(p, a, (size_t)(ne - a), &which)) {
+            if (!first)
+                sandlet_buf_put(&out, ";", 1);
+            sandlet_buf_put(&out, v + pos, end - pos);
+            first = false;
+        }
+        pos = semi ? end + 1 : len;
+    }
+    if (out.error)
+        b->error = out.error;
+    else
+        sandlet_buf_put_str(b, out.len ? (const char *)out.data : "", out.len);
+}
+
 /* Appends c's request to w->out; on failure w->out is left as it was. */
 static int encode_request(sandlet_worker *w, sandlet_conn *c, uint32_t id)
 {
@@ -189,7 +251,10 @@ static int encode_request(sandlet_worker *w, sandlet_conn *c, uint32_t id)
     for (unsigned i = 0; i < c->nhdrs; i++) {
         const sandlet_hdr_ref *h = &c->hdrs[i];
         sandlet_buf_put_str(b, head + h->name, h->name_len);
-        sandlet_buf_put_str(b, head + h->value, h->value_len);
+        if (h->name_len == 6 && strncasecmp(head + h->name, "Cookie", 6) == 0)
+            put_cookie_header(b, w->pool, head + h->value, h->value_len);
+        else
+            sandlet_buf_put_str(b, head + h->value, h->value_len);
     }
     int rc = b->error;
     if (rc == 0) {
@@ -888,10 +953,14 @@ static void worker_spawn(sandlet_worker *w)
     for (size_t i = 0; i < sb->nwritable; i++)
         sandlet_buf_put_str(b, sb->writable[i], strlen(sb->writable[i]));
     /* Sessions: the store itself reaches the worker from the supervisor
-     * (a shared memfd); these are the settings for using it. */
+     * (a shared memfd); these are the settings for using it: the cookie's
+     * name and Path, and last this sandbox's key (no other's). */
     sandlet_buf_put_u8(b, (uint8_t)sb->sessions);
     sandlet_buf_put_u32(b, sb->session_timeout);
     sandlet_buf_put_u8(b, sb->session_cookie_secure);
+    sandlet_buf_put_str(b, sb->session_cookie, strlen(sb->session_cookie));
+    sandlet_buf_put_str(b, sb->session_path, strlen(sb->session_path));
+    sandlet_buf_put(b, p->session_key, sizeof(p->session_key));
     if (rc == 0)
         rc = sandlet_frame_finish(b, start, SANDLET_FRAME_END);
     if (rc == 0)
@@ -960,6 +1029,13 @@ int sandlet_pools_start(sandlet_server *srv)
         p->conf = &conf->sandboxes[i];
         p->uid = srv->ids ? srv->ids[2 * i] : UINT32_MAX;
         p->gid = srv->ids ? srv->ids[2 * i + 1] : UINT32_MAX;
+        int rc = sandlet_session_key_make(conf->session_secret_set ? conf->session_secret : NULL,
+                                          p->conf->name, p->session_key);
+        if (rc < 0) {
+            sandlet_log_errno(SANDLET_LOG_ERROR, rc, "sandbox '%s': cannot make a session key",
+                              p->conf->name);
+            return rc;
+        }
         uv_timer_init(srv->loop, &p->qtimer);
         p->qtimer.data = p;
         uv_check_init(srv->loop, &p->flush);
@@ -984,6 +1060,9 @@ int sandlet_pools_start(sandlet_server *srv)
             w->deadline.data = w;
         }
     }
+    /* Every key is made: the secret they came from is of no further use
+     * to the process that faces the network. */
+    sodium_memzero(srv->conf->session_secret, sizeof(srv->conf->session_secret));
     for (size_t i = 0; i < conf->nsandboxes; i++)
         for (unsigned j = 0; j < srv->pools[i].conf->workers; j++)
             worker_spawn(&srv->pools[i].workers[j]);
@@ -1009,6 +1088,34 @@ void sandlet_pools_stop(sandlet_server *srv)
                 uv_close((uv_handle_t *)&w->deadline, NULL);
         }
     }
+}
+
+/* ---- session cookies of other sandboxes ------------------------------------ */
+
+bool sandlet_pool_header_allowed(const sandlet_conn *c, const char *name, size_t name_len,
+                                 const char *value, size_t value_len)
+{
+    if (name_len != 10 || strncasecmp(name, "Set-Cookie", 10) != 0 || !c->pool)
+        return true;
+    /* The cookie's name as a browser reads it: up to '=', blanks around
+     * it trimmed (RFC 6265 5.2). */
+    const char *eq = memchr(value, '=', value_len);
+    if (!eq)
+        return true; /* no name: a browser stores it under the empty name */
+    const char *p = value, *q = eq;
+    while (p < q && (*p == ' ' || *p == '\t'))
+        p++;
+    while (q > p && (q[-1] == ' ' || q[-1] == '\t'))
+        q--;
+    size_t i;
+    if (!foreign_session_cookie(c->pool, p, (size_t)(q - p), &i))
+        return true;
+    const sandlet_sandbox_conf *other = &c->srv->conf->sandboxes[i];
+    sandlet_error("servlet %s of sandbox '%s' tried to set the session cookie %s of sandbox "
+                  "'%s' (%s); answering 502 instead",
+                  c->servlet ? c->servlet->path : "?", c->pool->conf->name, other->session_cookie,
+                  other->name, c->reqline);
+    return false;
 }
 
 void sandlet_pools_free(sandlet_server *srv)

@@ -30,6 +30,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sodium.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,17 +101,40 @@ static int64_t clock_seconds(void)
     return (int64_t)ts.tv_sec;
 }
 
-static int random_id(uint8_t *id)
+static int random_bytes(uint8_t *buf, size_t len)
 {
     size_t got = 0;
-    while (got < SANDLET_SESSION_ID_LEN) {
-        ssize_t n = getrandom(id + got, SANDLET_SESSION_ID_LEN - got, 0);
+    while (got < len) {
+        ssize_t n = getrandom(buf + got, len - got, 0);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
             return n < 0 ? -errno : -EIO;
         got += (size_t)n;
     }
+    return 0;
+}
+
+static int random_id(uint8_t *id)
+{
+    return random_bytes(id, SANDLET_SESSION_ID_LEN);
+}
+
+int sandlet_session_key_make(const uint8_t *secret, const char *sandbox, uint8_t *key)
+{
+    static const char context[] = "sandlet session key v1";
+    if (!secret)
+        return random_bytes(key, SANDLET_SESSION_KEY_LEN);
+    /* A PRF of the name under the secret: keys of two sandboxes are
+     * unrelated, and one sandbox's key tells nothing of the secret. */
+    crypto_generichash_state st;
+    if (crypto_generichash_init(&st, secret, SANDLET_SESSION_SECRET_LEN, SANDLET_SESSION_KEY_LEN) !=
+        0)
+        return -EINVAL;
+    crypto_generichash_update(&st, (const uint8_t *)context, sizeof(context));
+    crypto_generichash_update(&st, (const uint8_t *)sandbox, strlen(sandbox) + 1);
+    crypto_generichash_final(&st, key, SANDLET_SESSION_KEY_LEN);
+    sodium_memzero(&st, sizeof(st));
     return 0;
 }
 

@@ -40,6 +40,16 @@ void sandlet_session_store_detach(sandlet_session_store *st);
 /* The number of sessions the store can hold. */
 size_t sandlet_session_store_slots(const sandlet_session_store *st);
 
+/* The session key of one sandbox (SANDLET_SESSION_KEY_LEN bytes): the one
+ * place session keys are made.  Without a secret, fresh random bytes from
+ * getrandom; with the daemon's secret ("session-secret-file", 32 bytes), a
+ * keyed BLAKE2b of the sandbox's name, the same on every start and host.
+ * Each sandbox gets its own key, and only that sandbox's workers may be
+ * given it: whoever holds a key can mint ids that sandbox accepts.
+ * Returns 0 or a negative errno. */
+#define SANDLET_SESSION_SECRET_LEN 32
+int sandlet_session_key_make(const uint8_t *secret, const char *sandbox, uint8_t *key);
+
 /* The vtable a worker hands to libsandlet with st as its store. */
 extern const sandlet_session_ops sandlet_session_memory_ops;
 

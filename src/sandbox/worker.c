@@ -23,6 +23,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,7 +232,13 @@ static void session_settings(sandlet_reader *r, const char *sandbox)
     unsigned mode = sandlet_read_u8(r);
     unsigned timeout = sandlet_read_u32(r);
     bool secure = sandlet_read_u8(r) != 0;
-    if (r->bad || r->pos != r->len)
+    const char *cookie = sandlet_read_str(r, NULL);
+    const char *path = sandlet_read_str(r, NULL);
+    /* The sandbox's key comes last: the rest of the payload, exactly.  It
+     * lies in w.init, our own copy, which is wiped below (hence no const). */
+    size_t keylen = 0;
+    uint8_t *key = (uint8_t *)sandlet_read_rest(r, &keylen);
+    if (r->bad || keylen != SANDLET_SESSION_KEY_LEN)
         fail("malformed INIT frame from the acceptor");
     for (size_t i = 0; i < w.nservlets; i++) {
         sl_session_mode want = w.servlets[i].servlet->session;
@@ -244,19 +251,32 @@ static void session_settings(sandlet_reader *r, const char *sandbox)
                  "use SL_SESSION_MEMORY",
                  w.servlets[i].path);
     }
-    if (mode != 1)
+    sandlet_session_config cfg = {.ops = &sandlet_session_memory_ops,
+                                  .max_data = SANDLET_SESSION_SLOT_DATA,
+                                  .cookie_secure = secure,
+                                  .sandbox = sandbox,
+                                  .cookie_name = cookie,
+                                  .cookie_path = path};
+    memcpy(cfg.key, key, SANDLET_SESSION_KEY_LEN);
+    /* libsandlet keeps its own copy; none stays in the INIT buffer, which
+     * servlets' parameters point into for the worker's life. */
+    sodium_memzero(key, keylen);
+    if (mode != 1) {
+        sodium_memzero(cfg.key, sizeof(cfg.key));
         return;
+    }
     w.sessions = sandlet_session_store_attach(SANDLET_SESSION_FD, timeout);
     if (!w.sessions)
         fail("cannot map the session store of sandbox '%s' on descriptor %d: %s", sandbox,
              SANDLET_SESSION_FD, strerror(errno));
     /* The mapping stays; the descriptor is of no further use. */
     close(SANDLET_SESSION_FD);
-    sandlet_session_config cfg = {.ops = &sandlet_session_memory_ops,
-                                  .store = w.sessions,
-                                  .max_data = SANDLET_SESSION_SLOT_DATA,
-                                  .cookie_secure = secure};
-    sandlet_lib_session_configure(&cfg);
+    cfg.store = w.sessions;
+    int rc = sandlet_lib_session_configure(&cfg);
+    sodium_memzero(cfg.key, sizeof(cfg.key));
+    if (rc < 0)
+        fail("sandbox '%s': cannot set up sessions with cookie '%s': %s", sandbox, cookie,
+             rc == -EINVAL ? "the INIT frame does not match the sandbox" : strerror(-rc));
 }
 
 static void load_servlets(const char *sandbox)
@@ -269,6 +289,8 @@ static void load_servlets(const char *sandbox)
     if (!w.init)
         fail("out of memory reading the servlet list");
     memcpy(w.init, w.in.data + SANDLET_FRAME_HEADER, h.length);
+    /* The frame holds the session key: no copy stays in the read buffer. */
+    sodium_memzero(w.in.data, SANDLET_FRAME_HEADER + h.length);
     sandlet_buf_consume(&w.in, SANDLET_FRAME_HEADER + h.length);
 
     sandlet_reader r;

@@ -54,6 +54,7 @@ struct sl_test {
     sl_context ctx;
     bool initialised;
     sandlet_session_store *store;
+    uint8_t key[SANDLET_SESSION_KEY_LEN]; /* this sl_test's sandbox key */
     kvlist jar;
     keeplist keep;
     sl_test_request *requests;
@@ -232,14 +233,21 @@ static bool header_text_ok(const char *s)
 /* ---- sessions ---------------------------------------------------------------------- */
 
 /* libsandlet keeps one session configuration per process (a worker has
- * one store); switch it to this sl_test's store before each run. */
+ * one store); switch it to this sl_test's store and key before each run.
+ * Cookie name, Path and MAC are made as in a worker of a sandbox called
+ * SL_TEST_SANDBOX with no common route prefix. */
 static void use_store(const sl_test *t)
 {
     sandlet_session_config cfg = {.ops = &sandlet_session_memory_ops,
                                   .store = t->store,
                                   .max_data = SANDLET_SESSION_SLOT_DATA,
-                                  .cookie_secure = false};
-    sandlet_lib_session_configure(&cfg);
+                                  .cookie_secure = false,
+                                  .sandbox = SL_TEST_SANDBOX,
+                                  .cookie_name = SL_TEST_SESSION_COOKIE,
+                                  .cookie_path = "/"};
+    memcpy(cfg.key, t->key, sizeof(cfg.key));
+    if (sandlet_lib_session_configure(&cfg) < 0)
+        fprintf(stderr, "sl_test: cannot configure sessions\n");
 }
 
 /* ---- loading ------------------------------------------------------------------------ */
@@ -287,7 +295,9 @@ sl_test *sl_test_new(const sl_servlet *servlet, const char *const *params)
     t->ctx.params = t->ctx_params;
     t->ctx.nparams = t->params.n;
 
-    int fd = sandlet_session_store_create("sl_test", TEST_STORE_SIZE);
+    int fd = sandlet_session_key_make(NULL, SL_TEST_SANDBOX, t->key);
+    if (fd == 0)
+        fd = sandlet_session_store_create("sl_test", TEST_STORE_SIZE);
     if (fd >= 0) {
         t->store = sandlet_session_store_attach(fd, TEST_SESSION_TIMEOUT);
         int saved = errno;
@@ -916,7 +926,7 @@ void sl_test_jar_clear(sl_test *t)
 
 const char *sl_test_session_id(const sl_test *t)
 {
-    return sl_test_cookie(t, SL_SESSION_COOKIE);
+    return sl_test_cookie(t, SL_TEST_SESSION_COOKIE);
 }
 
 static int null_sink(void *ctx, const sandlet_lib_output *out)
@@ -949,13 +959,13 @@ static void session_do(sl_test *t, session_call *c)
     }
     char *cookie = NULL;
     if (id) {
-        size_t n = strlen(id) + sizeof(SL_SESSION_COOKIE) + 1;
+        size_t n = strlen(id) + sizeof(SL_TEST_SESSION_COOKIE) + 1;
         cookie = malloc(n);
         if (!cookie) {
             c->rc = -ENOMEM;
             return;
         }
-        snprintf(cookie, n, SL_SESSION_COOKIE "=%s", id);
+        snprintf(cookie, n, SL_TEST_SESSION_COOKIE "=%s", id);
     }
     sl_request rq;
     sl_response rs;
@@ -975,7 +985,7 @@ static void session_do(sl_test *t, session_call *c)
             c->rc = sl_session_set_bytes(s, c->key, c->set, c->set_len);
             /* A session made here is the jar's from now on. */
             if (c->rc == 0)
-                c->rc = sl_test_jar_set(t, SL_SESSION_COOKIE, sl_session_id(s));
+                c->rc = sl_test_jar_set(t, SL_TEST_SESSION_COOKIE, sl_session_id(s));
         } else if (c->key) {
             size_t n = 0;
             const void *v = sl_session_bytes(s, c->key, &n);

@@ -112,15 +112,18 @@ static int group_teardown(void **state)
     return rc == 0 ? 0 : -1;
 }
 
-/* "Cookie: SLSESSION=...\r\n" from a response's Set-Cookie. */
+/* "Cookie: SLSESSION_<sandbox>=...\r\n" from a response's Set-Cookie: the
+ * sandbox's own cookie name and a 64-hex-digit token (id and MAC). */
 static void session_cookie(const th_response *r, char *out, size_t cap)
 {
     char sc[256];
     assert_true(th_header(r, "Set-Cookie", sc, sizeof(sc)));
-    assert_memory_equal(sc, "SLSESSION=", 10);
-    size_t idlen = strcspn(sc + 10, ";");
-    assert_int_equal(idlen, 32);
-    snprintf(out, cap, "Cookie: SLSESSION=%.32s\r\n", sc + 10);
+    assert_memory_equal(sc, "SLSESSION_", 10);
+    size_t nlen = strcspn(sc, "=");
+    assert_true(nlen > 10 && sc[nlen] == '=');
+    size_t idlen = strcspn(sc + nlen + 1, ";");
+    assert_int_equal(idlen, 64);
+    snprintf(out, cap, "Cookie: %.*s\r\n", (int)(nlen + 1 + idlen), sc);
 }
 
 static int post(const char *target, const char *cookie, const char *form, th_response *r)

@@ -312,6 +312,157 @@ static void test_session_settings(void **state)
     assert_int_equal(parse_bad(t, strlen(t), err, sizeof(err)), -EINVAL);
 }
 
+/* Each sandbox's session cookie: its own name, and a Path covering just
+ * its routes (whole segments), so that another sandbox's routes never
+ * receive it where the routes allow. */
+static void test_session_cookies(void **state)
+{
+    (void)state;
+    sandlet_conf *c = parse_ok("sandbox shop { }\n"
+                               "sandbox \"my shop.v-2\" { }\n"
+                               "sandbox pair { }\n"
+                               "sandbox near { }\n"
+                               "sandbox deep { }\n"
+                               "sandbox root { }\n"
+                               "sandbox odd { }\n"
+                               "sandbox none { }\n"
+                               "servlet /shop/cart { library a.so; sandbox shop; }\n"
+                               "servlet /shop/pay/* { library a.so; sandbox shop; }\n"
+                               "servlet /shop { library a.so; sandbox shop; }\n"
+                               "servlet /one { library a.so; sandbox \"my shop.v-2\"; }\n"
+                               "servlet /app/x { library a.so; sandbox pair; }\n"
+                               "servlet /app/y { library a.so; sandbox pair; }\n"
+                               "servlet /shopping { library a.so; sandbox near; }\n"
+                               "servlet /shopkeeper/x { library a.so; sandbox near; }\n"
+                               "servlet /d/e/* { library a.so; sandbox deep; }\n"
+                               "servlet /* { library a.so; sandbox root; }\n"
+                               "servlet \"/odd;x/a\" { library a.so; sandbox odd; }\n"
+                               "servlet \"/odd;x/b\" { library a.so; sandbox odd; }\n",
+                               NULL);
+    static const char *const want[][3] = {
+        {"shop", "SLSESSION_shop", "/shop"},
+        {"my shop.v-2", "SLSESSION_my_shop.v-2", "/one"},
+        {"pair", "SLSESSION_pair", "/app"},
+        {"near", "SLSESSION_near", "/"}, /* "/shop" would not match "/shopping" */
+        {"deep", "SLSESSION_deep", "/d/e"},
+        {"root", "SLSESSION_root", "/"},
+        {"odd", "SLSESSION_odd", "/"}, /* no ';' in a Path attribute */
+        {"none", "SLSESSION_none", "/"},
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        const sandlet_sandbox_conf *sb = &c->sandboxes[sandbox_index(c, want[i][0])];
+        assert_string_equal(sb->session_cookie, want[i][1]);
+        assert_string_equal(sb->session_path, want[i][2]);
+    }
+    sandlet_conf_free(c);
+
+    /* Two sandboxes that would share a cookie are refused, naming both. */
+    char err[512];
+    const char *t = "sandbox \"a b\" { }\nsandbox a_b { }\n";
+    assert_int_equal(parse_bad(t, strlen(t), err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "test.conf:2:1: sandboxes 'a b' (line 1) and 'a_b' would share "
+                                "the session cookie 'SLSESSION_a_b'"));
+    assert_non_null(strstr(err, "rename one"));
+    t = "sandbox Shop { }\nsandbox shop { }\n";
+    assert_int_equal(parse_bad(t, strlen(t), err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "would share the session cookie 'SLSESSION_shop'"));
+    t = "sandbox aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa { }\n";
+    assert_int_equal(parse_bad(t, strlen(t), err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "is too long (expected at most 64 bytes"));
+}
+
+/* Writes len bytes to a fresh file in dir with mode; returns its path. */
+static const char *secret_file(const char *dir, const char *name, size_t len, mode_t mode)
+{
+    static char path[4][256];
+    static int next;
+    char *p = path[next++ % 4];
+    snprintf(p, sizeof(path[0]), "%s/%s", dir, name);
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char b = (unsigned char)(i * 7 + 1);
+        assert_int_equal(write(fd, &b, 1), 1);
+    }
+    close(fd);
+    assert_int_equal(chmod(p, mode), 0);
+    return p;
+}
+
+static int parse_secret(const char *path, char *err, size_t errlen, sandlet_conf **out)
+{
+    char text[512];
+    snprintf(text, sizeof(text), "session-secret-file \"%s\";\n", path);
+    return sandlet_conf_parse(text, strlen(text), "test.conf", "/", out, err, errlen);
+}
+
+/* session-secret-file: read at load, its contents hashed, and refused with
+ * the fix named when others could read or replace it. */
+static void test_session_secret_file(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/test_conf-secret-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char err[512];
+    sandlet_conf *c = parse_ok("", NULL);
+    assert_false(c->session_secret_set);
+    sandlet_conf_free(c);
+
+    const char *good = secret_file(dir, "good", 32, 0600);
+    assert_int_equal(parse_secret(good, err, sizeof(err), &c), 0);
+    assert_true(c->session_secret_set);
+    unsigned char first[32];
+    memcpy(first, c->session_secret, 32);
+    sandlet_conf_free(c);
+    /* The same file gives the same secret (stable across restarts); read
+     * only is fine too. */
+    assert_int_equal(chmod(good, 0400), 0);
+    assert_int_equal(parse_secret(good, err, sizeof(err), &c), 0);
+    assert_memory_equal(c->session_secret, first, 32);
+    sandlet_conf_free(c);
+    const char *other = secret_file(dir, "other", 33, 0600);
+    assert_int_equal(parse_secret(other, err, sizeof(err), &c), 0);
+    assert_memory_not_equal(c->session_secret, first, 32);
+    sandlet_conf_free(c);
+
+    c = (sandlet_conf *)&c;
+    assert_int_equal(parse_secret(secret_file(dir, "open", 32, 0640), err, sizeof(err), &c),
+                     -EINVAL);
+    assert_null(c);
+    assert_non_null(strstr(err, "test.conf:1:21: session-secret-file '"));
+    assert_non_null(strstr(err, "may be read or written by group or others"));
+    assert_non_null(strstr(err, "chmod 600"));
+    assert_int_equal(parse_secret(secret_file(dir, "short", 31, 0600), err, sizeof(err), &c),
+                     -EINVAL);
+    assert_non_null(strstr(err, "has the wrong size (expected 32 to 4096 random bytes"));
+    assert_int_equal(parse_secret(secret_file(dir, "long", 4097, 0600), err, sizeof(err), &c),
+                     -EINVAL);
+    assert_non_null(strstr(err, "has the wrong size"));
+    assert_int_equal(parse_secret("/nonexistent/secret", err, sizeof(err), &c), -EINVAL);
+    assert_non_null(strstr(err, "cannot be opened: No such file or directory"));
+    assert_int_equal(parse_secret(dir, err, sizeof(err), &c), -EINVAL);
+    assert_non_null(strstr(err, "is not a regular file"));
+    char link[300];
+    snprintf(link, sizeof(link), "%s/link", dir);
+    assert_int_equal(symlink(good, link), 0);
+    assert_int_equal(parse_secret(link, err, sizeof(err), &c), -EINVAL);
+    assert_non_null(strstr(err, "cannot be opened"));
+    const char *theirs = secret_file(dir, "theirs", 32, 0600);
+    if (geteuid() == 0) {
+        /* Root may give the file away: another owner is refused. */
+        assert_int_equal(chown(theirs, 65534, 65534), 0);
+        assert_int_equal(parse_secret(theirs, err, sizeof(err), &c), -EINVAL);
+        assert_non_null(strstr(err, "is owned by another user"));
+    }
+    static const char *const names[] = {"good", "other", "open", "short", "long", "link", "theirs"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char p[300];
+        snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
+        unlink(p);
+    }
+    assert_int_equal(rmdir(dir), 0);
+}
+
 static void test_confinement_settings(void **state)
 {
     (void)state;
@@ -822,6 +973,8 @@ int main(void)
         cmocka_unit_test(test_default_timeout),
         cmocka_unit_test(test_size_limits),
         cmocka_unit_test(test_session_settings),
+        cmocka_unit_test(test_session_cookies),
+        cmocka_unit_test(test_session_secret_file),
         cmocka_unit_test(test_confinement_settings),
         cmocka_unit_test(test_default_sandbox),
         cmocka_unit_test(test_sandbox_declared_later),

@@ -257,7 +257,7 @@ static int null_sink(void *ctx, const sandlet_lib_output *out)
 typedef struct client {
     sl_request rq;
     sl_response rs;
-    char cookie[80];
+    char cookie[160];
 } client;
 
 static void begin(client *c, const char *target, const char *cookie_id)
@@ -267,7 +267,7 @@ static void begin(client *c, const char *target, const char *cookie_id)
     assert_int_equal(
         sandlet_lib_request_set(&c->rq, "GET", target, strlen(target), "127.0.0.1:1", 11), 0);
     if (cookie_id) {
-        snprintf(c->cookie, sizeof(c->cookie), "SLSESSION=%s", cookie_id);
+        snprintf(c->cookie, sizeof(c->cookie), "SLSESSION_shop=%s", cookie_id);
         assert_int_equal(sandlet_lib_request_add_header(&c->rq, "Cookie", c->cookie), 0);
     }
 }
@@ -289,18 +289,35 @@ static const char *set_cookie(const client *c)
     return found;
 }
 
+static const uint8_t key_shop[SANDLET_SESSION_KEY_LEN] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+
+/* Sessions of a sandbox "shop" whose routes share /shop, or of another
+ * sandbox (name, key) over the same store, as a hostile neighbour would
+ * be if it could reach it. */
+static void configure_as(fixture *f, bool secure, const char *sandbox, const char *cookie,
+                         const uint8_t *key)
+{
+    sandlet_session_config cfg = {.ops = ops,
+                                  .store = f->st,
+                                  .max_data = SANDLET_SESSION_SLOT_DATA,
+                                  .cookie_secure = secure,
+                                  .sandbox = sandbox,
+                                  .cookie_name = cookie,
+                                  .cookie_path = "/shop"};
+    memcpy(cfg.key, key, sizeof(cfg.key));
+    assert_int_equal(sandlet_lib_session_configure(&cfg), 0);
+}
+
 static void configure(fixture *f, bool secure)
 {
-    sandlet_session_config cfg = {
-        .ops = ops, .store = f->st, .max_data = SANDLET_SESSION_SLOT_DATA, .cookie_secure = secure};
-    sandlet_lib_session_configure(&cfg);
+    configure_as(f, secure, "shop", "SLSESSION_shop", key_shop);
 }
 
 static void test_api(void **state)
 {
     fixture *f = *state;
     client c;
-    char id[33];
+    char id[SANDLET_SESSION_TOKEN_LEN + 1];
 
     begin(&c, "/", NULL);
     errno = 0;
@@ -315,9 +332,12 @@ static void test_api(void **state)
     assert_non_null(s);
     assert_ptr_equal(sl_session_get(&c.rq, &c.rs, true), s);
     snprintf(id, sizeof(id), "%s", sl_session_id(s));
-    assert_int_equal(strspn(id, "0123456789abcdef"), 32);
-    char want[160];
-    snprintf(want, sizeof(want), "SLSESSION=%s; Path=/; Secure; HttpOnly; SameSite=Lax", id);
+    assert_int_equal(strspn(id, "0123456789abcdef"), SANDLET_SESSION_TOKEN_LEN);
+    assert_int_equal(strlen(id), SANDLET_SESSION_TOKEN_LEN);
+    assert_string_equal(sl_session_cookie_name(), "SLSESSION_shop");
+    char want[200];
+    snprintf(want, sizeof(want), "SLSESSION_shop=%s; Path=/shop; Secure; HttpOnly; SameSite=Lax",
+             id);
     assert_string_equal(set_cookie(&c), want);
     assert_null(sl_session_str(s, "user"));
     assert_int_equal(sl_session_set_str(s, "user", "ada"), 0);
@@ -333,10 +353,10 @@ static void test_api(void **state)
     static char big[SANDLET_SESSION_SLOT_DATA];
     assert_int_equal(sl_session_set_bytes(s, "big", big, sizeof(big)), -EMSGSIZE);
     assert_string_equal(sl_session_str(s, "user"), "grace"); /* unchanged by a failure */
-    assert_string_equal(sl_session_url(s, "/a"), sl_sprintf(&c.rq, "/a?SLSESSION=%s", id));
+    assert_string_equal(sl_session_url(s, "/a"), sl_sprintf(&c.rq, "/a?SLSESSION_shop=%s", id));
     assert_string_equal(sl_session_url(s, "/a?x=1#f"),
-                        sl_sprintf(&c.rq, "/a?x=1&SLSESSION=%s#f", id));
-    assert_string_equal(sl_session_url(s, "/a?"), sl_sprintf(&c.rq, "/a?SLSESSION=%s", id));
+                        sl_sprintf(&c.rq, "/a?x=1&SLSESSION_shop=%s#f", id));
+    assert_string_equal(sl_session_url(s, "/a?"), sl_sprintf(&c.rq, "/a?SLSESSION_shop=%s", id));
     assert_string_equal(sl_session_url(NULL, "/a"), "/a");
     assert_non_null(strstr(sl_session_form_field(s), id));
     end(&c);
@@ -355,10 +375,11 @@ static void test_api(void **state)
     assert_null(sl_session_bytes(s, "bin", &len));
     /* Regenerate: new id, same data, one cookie with the new id. */
     assert_int_equal(sl_session_regenerate(s), 0);
-    char fresh[33];
+    char fresh[SANDLET_SESSION_TOKEN_LEN + 1];
     snprintf(fresh, sizeof(fresh), "%s", sl_session_id(s));
     assert_string_not_equal(fresh, id);
-    snprintf(want, sizeof(want), "SLSESSION=%s; Path=/; Secure; HttpOnly; SameSite=Lax", fresh);
+    snprintf(want, sizeof(want), "SLSESSION_shop=%s; Path=/shop; Secure; HttpOnly; SameSite=Lax",
+             fresh);
     assert_string_equal(set_cookie(&c), want);
     assert_string_equal(sl_session_str(s, "user"), "grace");
     end(&c);
@@ -367,34 +388,35 @@ static void test_api(void **state)
     begin(&c, "/", id);
     assert_null(sl_session_get(&c.rq, &c.rs, false));
     end(&c);
-    begin(&c, "/", "ffffffffffffffffffffffffffffffff");
+    static const char forged[] = "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff";
+    begin(&c, "/", forged);
     s = sl_session_get(&c.rq, &c.rs, true);
     assert_non_null(s);
-    assert_string_not_equal(sl_session_id(s), "ffffffffffffffffffffffffffffffff");
+    assert_string_not_equal(sl_session_id(s), forged);
     assert_null(sl_session_str(s, "user"));
     end(&c);
 
     /* Without a cookie, the query parameter carries the id. */
-    char target[80];
-    snprintf(target, sizeof(target), "/x?SLSESSION=%s", fresh);
+    char target[120];
+    snprintf(target, sizeof(target), "/x?SLSESSION_shop=%s", fresh);
     begin(&c, target, NULL);
     s = sl_session_get(&c.rq, &c.rs, false);
     assert_non_null(s);
     assert_string_equal(sl_session_str(s, "user"), "grace");
     /* Invalidate: data gone, cookie deleted, the handle refuses use. */
     assert_int_equal(sl_session_invalidate(s), 0);
-    assert_string_equal(set_cookie(&c), "SLSESSION=; Max-Age=0; Expires=Thu, 01 Jan 1970 "
-                                        "00:00:01 GMT; Path=/; Secure; HttpOnly; SameSite=Lax");
+    assert_string_equal(set_cookie(&c), "SLSESSION_shop=; Max-Age=0; Expires=Thu, 01 Jan 1970 "
+                                        "00:00:01 GMT; Path=/shop; Secure; HttpOnly; SameSite=Lax");
     assert_int_equal(sl_session_set_str(s, "user", "x"), -ENOENT);
     assert_null(sl_session_str(s, "user"));
     assert_null(sl_session_get(&c.rq, &c.rs, false));
     end(&c);
 }
 
-/* Local copy of session.c's id parser (static there). */
+/* The id half of a token (the MAC is checked by the tests below). */
 static bool parse_id(const char *s, size_t len, uint8_t *id)
 {
-    if (len != 32)
+    if (len != SANDLET_SESSION_TOKEN_LEN)
         return false;
     for (size_t i = 0; i < 16; i++) {
         unsigned v;
@@ -416,10 +438,156 @@ static void test_api_gone_meanwhile(void **state)
     assert_non_null(s);
     assert_null(strstr(set_cookie(&c), "Secure"));
     uint8_t id[16];
-    assert_true(parse_id(sl_session_id(s), 32, id));
+    assert_true(parse_id(sl_session_id(s), SANDLET_SESSION_TOKEN_LEN, id));
     assert_int_equal(ops->remove(f->st, id), 0);
     assert_int_equal(sl_session_set_str(s, "k", "v"), -ENOENT);
     assert_int_equal(sl_session_regenerate(s), -ENOENT);
+    end(&c);
+}
+
+/* ---- ids bound to their sandbox ------------------------------------------ */
+
+static void test_cookie_name(void **state)
+{
+    (void)state;
+    char n[SANDLET_SESSION_COOKIE_SIZE];
+    assert_int_equal(sandlet_lib_session_cookie_name("shop", n), 0);
+    assert_string_equal(n, "SLSESSION_shop");
+    assert_int_equal(sandlet_lib_session_cookie_name("my-shop.v2", n), 0);
+    assert_string_equal(n, "SLSESSION_my-shop.v2");
+    /* Anything that is not a safe cookie-name byte becomes '_'. */
+    assert_int_equal(sandlet_lib_session_cookie_name("a b;c=d\xc3\xa9_", n), 0);
+    assert_string_equal(n, "SLSESSION_a_b_c_d___");
+    assert_int_equal(sandlet_lib_session_cookie_name("", n), -ENAMETOOLONG);
+    char longname[SANDLET_SESSION_NAME_MAX + 2];
+    memset(longname, 'x', sizeof(longname) - 1);
+    longname[sizeof(longname) - 1] = '\0';
+    assert_int_equal(sandlet_lib_session_cookie_name(longname, n), -ENAMETOOLONG);
+    longname[SANDLET_SESSION_NAME_MAX] = '\0';
+    assert_int_equal(sandlet_lib_session_cookie_name(longname, n), 0);
+    assert_int_equal(strlen(n) + 1, SANDLET_SESSION_COOKIE_SIZE);
+}
+
+/* Keys: random without a secret; with one, the same for the same sandbox
+ * on every start, and unrelated between sandboxes and between secrets. */
+static void test_key_make(void **state)
+{
+    (void)state;
+    uint8_t a[SANDLET_SESSION_KEY_LEN], b[SANDLET_SESSION_KEY_LEN];
+    assert_int_equal(sandlet_session_key_make(NULL, "shop", a), 0);
+    assert_int_equal(sandlet_session_key_make(NULL, "shop", b), 0);
+    assert_memory_not_equal(a, b, sizeof(a));
+    uint8_t secret[SANDLET_SESSION_SECRET_LEN] = {42};
+    assert_int_equal(sandlet_session_key_make(secret, "shop", a), 0);
+    assert_int_equal(sandlet_session_key_make(secret, "shop", b), 0);
+    assert_memory_equal(a, b, sizeof(a));
+    assert_int_equal(sandlet_session_key_make(secret, "shop2", b), 0);
+    assert_memory_not_equal(a, b, sizeof(a));
+    secret[31] = 1;
+    assert_int_equal(sandlet_session_key_make(secret, "shop", b), 0);
+    assert_memory_not_equal(a, b, sizeof(a));
+}
+
+/* A configuration whose cookie name is not its sandbox's is refused: a
+ * worker must never answer under another sandbox's cookie. */
+static void test_configure_checks(void **state)
+{
+    fixture *f = *state;
+    sandlet_session_config cfg = {.ops = ops,
+                                  .store = f->st,
+                                  .max_data = SANDLET_SESSION_SLOT_DATA,
+                                  .sandbox = "shop",
+                                  .cookie_name = "SLSESSION_bank"};
+    assert_int_equal(sandlet_lib_session_configure(&cfg), -EINVAL);
+    assert_string_equal(sl_session_cookie_name(), "");
+    cfg.cookie_name = NULL;
+    assert_int_equal(sandlet_lib_session_configure(&cfg), -EINVAL);
+    cfg.cookie_name = "SLSESSION_shop";
+    cfg.sandbox = NULL;
+    assert_int_equal(sandlet_lib_session_configure(&cfg), -EINVAL);
+}
+
+static void test_token_verify(void **state)
+{
+    fixture *f = *state;
+    configure(f, false);
+    const uint8_t id[SANDLET_SESSION_ID_LEN] = {0xde, 0xad, 0xbe, 0xef, 1, 2,  3,  4,
+                                                5,    6,    7,    8,    9, 10, 11, 12};
+    char tok[SANDLET_SESSION_TOKEN_LEN + 1], bad[SANDLET_SESSION_TOKEN_LEN + 8];
+    uint8_t out[SANDLET_SESSION_ID_LEN];
+    sandlet_lib_session_token(id, tok);
+    assert_int_equal(strlen(tok), SANDLET_SESSION_TOKEN_LEN);
+    assert_int_equal(memcmp(tok, "deadbeef01020304", 16), 0);
+    assert_true(sandlet_lib_session_verify(tok, strlen(tok), out));
+    assert_memory_equal(out, id, sizeof(id));
+
+    /* Any byte changed, in the id or in the MAC: no id. */
+    for (size_t i = 0; i < SANDLET_SESSION_TOKEN_LEN; i++) {
+        memcpy(bad, tok, sizeof(tok));
+        bad[i] = bad[i] == '0' ? '1' : '0';
+        assert_false(sandlet_lib_session_verify(bad, SANDLET_SESSION_TOKEN_LEN, out));
+    }
+    /* Truncated, overlong, empty, non-hex, NULL. */
+    assert_false(sandlet_lib_session_verify(tok, SANDLET_SESSION_TOKEN_LEN - 1, out));
+    assert_false(sandlet_lib_session_verify(tok, SANDLET_SESSION_TOKEN_LEN - 2, out));
+    assert_false(sandlet_lib_session_verify(tok, 32, out)); /* a bare id, as before */
+    snprintf(bad, sizeof(bad), "%s00", tok);
+    assert_false(sandlet_lib_session_verify(bad, strlen(bad), out));
+    assert_false(sandlet_lib_session_verify("", 0, out));
+    assert_false(sandlet_lib_session_verify(NULL, 0, out));
+    memcpy(bad, tok, sizeof(tok));
+    bad[40] = 'g';
+    assert_false(sandlet_lib_session_verify(bad, SANDLET_SESSION_TOKEN_LEN, out));
+    bad[40] = ' ';
+    assert_false(sandlet_lib_session_verify(bad, SANDLET_SESSION_TOKEN_LEN, out));
+    memcpy(bad, tok, sizeof(tok));
+    bad[0] = ':'; /* the byte after '9': no hex digit */
+    assert_false(sandlet_lib_session_verify(bad, SANDLET_SESSION_TOKEN_LEN, out));
+
+    /* Another sandbox with the same key (names are MAC'd too), or the
+     * same name with another key: the token is foreign there. */
+    configure_as(f, false, "bank", "SLSESSION_bank", key_shop);
+    assert_false(sandlet_lib_session_verify(tok, SANDLET_SESSION_TOKEN_LEN, out));
+    uint8_t other[SANDLET_SESSION_KEY_LEN];
+    memcpy(other, key_shop, sizeof(other));
+    other[31] ^= 1;
+    configure_as(f, false, "shop", "SLSESSION_shop", other);
+    assert_false(sandlet_lib_session_verify(tok, SANDLET_SESSION_TOKEN_LEN, out));
+    configure(f, false);
+    assert_true(sandlet_lib_session_verify(tok, SANDLET_SESSION_TOKEN_LEN, out));
+}
+
+/* A session made in one sandbox is no session in another, even when the
+ * other's servlet replays the token under its own cookie name over the
+ * same store: the MAC fails before the store is asked.  Looking for a
+ * session without create sets no cookie, whatever the client sent. */
+static void test_foreign_token(void **state)
+{
+    fixture *f = *state;
+    configure(f, false);
+    client c;
+    begin(&c, "/", NULL);
+    sl_session *s = sl_session_get(&c.rq, &c.rs, true);
+    assert_non_null(s);
+    assert_int_equal(sl_session_set_str(s, "user", "ada"), 0);
+    char tok[SANDLET_SESSION_TOKEN_LEN + 1];
+    snprintf(tok, sizeof(tok), "%s", sl_session_id(s));
+    end(&c);
+
+    static const uint8_t key_bank[SANDLET_SESSION_KEY_LEN] = {9, 9, 9};
+    configure_as(f, false, "bank", "SLSESSION_bank", key_bank);
+    char cookie[200];
+    snprintf(cookie, sizeof(cookie), "SLSESSION_bank=%s; SLSESSION_shop=%s", tok, tok);
+    begin(&c, "/", NULL);
+    assert_int_equal(sandlet_lib_request_add_header(&c.rq, "Cookie", cookie), 0);
+    assert_null(sl_session_get(&c.rq, &c.rs, false));
+    assert_null(set_cookie(&c));
+    s = sl_session_get(&c.rq, &c.rs, true);
+    assert_non_null(s);
+    assert_null(sl_session_str(s, "user"));
+    assert_string_not_equal(sl_session_id(s), tok);
+    assert_non_null(set_cookie(&c));
+    assert_int_equal(strncmp(set_cookie(&c), "SLSESSION_bank=", 15), 0);
     end(&c);
 }
 
@@ -435,6 +603,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_owner_killed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_api, setup, teardown),
         cmocka_unit_test_setup_teardown(test_api_gone_meanwhile, setup, teardown),
+        cmocka_unit_test(test_cookie_name),
+        cmocka_unit_test(test_key_make),
+        cmocka_unit_test_setup_teardown(test_configure_checks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_token_verify, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_foreign_token, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
