@@ -980,6 +980,19 @@ static int close_sandbox(parser *ps, const token *dir)
                     "could not open a socket; add it, or remove database-port)",
                     shown(sh, sizeof(sh), sb->name));
     }
+    /* The session store is mapped into every worker, inside its address
+     * space limit, beside libc, the servlets and their heaps. */
+    unsigned long long need = (unsigned long long)sb->session_size + SANDLET_MEMORY_HEADROOM;
+    if (sb->memory_mib && sb->sessions == SANDLET_SESSIONS_MEMORY &&
+        need > (unsigned long long)sb->memory_mib << 20) {
+        char sh[SHOWN_MAX];
+        return fail(ps, dir->line, dir->col,
+                    "sandbox '%s': session-size %zu bytes does not fit in memory %u (MiB) with "
+                    "room for the worker itself; set memory to at least %llu, or lower "
+                    "session-size",
+                    shown(sh, sizeof(sh), sb->name), sb->session_size, sb->memory_mib,
+                    (need + (1u << 20) - 1) >> 20);
+    }
     return 0;
 }
 

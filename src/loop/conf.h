@@ -93,6 +93,8 @@
 #define SANDLET_DEFAULT_MAX_FILE_SIZE ((unsigned long long)64 * 1024 * 1024)
 #define SANDLET_DEFAULT_WRITE_QUOTA   ((unsigned long long)1024 * 1024 * 1024)
 #define SANDLET_DEFAULT_WRITE_FILES   100000
+/* Address space a worker needs besides its session store. */
+#define SANDLET_MEMORY_HEADROOM ((unsigned long long)32 * 1024 * 1024)
 /* TCP ports a sandbox's database group may connect to. */
 #define SANDLET_MAX_DATABASE_PORTS 16
 

@@ -487,6 +487,9 @@ static const struct bad_case bad_cases[] = {
     {"sandbox a {\n  database-port 70000;\n}\n", 2, 17, "out of range (expected 1..65535)"},
     {"sandbox a {\n  database-port 5432;\n}\n", 1, 1,
      "sandbox 'a' has a database-port but no 'syscalls database;'"},
+    {"sandbox a {\n  session-size 512m;\n}\n", 1, 1,
+     "session-size 536870912 bytes does not fit in memory 512 (MiB) with room for the worker "
+     "itself; set memory to at least 544"},
     {"sandbox a {\n  user a;\n  user b;\n}\n", 3, 3, "user"},
     {"sandbox a {\n  queue-timeout 0;\n}\n", 2, 17, "out of range (expected 1..3600000)"},
     {"sandbox a {\n  queue-timeout 5;\n  queue-timeout 6;\n}\n", 3, 3, "queue-timeout"},
