@@ -972,7 +972,13 @@ static int do_limit(parser *ps, const token *dir, token *args)
 /* Checks that need the whole sandbox block. */
 static int close_sandbox(parser *ps, const token *dir)
 {
-    const sandlet_sandbox_conf *sb = &ps->conf->sandboxes[ps->cur];
+    sandlet_sandbox_conf *sb = &ps->conf->sandboxes[ps->cur];
+    /* A sandbox that can write no file gets no default file-size limit:
+     * the only regular file it writes is the error log it inherited as
+     * standard error, and a limit would silence it once the log grew
+     * past it. */
+    if (!sb->nwritable && !(sb->syscalls & SANDLET_SYSCALLS_FILES) && !ps->seen[SLOT_MAX_FILE_SIZE])
+        sb->max_file_size = 0;
     if (sb->ndatabase_ports && !(sb->syscalls & SANDLET_SYSCALLS_DATABASE)) {
         char sh[SHOWN_MAX];
         return fail(ps, dir->line, dir->col,
@@ -1274,6 +1280,7 @@ static int resolve_sandboxes(parser *ps)
                 return rc;
             }
             dflt = c->nsandboxes - 1;
+            c->sandboxes[dflt].max_file_size = 0; /* writes no files, see close_sandbox */
         }
         c->servlets[i].sandbox = dflt;
     }

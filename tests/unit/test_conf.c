@@ -321,7 +321,7 @@ static void test_confinement_settings(void **state)
 static void test_limit_defaults(void **state)
 {
     (void)state;
-    sandlet_conf *c = parse_ok("sandbox a { }\n"
+    sandlet_conf *c = parse_ok("sandbox a { writable /srv/a; }\n"
                                "sandbox b {\n memory unlimited; open-files unlimited;\n"
                                " max-file-size unlimited; write-quota unlimited;\n"
                                " write-files unlimited;\n}\n"
@@ -348,10 +348,19 @@ static void test_limit_defaults(void **state)
     assert_int_equal(d->database_ports[0], 5432);
     assert_int_equal(d->database_ports[1], 6432);
     sandlet_conf_free(c);
-    /* The on-demand default sandbox is bounded as well. */
-    c = parse_ok("servlet /a { library a.so; }\n", "/srv");
-    assert_int_equal(c->sandboxes[0].memory_mib, SANDLET_DEFAULT_MEMORY_MIB);
+    /* The on-demand default sandbox is bounded as well; a sandbox that
+     * can write no file has no file-size limit unless one is set (it
+     * would only silence its standard error, the error log). */
+    c = parse_ok("servlet /a { library a.so; }\n"
+                 "sandbox f { syscalls files; }\n"
+                 "sandbox n { }\n"
+                 "sandbox s { max-file-size 1k; }\n",
+                 "/srv");
+    assert_int_equal(c->sandboxes[3].memory_mib, SANDLET_DEFAULT_MEMORY_MIB);
+    assert_true(c->sandboxes[3].max_file_size == 0);
     assert_true(c->sandboxes[0].max_file_size == SANDLET_DEFAULT_MAX_FILE_SIZE);
+    assert_true(c->sandboxes[1].max_file_size == 0);
+    assert_true(c->sandboxes[2].max_file_size == 1024);
     sandlet_conf_free(c);
 }
 
