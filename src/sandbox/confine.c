@@ -333,6 +333,7 @@ typedef struct run {
     const sandlet_confine *c;
     char *err;
     size_t errlen;
+    char wx[128]; /* a writable and executable mapping found at the start, or "" */
 } run;
 
 /* Writes "sandbox 'NAME': STEP: REASON; FIX" and returns rc.  REASON is
@@ -377,7 +378,7 @@ static int prepare_libc(const run *r)
  * glibc turn every stack writable and executable at dlopen(), and the
  * READ_IMPLIES_EXEC personality makes every readable mapping executable
  * without PROT_EXEC ever being asked for. */
-static int check_memory(const run *r)
+static int scan_memory(run *r)
 {
     int pers = personality(0xffffffff);
     if (pers < 0)
@@ -385,12 +386,14 @@ static int check_memory(const run *r)
     if ((pers & READ_IMPLIES_EXEC) && personality((unsigned long)pers & ~READ_IMPLIES_EXEC) < 0)
         return report(r, -errno, NULL, "report a bug", "personality(clear READ_IMPLIES_EXEC)");
     FILE *f = fopen("/proc/self/maps", "re");
-    if (!f)
-        return 0; /* no /proc (a bare container): the filter still stops new ones */
+    if (!f) {
+        if (errno == ENOENT)
+            return 0; /* no /proc (a bare container): the filter still stops new ones */
+        return report(r, -errno, NULL, "mount /proc", "reading /proc/self/maps");
+    }
     char line[512];
     bool at_start = true;
-    int rc = 0;
-    while (rc == 0 && fgets(line, sizeof(line), f)) {
+    while (!r->wx[0] && fgets(line, sizeof(line), f)) {
         bool start = at_start;
         at_start = strchr(line, '\n') != NULL;
         if (!start)
@@ -403,13 +406,24 @@ static int check_memory(const run *r)
         if (nl)
             *nl = '\0';
         const char *path = strrchr(line, ' ');
-        rc = report(r, -EPERM, "memory is writable and executable",
-                    "rebuild the servlet libraries with -z noexecstack and without W+X code",
-                    "mapping %.40s%s", path && path[1] ? path + 1 : "(anonymous)",
-                    strstr(line, "[stack]") ? " (an executable stack)" : "");
+        snprintf(r->wx, sizeof(r->wx), "mapping %.60s%s",
+                 path && path[1] ? path + 1 : "(anonymous)",
+                 strstr(line, "[stack]") ? " (an executable stack)" : "");
     }
     fclose(f);
-    return rc;
+    return 0;
+}
+
+/* Reported only after the configuration's own checks, so that an error
+ * in the configuration is the one that shows (under valgrind, whose
+ * translated code is writable and executable, too). */
+static int check_memory(const run *r)
+{
+    if (!r->wx[0])
+        return 0;
+    return report(r, -EPERM, "memory is writable and executable",
+                  "rebuild the servlet libraries with -z noexecstack and without W+X code", "%s",
+                  r->wx);
 }
 
 /* Sets soft and hard limit; never raises the hard limit (a lower one
@@ -875,7 +889,7 @@ out:
 
 int sandlet_confine_apply(const sandlet_confine *c, bool *landlock_active, char *err, size_t errlen)
 {
-    run r = {c, err, errlen};
+    run r = {c, err, errlen, ""};
     bool active = false;
     int rc;
     if (landlock_active)
@@ -889,11 +903,14 @@ int sandlet_confine_apply(const sandlet_confine *c, bool *landlock_active, char 
                       c->groups);
     if ((c->nread && !c->read_paths) || (c->nwrite && !c->write_paths))
         return report(&r, -EINVAL, "path count without paths", "report a bug", "landlock paths");
-    if ((rc = prepare_libc(&r)) < 0 || (rc = check_memory(&r)) < 0 || (rc = apply_limits(&r)) < 0 ||
+    /* The maps are read before Landlock, which would refuse /proc. */
+    if ((rc = prepare_libc(&r)) < 0 || (rc = scan_memory(&r)) < 0 || (rc = apply_limits(&r)) < 0 ||
         (rc = drop_identity(&r)) < 0 || (rc = drop_privileges(&r)) < 0 ||
         (rc = apply_landlock(&r, &active)) < 0)
         return rc;
     if (landlock_active)
         *landlock_active = active;
+    if ((rc = check_memory(&r)) < 0)
+        return rc;
     return apply_seccomp(&r);
 }

@@ -46,15 +46,15 @@ typedef struct sandlet_confine {
 /*
  * Confines the calling process, which must be single-threaded, in this
  * order: libc preparation (TZ and tzset(), LIBC_FATAL_STDERR_, so that
- * localtime() and glibc's fatal messages need no file later) → a check
- * that no mapping is both writable and executable, and no personality
- * that makes readable memory executable → rlimits (RLIMIT_NPROC 0 always:
+ * localtime() and glibc's fatal messages need no file later) → rlimits (RLIMIT_NPROC 0 always:
  * no new processes; with a file-size limit, SIGXFSZ ignored so that a
  * write past it fails with EFBIG) → setgroups(0)/setgid/setuid when uid or
  * gid is given, verified irreversible → PR_SET_NO_NEW_PRIVS → empty
  * capability sets → Landlock (files; TCP bind refused and connect only to
  * connect_ports, from ABI 4; abstract unix sockets and signals scoped to
- * the process, from ABI 6) → SIGSYS reporter and seccomp filter (which
+ * the process, from ABI 6) → a check that no mapping is both writable
+ * and executable (and no personality makes readable memory executable) →
+ * SIGSYS reporter and seccomp filter (which
  * refuses every executable mapping and every mremap() that would leave
  * an alias behind).
  *

@@ -61,6 +61,7 @@
 #endif
 
 #include "sandbox/confine.h"
+#include "sandbox/quota.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define MIB          ((size_t)1 << 20)
@@ -1329,6 +1330,106 @@ static void test_uid_without_gid(void **state)
     assert_non_null(strstr(o.err, "sandbox 'test': setuid(65534) without a group"));
 }
 
+/* ---- write quota: the supervisor's measurement ------------------------------------ */
+
+/* A fresh directory under tmpdir for one quota test. */
+static void quota_dir(char *dir, size_t len, const char *name)
+{
+    snprintf(dir, len, "%s/%s", tmpdir, name);
+    assert_int_equal(mkdir(dir, 0755), 0);
+}
+
+static void rm_tree(const char *dir)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_quota_counts(void **state)
+{
+    (void)state;
+    char dir[200], path[300];
+    quota_dir(dir, sizeof(dir), "q-count");
+    char block[8192];
+    memset(block, 'q', sizeof(block));
+    for (int i = 0; i < 5; i++) {
+        snprintf(path, sizeof(path), "%s/f%d", dir, i);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, block, sizeof(block)), (ssize_t)sizeof(block));
+        assert_int_equal(fsync(fd), 0);
+        close(fd);
+    }
+    snprintf(path, sizeof(path), "%s/sub", dir);
+    assert_int_equal(mkdir(path, 0755), 0);
+    snprintf(path, sizeof(path), "%s/sub/empty", dir);
+    assert_int_equal(write_file(path, ""), 0);
+    /* A link to a big tree: counted as one entry, never followed. */
+    snprintf(path, sizeof(path), "%s/usr", dir);
+    assert_int_equal(symlink("/usr", path), 0);
+    const char *dirs[] = {dir};
+    sandlet_usage u;
+    assert_false(sandlet_quota_measure(dirs, 1, 0, 0, &u));
+    assert_int_equal(u.entries, 8); /* 5 files, sub, sub/empty, the link */
+    assert_true(u.bytes >= 5 * sizeof(block));
+    assert_true(u.bytes < 1024 * 1024);
+    assert_false(u.too_deep);
+    assert_int_equal(u.error, 0);
+    /* Over the byte bound, and over the entry bound. */
+    assert_true(sandlet_quota_measure(dirs, 1, 4 * sizeof(block), 0, &u));
+    assert_true(sandlet_quota_measure(dirs, 1, 0, 7, &u));
+    assert_false(sandlet_quota_measure(dirs, 1, 1024 * 1024, 8, &u));
+    rm_tree(dir);
+}
+
+/* A bound passed stops the walk: a tree of many files costs one bounded walk. */
+static void test_quota_stops_early(void **state)
+{
+    (void)state;
+    char dir[200], path[300];
+    quota_dir(dir, sizeof(dir), "q-many");
+    for (int i = 0; i < 200; i++) {
+        snprintf(path, sizeof(path), "%s/f%d", dir, i);
+        assert_int_equal(write_file(path, ""), 0);
+    }
+    const char *dirs[] = {dir, dir};
+    sandlet_usage u;
+    assert_true(sandlet_quota_measure(dirs, 2, 0, 10, &u));
+    assert_int_equal(u.entries, 11);
+    /* Both listed directories count. */
+    assert_false(sandlet_quota_measure(dirs, 2, 0, 0, &u));
+    assert_int_equal(u.entries, 400);
+    rm_tree(dir);
+}
+
+/* A chain deeper than the walk follows counts as over, with no recursion. */
+static void test_quota_too_deep(void **state)
+{
+    (void)state;
+    char dir[200];
+    quota_dir(dir, sizeof(dir), "q-deep");
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    assert_true(fd >= 0);
+    for (int i = 0; i < SANDLET_QUOTA_MAX_DEPTH + 5; i++) {
+        assert_int_equal(mkdirat(fd, "d", 0755), 0);
+        int next = openat(fd, "d", O_RDONLY | O_DIRECTORY);
+        close(fd);
+        assert_true(next >= 0);
+        fd = next;
+    }
+    close(fd);
+    const char *dirs[] = {dir};
+    sandlet_usage u;
+    assert_true(sandlet_quota_measure(dirs, 1, 0, 0, &u));
+    assert_true(u.too_deep);
+    /* A missing directory is noted, not fatal. */
+    const char *missing[] = {"/nonexistent/sandlet"};
+    assert_false(sandlet_quota_measure(missing, 1, 0, 0, &u));
+    assert_int_equal(u.error, -ENOENT);
+    rm_tree(dir);
+}
+
 /* ---- fixtures ------------------------------------------------------------------ */
 
 static int setup(void **state)
@@ -1387,6 +1488,9 @@ int main(void)
         cmocka_unit_test(test_rlimit_fsize),
         cmocka_unit_test(test_write_blocked),
         cmocka_unit_test(test_wx_before_confinement),
+        cmocka_unit_test(test_quota_counts),
+        cmocka_unit_test(test_quota_stops_early),
+        cmocka_unit_test(test_quota_too_deep),
         cmocka_unit_test(test_uid_drop),
         cmocka_unit_test(test_uid_without_gid),
     };
