@@ -75,6 +75,9 @@ enum slot {
     SLOT_OPEN_FILES,
     SLOT_CPU,
     SLOT_CORE,
+    SLOT_MAX_FILE_SIZE,
+    SLOT_WRITE_QUOTA,
+    SLOT_WRITE_FILES,
     SLOT_VIOLATIONS,
     SLOT_TIMEOUT,
     SLOT_MAX_REQUESTS,
@@ -133,6 +136,8 @@ static int do_secret(parser *ps, const token *dir, token *args);
 static int do_timeout(parser *ps, const token *dir, token *args);
 static int do_size(parser *ps, const token *dir, token *args);
 static int open_sandbox(parser *ps, const token *dir, token *args);
+static int close_sandbox(parser *ps, const token *dir);
+static int do_limit(parser *ps, const token *dir, token *args);
 static int open_servlet(parser *ps, const token *dir, token *args);
 static int close_servlet(parser *ps, const token *dir);
 static int do_workers(parser *ps, const token *dir, token *args);
@@ -163,7 +168,7 @@ static const directive directives[] = {
     {"max-target-length", CTX_TOP, 1, "BYTES", SLOT_MAX_TARGET_LENGTH, CTX_NONE, do_size, NULL},
     {"max-body-size", CTX_TOP, 1, "BYTES", SLOT_MAX_BODY_SIZE, CTX_NONE, do_size, NULL},
     {"session-secret-file", CTX_TOP, 1, "FILE", SLOT_SESSION_SECRET, CTX_NONE, do_secret, NULL},
-    {"sandbox", CTX_TOP, 1, "NAME { ... }", SLOT_NONE, CTX_SANDBOX, open_sandbox, NULL},
+    {"sandbox", CTX_TOP, 1, "NAME { ... }", SLOT_NONE, CTX_SANDBOX, open_sandbox, close_sandbox},
     {"servlet", CTX_TOP, 1, "PATH { ... }", SLOT_NONE, CTX_SERVLET, open_servlet, close_servlet},
     {"workers", CTX_SANDBOX, 1, "N", SLOT_WORKERS, CTX_NONE, do_workers, NULL},
     {"queue", CTX_SANDBOX, 1, "N", SLOT_QUEUE, CTX_NONE, do_queue, NULL},
@@ -173,8 +178,13 @@ static const directive directives[] = {
     {"group", CTX_SANDBOX, 1, "NAME", SLOT_SB_GROUP, CTX_NONE, do_confine, NULL},
     {"readable", CTX_SANDBOX, 1, "PATH", SLOT_NONE, CTX_NONE, do_confine, NULL},
     {"writable", CTX_SANDBOX, 1, "DIR", SLOT_NONE, CTX_NONE, do_confine, NULL},
-    {"memory", CTX_SANDBOX, 1, "MIB", SLOT_MEMORY, CTX_NONE, do_confine, NULL},
-    {"open-files", CTX_SANDBOX, 1, "N", SLOT_OPEN_FILES, CTX_NONE, do_confine, NULL},
+    {"memory", CTX_SANDBOX, 1, "MIB|unlimited", SLOT_MEMORY, CTX_NONE, do_limit, NULL},
+    {"open-files", CTX_SANDBOX, 1, "N|unlimited", SLOT_OPEN_FILES, CTX_NONE, do_limit, NULL},
+    {"max-file-size", CTX_SANDBOX, 1, "BYTES|unlimited", SLOT_MAX_FILE_SIZE, CTX_NONE, do_limit,
+     NULL},
+    {"write-quota", CTX_SANDBOX, 1, "BYTES|unlimited", SLOT_WRITE_QUOTA, CTX_NONE, do_limit, NULL},
+    {"write-files", CTX_SANDBOX, 1, "N|unlimited", SLOT_WRITE_FILES, CTX_NONE, do_limit, NULL},
+    {"database-port", CTX_SANDBOX, 1, "PORT", SLOT_NONE, CTX_NONE, do_limit, NULL},
     {"cpu-seconds", CTX_SANDBOX, 1, "N", SLOT_CPU, CTX_NONE, do_confine, NULL},
     {"core-dumps", CTX_SANDBOX, 1, "on|off", SLOT_CORE, CTX_NONE, do_confine, NULL},
     {"syscalls", CTX_SANDBOX, 1, "files|database", SLOT_NONE, CTX_NONE, do_confine, NULL},
@@ -709,6 +719,11 @@ static int add_sandbox(parser *ps, char *name, int line)
                                                 .sessions = SANDLET_SESSIONS_MEMORY,
                                                 .session_size = SANDLET_DEFAULT_SESSION_SIZE,
                                                 .session_timeout = SANDLET_DEFAULT_SESSION_TIMEOUT,
+                                                .memory_mib = SANDLET_DEFAULT_MEMORY_MIB,
+                                                .open_files = SANDLET_DEFAULT_OPEN_FILES,
+                                                .max_file_size = SANDLET_DEFAULT_MAX_FILE_SIZE,
+                                                .write_quota = SANDLET_DEFAULT_WRITE_QUOTA,
+                                                .write_files = SANDLET_DEFAULT_WRITE_FILES,
                                                 .line = line};
     return 0;
 }
@@ -825,10 +840,6 @@ static int do_confine(parser *ps, const token *dir, token *args)
         return add_path(ps, &args[0], &sb->readable, &sb->nreadable);
     if (strcmp(d, "writable") == 0)
         return add_path(ps, &args[0], &sb->writable, &sb->nwritable);
-    if (strcmp(d, "memory") == 0)
-        return number(ps, dir, &args[0], 16, 1u << 20, &sb->memory_mib);
-    if (strcmp(d, "open-files") == 0)
-        return number(ps, dir, &args[0], 16, 1u << 20, &sb->open_files);
     if (strcmp(d, "cpu-seconds") == 0)
         return number(ps, dir, &args[0], 1, 1u << 30, &sb->cpu_seconds);
     if (strcmp(d, "core-dumps") == 0)
@@ -977,6 +988,107 @@ static int do_session(parser *ps, const token *dir, token *args)
                     d, shown(sh, sizeof(sh), args[0].text), SANDLET_MIN_SESSION_SIZE,
                     SANDLET_MAX_SESSION_SIZE);
     sb->session_size = v;
+    return 0;
+}
+
+/* A sandbox's resource limits.  Each has a default (conf.h), so a sandbox
+ * without a line is bounded; "unlimited" is the explicit way out, and 0
+ * is refused where it would be ambiguous (nothing, or no limit?). */
+static int do_limit(parser *ps, const token *dir, token *args)
+{
+    char sh[SHOWN_MAX];
+    sandlet_sandbox_conf *sb = &ps->conf->sandboxes[ps->cur];
+    const char *d = dir->text;
+    const token *arg = &args[0];
+    bool unlimited = strcmp(arg->text, "unlimited") == 0;
+    if (strcmp(d, "database-port") == 0) {
+        unsigned port = 0;
+        int rc = number(ps, dir, arg, 1, 65535, &port);
+        if (rc < 0)
+            return rc;
+        for (size_t i = 0; i < sb->ndatabase_ports; i++)
+            if (sb->database_ports[i] == port)
+                return 0;
+        if (sb->ndatabase_ports >= SANDLET_MAX_DATABASE_PORTS)
+            return fail(ps, arg->line, arg->col, "too many database ports (at most %d per sandbox)",
+                        SANDLET_MAX_DATABASE_PORTS);
+        sb->database_ports[sb->ndatabase_ports++] = (unsigned short)port;
+        return 0;
+    }
+    if (strcmp(d, "memory") == 0) {
+        if (unlimited) {
+            sb->memory_mib = 0;
+            return 0;
+        }
+        return number(ps, dir, arg, 16, 1u << 20, &sb->memory_mib);
+    }
+    if (strcmp(d, "open-files") == 0) {
+        if (unlimited) {
+            sb->open_files = 0;
+            return 0;
+        }
+        return number(ps, dir, arg, 16, 1u << 20, &sb->open_files);
+    }
+    if (strcmp(d, "write-files") == 0) {
+        if (unlimited) {
+            sb->write_files = 0;
+            return 0;
+        }
+        return number(ps, dir, arg, 1, 1000000000u, &sb->write_files);
+    }
+    /* max-file-size, write-quota: bytes */
+    unsigned long long *field =
+        strcmp(d, "max-file-size") == 0 ? &sb->max_file_size : &sb->write_quota;
+    if (unlimited) {
+        *field = 0;
+        return 0;
+    }
+    const size_t max = (size_t)1 << 50;
+    size_t v = 0;
+    int rc = parse_size(arg->text, max, &v);
+    if (rc == -1)
+        return fail(ps, arg->line, arg->col,
+                    "invalid size '%s' for '%s' (expected bytes, optionally with a k, m or g "
+                    "suffix, e.g. 64m, or unlimited)",
+                    shown(sh, sizeof(sh), arg->text), d);
+    if (rc == -2 || v == 0)
+        return fail(ps, arg->line, arg->col,
+                    "'%s %s' out of range (expected 1..%zu bytes, or unlimited for no limit)", d,
+                    shown(sh, sizeof(sh), arg->text), max);
+    *field = v;
+    return 0;
+}
+
+/* Checks that need the whole sandbox block. */
+static int close_sandbox(parser *ps, const token *dir)
+{
+    sandlet_sandbox_conf *sb = &ps->conf->sandboxes[ps->cur];
+    /* A sandbox that can write no file gets no default file-size limit:
+     * the only regular file it writes is the error log it inherited as
+     * standard error, and a limit would silence it once the log grew
+     * past it. */
+    if (!sb->nwritable && !(sb->syscalls & SANDLET_SYSCALLS_FILES) && !ps->seen[SLOT_MAX_FILE_SIZE])
+        sb->max_file_size = 0;
+    if (sb->ndatabase_ports && !(sb->syscalls & SANDLET_SYSCALLS_DATABASE)) {
+        char sh[SHOWN_MAX];
+        return fail(ps, dir->line, dir->col,
+                    "sandbox '%s' has a database-port but no 'syscalls database;' (its workers "
+                    "could not open a socket; add it, or remove database-port)",
+                    shown(sh, sizeof(sh), sb->name));
+    }
+    /* The session store is mapped into every worker, inside its address
+     * space limit, beside libc, the servlets and their heaps. */
+    unsigned long long need = (unsigned long long)sb->session_size + SANDLET_MEMORY_HEADROOM;
+    if (sb->memory_mib && sb->sessions == SANDLET_SESSIONS_MEMORY &&
+        need > (unsigned long long)sb->memory_mib << 20) {
+        char sh[SHOWN_MAX];
+        return fail(ps, dir->line, dir->col,
+                    "sandbox '%s': session-size %zu bytes does not fit in memory %u (MiB) with "
+                    "room for the worker itself; set memory to at least %llu, or lower "
+                    "session-size",
+                    shown(sh, sizeof(sh), sb->name), sb->session_size, sb->memory_mib,
+                    (need + (1u << 20) - 1) >> 20);
+    }
     return 0;
 }
 
@@ -1258,6 +1370,7 @@ static int resolve_sandboxes(parser *ps)
                 return rc;
             }
             dflt = c->nsandboxes - 1;
+            c->sandboxes[dflt].max_file_size = 0; /* writes no files, see close_sandbox */
         }
         c->servlets[i].sandbox = dflt;
     }

@@ -22,11 +22,17 @@
  *       timeout 30000;              # ms a request may run, then kill + 504;
  *                                   # default 30000, "off" for none
  *       max-requests 10000;         # recycle a worker after N requests
- *       user www; group www;        # confinement (issue in progress): uid/gid,
+ *       user www; group www;        # confinement: uid/gid,
  *       readable DIR; writable DIR; # Landlock paths, limits (memory MIB,
  *       open-files N; cpu-seconds N; core-dumps on|off), seccomp groups
  *       syscalls files|database;    # (repeatable) and learning mode
  *       syscall-violations kill|log;
+ *       memory 512;                 # MiB of address space (default 512) or unlimited
+ *       open-files 1024;            # default 1024
+ *       max-file-size 64m;          # RLIMIT_FSIZE (default 64m) or unlimited
+ *       write-quota 1g;             # bytes in the writable dirs (default 1g) or unlimited
+ *       write-files 100000;         # entries in them (default 100000) or unlimited
+ *       database-port 5432;         # TCP ports the database group may reach (repeatable)
  *       sessions memory;            # memory (default) or none
  *       session-size 4m;            # bytes of the shared store (k/m/g)
  *       session-timeout 1800;       # seconds a session may stay idle
@@ -87,6 +93,18 @@
 /* Bytes a session-secret-file holds: 256 random bits at least. */
 #define SANDLET_SESSION_SECRET_MIN 32
 #define SANDLET_SESSION_SECRET_MAX 4096
+/* Worker limits that apply without a line saying otherwise: room for
+ * libc, libsandlet, a few servlets, the session store and their heaps,
+ * but not for one servlet to starve the host. */
+#define SANDLET_DEFAULT_MEMORY_MIB    512
+#define SANDLET_DEFAULT_OPEN_FILES    1024
+#define SANDLET_DEFAULT_MAX_FILE_SIZE ((unsigned long long)64 * 1024 * 1024)
+#define SANDLET_DEFAULT_WRITE_QUOTA   ((unsigned long long)1024 * 1024 * 1024)
+#define SANDLET_DEFAULT_WRITE_FILES   100000
+/* Address space a worker needs besides its session store. */
+#define SANDLET_MEMORY_HEADROOM ((unsigned long long)32 * 1024 * 1024)
+/* TCP ports a sandbox's database group may connect to. */
+#define SANDLET_MAX_DATABASE_PORTS 16
 
 typedef struct sandlet_param {
     char *name;
@@ -118,9 +136,14 @@ typedef struct sandlet_sandbox_conf {
     size_t nreadable;
     char **writable; /* Landlock read-write directories */
     size_t nwritable;
-    unsigned memory_mib;  /* address-space limit */
-    unsigned open_files;  /* RLIMIT_NOFILE */
-    unsigned cpu_seconds; /* RLIMIT_CPU */
+    unsigned memory_mib;              /* address-space limit; 0: unlimited */
+    unsigned open_files;              /* RLIMIT_NOFILE; 0: unlimited (the daemon's) */
+    unsigned cpu_seconds;             /* RLIMIT_CPU */
+    unsigned long long max_file_size; /* RLIMIT_FSIZE in bytes; 0: unlimited */
+    unsigned long long write_quota;   /* bytes in the writable dirs; 0: unlimited */
+    unsigned write_files;             /* entries in the writable dirs; 0: unlimited */
+    unsigned short database_ports[SANDLET_MAX_DATABASE_PORTS]; /* Landlock connect */
+    size_t ndatabase_ports;
     bool core_dumps;
     unsigned syscalls; /* SANDLET_SYSCALLS_* */
     bool learn;        /* "syscall-violations log": log, do not kill */

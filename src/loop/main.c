@@ -507,11 +507,13 @@ static int run(sandlet_conf *conf)
 int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "--worker") == 0) {
-        if (argc != 3) {
+        /* "--write-blocked": the sandbox is over its write quota. */
+        bool blocked = argc == 4 && strcmp(argv[3], "--write-blocked") == 0;
+        if (argc != 3 && !blocked) {
             fprintf(stderr, "sandletd: --worker is internal: started by the supervisor\n");
             return 2;
         }
-        return sandlet_worker_main(argv[2]);
+        return sandlet_worker_main(argv[2], blocked);
     }
     const char *file = DEFAULT_CONF;
     bool check = false;

@@ -952,6 +952,10 @@ static void worker_spawn(sandlet_worker *w)
     sandlet_buf_put_u16(b, (uint16_t)sb->nwritable);
     for (size_t i = 0; i < sb->nwritable; i++)
         sandlet_buf_put_str(b, sb->writable[i], strlen(sb->writable[i]));
+    sandlet_buf_put_u64(b, sb->max_file_size);
+    sandlet_buf_put_u8(b, (uint8_t)sb->ndatabase_ports);
+    for (size_t i = 0; i < sb->ndatabase_ports; i++)
+        sandlet_buf_put_u16(b, sb->database_ports[i]);
     /* Sessions: the store itself reaches the worker from the supervisor
      * (a shared memfd); these are the settings for using it: the cookie's
      * name and Path, and last this sandbox's key (no other's). */

@@ -29,7 +29,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <netinet/in.h>
 #include <sys/mman.h>
+#include <sys/personality.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -39,13 +41,34 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Landlock rights newer than the installed headers. */
+/* Landlock rights newer than the installed headers (the values are the
+ * kernel's ABI and never change). */
 #ifndef LANDLOCK_ACCESS_FS_REFER
 #define LANDLOCK_ACCESS_FS_REFER (1ULL << 13) /* ABI 2 */
 #endif
 #ifndef LANDLOCK_ACCESS_FS_TRUNCATE
 #define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14) /* ABI 3 */
 #endif
+#define LL_NET_BIND_TCP               (1ULL << 0)  /* ABI 4: LANDLOCK_ACCESS_NET_BIND_TCP */
+#define LL_NET_CONNECT_TCP            (1ULL << 1)  /* ABI 4: LANDLOCK_ACCESS_NET_CONNECT_TCP */
+#define LL_RULE_NET_PORT              2            /* ABI 4: LANDLOCK_RULE_NET_PORT */
+#define LL_FS_IOCTL_DEV               (1ULL << 15) /* ABI 5: LANDLOCK_ACCESS_FS_IOCTL_DEV */
+#define LL_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)  /* ABI 6 */
+#define LL_SCOPE_SIGNAL               (1ULL << 1)  /* ABI 6 */
+
+/* struct landlock_ruleset_attr as of ABI 6; an older kernel accepts the
+ * larger struct as long as the fields it does not know are zero. */
+struct ll_ruleset_attr {
+    uint64_t handled_access_fs;
+    uint64_t handled_access_net;
+    uint64_t scoped;
+};
+
+/* struct landlock_net_port_attr (ABI 4). */
+struct ll_net_port_attr {
+    uint64_t allowed_access;
+    uint64_t port;
+} __attribute__((packed));
 
 #define LL_ABI1                                                                                    \
     (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE |   \
@@ -73,17 +96,20 @@
  * of them fail closed when a caller puts garbage in the upper half of a
  * 32-bit argument (seccomp compares 64-bit values, the kernel uses 32). */
 enum cond {
-    ANY,         /* every call */
-    PROT_NOT_WX, /* prot (arg 2) is not both PROT_WRITE and PROT_EXEC */
-    NOT_SIGSYS,  /* signal (arg 0) is not SIGSYS, whose handler reports violations */
-    SELF,        /* thread group (arg 0) is this process */
-    FD_ONLY,     /* AT_EMPTY_PATH in flags (arg 3): glibc's fstat() */
-    FCNTL_FLAGS, /* command (arg 1) is F_GETFD, F_SETFD, F_GETFL or F_SETFL */
-    FCNTL_LOCKS, /* command (arg 1) is a record-lock command */
-    READ_LIMITS, /* own process (arg 0 == 0) and no new limit (arg 2 NULL) */
-    TCGETS_ONLY, /* request (arg 1) is TCGETS: isatty() */
-    NULL_PATH,   /* path (arg 1) is NULL: futimens() */
-    INET_UNIX,   /* domain (arg 0) is AF_UNIX, AF_INET or AF_INET6 */
+    ANY,           /* every call */
+    PROT_NO_EXEC,  /* prot (arg 2) lacks PROT_EXEC: nothing becomes executable once confined */
+    MOVE_ONLY,     /* mremap: old size (arg 1) not 0, flags (arg 3) 0 or MREMAP_MAYMOVE */
+    NOT_SIGSYS,    /* signal (arg 0) is not SIGSYS, whose handler reports violations */
+    SELF,          /* thread group (arg 0) is this process */
+    FD_ONLY,       /* AT_EMPTY_PATH in flags (arg 3): glibc's fstat() */
+    FCNTL_FLAGS,   /* command (arg 1) is F_GETFD, F_SETFD, F_GETFL or F_SETFL */
+    FCNTL_LOCKS,   /* command (arg 1) is a record-lock command */
+    READ_LIMITS,   /* own process (arg 0 == 0) and no new limit (arg 2 NULL) */
+    TCGETS_ONLY,   /* request (arg 1) is TCGETS: isatty() */
+    NULL_PATH,     /* path (arg 1) is NULL: futimens() */
+    STREAM_SOCK,   /* AF_UNIX, AF_INET or AF_INET6 (arg 0), SOCK_STREAM (arg 1), TCP (arg 2) */
+    SENDTO_PLAIN,  /* sendto: no address (arg 4), no MSG_FASTOPEN (arg 3) */
+    SENDMSG_PLAIN, /* sendmsg: no MSG_FASTOPEN in flags (arg 2) */
 };
 
 typedef struct rule {
@@ -118,9 +144,9 @@ static const rule allowlist[] = {
     {"ioctl", BASE, TCGETS_ONLY},       /* isatty(): stdio asks when stdout is a char device */
     {"lseek", BASE, ANY},               /* stdio fseek/ftell/fflush on descriptors it has */
     {"madvise", BASE, ANY},             /* free() hands memory back (MADV_DONTNEED) */
-    {"mmap", BASE, PROT_NOT_WX},        /* large malloc blocks; never writable and executable */
-    {"mprotect", BASE, PROT_NOT_WX},    /* malloc arenas grow in place; never to W+X */
-    {"mremap", BASE, ANY},              /* realloc() of large blocks */
+    {"mmap", BASE, PROT_NO_EXEC},       /* large malloc blocks; never executable */
+    {"mprotect", BASE, PROT_NO_EXEC},   /* malloc arenas grow in place; never to executable */
+    {"mremap", BASE, MOVE_ONLY},        /* realloc() of large blocks; never an alias */
     {"munmap", BASE, ANY},              /* free() of large blocks */
     {"nanosleep", BASE, ANY},           /* nanosleep() in code built against older libcs */
     {"newfstatat", BASE, FD_ONLY},      /* fstat(): stdio sizes its buffers; paths: files group */
@@ -175,19 +201,19 @@ static const rule allowlist[] = {
     {"utimensat", FILES, NULL_PATH}, /* futimens() only; times by path are refused */
 
     /* database: reconnect to a database (libpq over TCP or a unix socket) */
-    {"connect", DB, ANY},      /* connect() to the database */
-    {"getpeername", DB, ANY},  /* libpq checks its peer */
-    {"getsockname", DB, ANY},  /* libpq reads its local address */
-    {"getsockopt", DB, ANY},   /* SO_ERROR after a non-blocking connect */
-    {"poll", DB, ANY},         /* libpq waits for the server */
-    {"ppoll", DB, ANY},        /* poll() with a timespec */
-    {"recvfrom", DB, ANY},     /* recv() */
-    {"recvmsg", DB, ANY},      /* recvmsg() */
-    {"sendmsg", DB, ANY},      /* sendmsg() */
-    {"sendto", DB, ANY},       /* send() */
-    {"setsockopt", DB, ANY},   /* TCP_NODELAY, keepalives */
-    {"shutdown", DB, ANY},     /* orderly close */
-    {"socket", DB, INET_UNIX}, /* AF_UNIX, AF_INET, AF_INET6 sockets only */
+    {"connect", DB, ANY},           /* connect() to the database */
+    {"getpeername", DB, ANY},       /* libpq checks its peer */
+    {"getsockname", DB, ANY},       /* libpq reads its local address */
+    {"getsockopt", DB, ANY},        /* SO_ERROR after a non-blocking connect */
+    {"poll", DB, ANY},              /* libpq waits for the server */
+    {"ppoll", DB, ANY},             /* poll() with a timespec */
+    {"recvfrom", DB, ANY},          /* recv() */
+    {"recvmsg", DB, ANY},           /* recvmsg() */
+    {"sendmsg", DB, SENDMSG_PLAIN}, /* sendmsg(); no TCP Fast Open, which connects */
+    {"sendto", DB, SENDTO_PLAIN},   /* send(): no address, no TCP Fast Open */
+    {"setsockopt", DB, ANY},        /* TCP_NODELAY, keepalives */
+    {"shutdown", DB, ANY},          /* orderly close */
+    {"socket", DB, STREAM_SOCK},    /* unix and TCP stream sockets: no UDP, raw or netlink */
 };
 
 const char *sandlet_confine_allowlist(size_t i, unsigned *group)
@@ -307,6 +333,7 @@ typedef struct run {
     const sandlet_confine *c;
     char *err;
     size_t errlen;
+    char wx[128]; /* a writable and executable mapping found at the start, or "" */
 } run;
 
 /* Writes "sandbox 'NAME': STEP: REASON; FIX" and returns rc.  REASON is
@@ -343,6 +370,60 @@ static int prepare_libc(const run *r)
     if (setenv("LIBC_FATAL_STDERR_", "1", 0) < 0)
         return report(r, -errno, NULL, "the worker is out of memory", "setenv(LIBC_FATAL_STDERR_)");
     return 0;
+}
+
+/* The promise "no memory is both writable and executable" must already
+ * hold when the filter starts refusing new executable mappings: a servlet
+ * library that asks for an executable stack (no PT_GNU_STACK note) makes
+ * glibc turn every stack writable and executable at dlopen(), and the
+ * READ_IMPLIES_EXEC personality makes every readable mapping executable
+ * without PROT_EXEC ever being asked for. */
+static int scan_memory(run *r)
+{
+    int pers = personality(0xffffffff);
+    if (pers < 0)
+        return report(r, -errno, NULL, "report a bug", "personality()");
+    if ((pers & READ_IMPLIES_EXEC) && personality((unsigned long)pers & ~READ_IMPLIES_EXEC) < 0)
+        return report(r, -errno, NULL, "report a bug", "personality(clear READ_IMPLIES_EXEC)");
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f) {
+        if (errno == ENOENT)
+            return 0; /* no /proc (a bare container): the filter still stops new ones */
+        return report(r, -errno, NULL, "mount /proc", "reading /proc/self/maps");
+    }
+    char line[512];
+    bool at_start = true;
+    while (!r->wx[0] && fgets(line, sizeof(line), f)) {
+        bool start = at_start;
+        at_start = strchr(line, '\n') != NULL;
+        if (!start)
+            continue; /* the rest of a long line (a long path) */
+        /* "start-end perms offset dev inode path" */
+        const char *perms = strchr(line, ' ');
+        if (!perms || strlen(perms) < 5 || perms[2] != 'w' || perms[3] != 'x')
+            continue;
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        const char *path = strrchr(line, ' ');
+        snprintf(r->wx, sizeof(r->wx), "mapping %.60s%s",
+                 path && path[1] ? path + 1 : "(anonymous)",
+                 strstr(line, "[stack]") ? " (an executable stack)" : "");
+    }
+    fclose(f);
+    return 0;
+}
+
+/* Reported only after the configuration's own checks, so that an error
+ * in the configuration is the one that shows (under valgrind, whose
+ * translated code is writable and executable, too). */
+static int check_memory(const run *r)
+{
+    if (!r->wx[0])
+        return 0;
+    return report(r, -EPERM, "memory is writable and executable",
+                  "rebuild the servlet libraries with -z noexecstack and without W+X code", "%s",
+                  r->wx);
 }
 
 /* Sets soft and hard limit; never raises the hard limit (a lower one
@@ -392,6 +473,17 @@ static int apply_limits(const run *r)
                           "memory %llu bytes (RLIMIT_AS; %llu mapped)", c->memory, used);
         rc = set_limit(r, RLIMIT_AS, "RLIMIT_AS", (rlim_t)c->memory, (rlim_t)c->memory,
                        "check the sandbox's memory limit");
+        if (rc < 0)
+            return rc;
+    }
+    if (c->file_size) {
+        /* A write past the limit then fails with EFBIG, which a servlet
+         * can handle and report, rather than killing the worker with a
+         * signal that says nothing about why. */
+        if (signal(SIGXFSZ, SIG_IGN) == SIG_ERR)
+            return report(r, -errno, NULL, "report a bug", "signal(SIGXFSZ, SIG_IGN)");
+        rc = set_limit(r, RLIMIT_FSIZE, "RLIMIT_FSIZE", (rlim_t)c->file_size, (rlim_t)c->file_size,
+                       "check the sandbox's max-file-size");
         if (rc < 0)
             return rc;
     }
@@ -521,14 +613,46 @@ static int landlock_path(const run *r, int rfd, const char *kind, const char *pa
     return rc;
 }
 
+/* The Landlock ABI of this kernel, 0 without Landlock, or -errno. */
+static long landlock_abi(void)
+{
+    long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+    if (abi < 0)
+        return errno == ENOSYS || errno == EOPNOTSUPP ? 0 : -errno;
+    return abi;
+}
+
+const char *sandlet_confine_kernel_gaps(const sandlet_confine *c, char *buf, size_t len)
+{
+    long abi = landlock_abi();
+    bool db = c && (c->groups & SANDLET_SC_DATABASE);
+    const char *what = NULL;
+    if (abi == 0)
+        what = "no Landlock (Linux 5.13): files are fenced by the sandbox user's permissions "
+               "only, writable directories stay writable past write-quota, and TCP ports, "
+               "abstract unix sockets and signals are not fenced; seccomp still applies";
+    else if (abi > 0 && abi < 4 && db)
+        what = "no Landlock network rules (Linux 6.7, ABI 4): the database group may connect "
+               "to any TCP port, not only its database-port, and to abstract unix sockets "
+               "(scoping needs Linux 6.12, ABI 6); seccomp still allows stream sockets only";
+    else if (abi > 0 && abi < 6 && db)
+        what = "no Landlock scoping (Linux 6.12, ABI 6): the database group may connect to "
+               "abstract unix sockets of other processes";
+    if (!what || !buf || !len)
+        return NULL;
+    snprintf(buf, len, "sandbox '%s': this kernel has Landlock ABI %ld: %s",
+             c && c->sandbox ? c->sandbox : "?", abi, what);
+    return buf;
+}
+
 static int apply_landlock(const run *r, bool *active)
 {
     const sandlet_confine *c = r->c;
-    long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+    long abi = landlock_abi();
     int rfd = -1;
+    if (abi < 0)
+        return report(r, (int)abi, NULL, "report a bug", "landlock_create_ruleset(VERSION)");
     *active = abi >= 1;
-    if (abi < 0 && errno != ENOSYS && errno != EOPNOTSUPP)
-        return report(r, -errno, NULL, "report a bug", "landlock_create_ruleset(VERSION)");
     uint64_t handled = 0;
     if (*active) {
         handled = LL_ABI1;
@@ -536,9 +660,20 @@ static int apply_landlock(const run *r, bool *active)
             handled |= LANDLOCK_ACCESS_FS_REFER;
         if (abi >= 3)
             handled |= LANDLOCK_ACCESS_FS_TRUNCATE;
-        struct landlock_ruleset_attr attr;
+        if (abi >= 5)
+            handled |= LL_FS_IOCTL_DEV;
+        struct ll_ruleset_attr attr;
         memset(&attr, 0, sizeof(attr));
         attr.handled_access_fs = handled;
+        /* Every sandbox: no TCP listener at all, connect() only to its
+         * database ports (none unless configured).  Abstract unix sockets
+         * and signals only within the process itself: a worker must not
+         * reach root's or another sandbox's abstract sockets, nor signal
+         * anything (seccomp refuses kill() too; learning mode does not). */
+        if (abi >= 4)
+            attr.handled_access_net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP;
+        if (abi >= 6)
+            attr.scoped = LL_SCOPE_ABSTRACT_UNIX_SOCKET | LL_SCOPE_SIGNAL;
         rfd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
         if (rfd < 0)
             return report(r, -errno, NULL, "report a bug",
@@ -548,8 +683,17 @@ static int apply_landlock(const run *r, bool *active)
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < c->nread; i++)
         rc = landlock_path(r, rfd, "read", c->read_paths[i], handled & LL_READ);
+    /* Over its write quota, a sandbox keeps reading what it wrote. */
     for (size_t i = 0; rc == 0 && i < c->nwrite; i++)
-        rc = landlock_path(r, rfd, "write", c->write_paths[i], handled);
+        rc = landlock_path(r, rfd, "write", c->write_paths[i],
+                           c->write_blocked ? handled & LL_READ : handled);
+    for (size_t i = 0; rc == 0 && rfd >= 0 && abi >= 4 && i < c->nports; i++) {
+        struct ll_net_port_attr np = {.allowed_access = LL_NET_CONNECT_TCP,
+                                      .port = c->connect_ports[i]};
+        if (syscall(SYS_landlock_add_rule, rfd, LL_RULE_NET_PORT, &np, 0) < 0)
+            rc = report(r, -errno, NULL, "check the sandbox's database-port",
+                        "landlock_add_rule(connect to TCP port %u)", (unsigned)c->connect_ports[i]);
+    }
     if (rc == 0 && rfd >= 0 && syscall(SYS_landlock_restrict_self, rfd, 0) < 0)
         rc = report(r, -errno, NULL, "report a bug", "landlock_restrict_self(ABI %ld)", abi);
     if (rfd >= 0)
@@ -570,16 +714,21 @@ static struct scmp_arg_cmp arg(unsigned n, enum scmp_compare op, scmp_datum_t a,
 static int add_rule(scmp_filter_ctx ctx, int nr, enum cond cond)
 {
     const uint32_t ok = SCMP_ACT_ALLOW;
-    const scmp_datum_t wx = PROT_WRITE | PROT_EXEC;
     int rc = 0;
     switch (cond) {
     case ANY: return seccomp_rule_add(ctx, ok, nr, 0);
-    case PROT_NOT_WX: {
-        const scmp_datum_t allowed[] = {0, PROT_WRITE, PROT_EXEC};
-        for (size_t i = 0; rc == 0 && i < ARRAY_LEN(allowed); i++)
-            rc = seccomp_rule_add(ctx, ok, nr, 1, arg(2, SCMP_CMP_MASKED_EQ, wx, allowed[i]));
-        return rc;
-    }
+    case PROT_NO_EXEC:
+        /* Servlets are mapped before confinement; afterwards nothing may
+         * become executable, so no page can be written and then run,
+         * whether through one mapping or two of the same memory. */
+        return seccomp_rule_add(ctx, ok, nr, 1, arg(2, SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+    case MOVE_ONLY:
+        /* Old size 0 duplicates a shared mapping, MREMAP_DONTUNMAP keeps
+         * the old one mapped: both leave two views of the same pages, one
+         * of which could be made executable.  realloc() needs neither,
+         * nor MREMAP_FIXED (which could move a mapping over code). */
+        return seccomp_rule_add(ctx, ok, nr, 2, arg(1, SCMP_CMP_NE, 0, 0),
+                                arg(3, SCMP_CMP_MASKED_EQ, ~(scmp_datum_t)MREMAP_MAYMOVE, 0));
     case NOT_SIGSYS:
         /* 1..30, 32..63 and 64: a plain "!= SIGSYS" would let SIGSYS with
          * garbage in the upper 32 bits through. */
@@ -613,12 +762,29 @@ static int add_rule(scmp_filter_ctx ctx, int nr, enum cond cond)
                                 arg(2, SCMP_CMP_EQ, 0, 0));
     case TCGETS_ONLY: return seccomp_rule_add(ctx, ok, nr, 1, arg(1, SCMP_CMP_EQ, TCGETS, 0));
     case NULL_PATH: return seccomp_rule_add(ctx, ok, nr, 1, arg(1, SCMP_CMP_EQ, 0, 0));
-    case INET_UNIX: {
+    case STREAM_SOCK: {
+        /* Landlock fences TCP by port, and nothing fences UDP or raw
+         * sockets, so stream sockets are all a database client gets.
+         * SOCK_NONBLOCK and SOCK_CLOEXEC may be or'ed into the type; the
+         * protocol is the default or TCP (not MPTCP or SCTP, which
+         * Landlock's port rules may not cover). */
         const scmp_datum_t domains[] = {AF_UNIX, AF_INET, AF_INET6};
+        const scmp_datum_t protocols[] = {0, IPPROTO_TCP};
+        const scmp_datum_t type_mask = ~(scmp_datum_t)(SOCK_NONBLOCK | SOCK_CLOEXEC);
         for (size_t i = 0; rc == 0 && i < ARRAY_LEN(domains); i++)
-            rc = seccomp_rule_add(ctx, ok, nr, 1, arg(0, SCMP_CMP_EQ, domains[i], 0));
+            for (size_t j = 0; rc == 0 && j < ARRAY_LEN(protocols); j++)
+                rc = seccomp_rule_add(ctx, ok, nr, 3, arg(0, SCMP_CMP_EQ, domains[i], 0),
+                                      arg(1, SCMP_CMP_MASKED_EQ, type_mask, SOCK_STREAM),
+                                      arg(2, SCMP_CMP_EQ, protocols[j], 0));
         return rc;
     }
+    case SENDTO_PLAIN:
+        /* sendto() with MSG_FASTOPEN and an address connects without
+         * connect(), past Landlock's connect check. */
+        return seccomp_rule_add(ctx, ok, nr, 2, arg(3, SCMP_CMP_MASKED_EQ, MSG_FASTOPEN, 0),
+                                arg(4, SCMP_CMP_EQ, 0, 0));
+    case SENDMSG_PLAIN:
+        return seccomp_rule_add(ctx, ok, nr, 1, arg(2, SCMP_CMP_MASKED_EQ, MSG_FASTOPEN, 0));
     }
     return -EINVAL;
 }
@@ -723,7 +889,7 @@ out:
 
 int sandlet_confine_apply(const sandlet_confine *c, bool *landlock_active, char *err, size_t errlen)
 {
-    run r = {c, err, errlen};
+    run r = {c, err, errlen, ""};
     bool active = false;
     int rc;
     if (landlock_active)
@@ -737,11 +903,14 @@ int sandlet_confine_apply(const sandlet_confine *c, bool *landlock_active, char 
                       c->groups);
     if ((c->nread && !c->read_paths) || (c->nwrite && !c->write_paths))
         return report(&r, -EINVAL, "path count without paths", "report a bug", "landlock paths");
-    if ((rc = prepare_libc(&r)) < 0 || (rc = apply_limits(&r)) < 0 ||
+    /* The maps are read before Landlock, which would refuse /proc. */
+    if ((rc = prepare_libc(&r)) < 0 || (rc = scan_memory(&r)) < 0 || (rc = apply_limits(&r)) < 0 ||
         (rc = drop_identity(&r)) < 0 || (rc = drop_privileges(&r)) < 0 ||
         (rc = apply_landlock(&r, &active)) < 0)
         return rc;
     if (landlock_active)
         *landlock_active = active;
+    if ((rc = check_memory(&r)) < 0)
+        return rc;
     return apply_seccomp(&r);
 }

@@ -12,6 +12,7 @@
 #include "sandbox/supervisor.h"
 #include "loop/log.h"
 #include "sandbox/control.h"
+#include "sandbox/quota.h"
 #include "sandbox/session_store.h"
 
 #include <errno.h>
@@ -24,6 +25,10 @@
 
 /* How long workers get to leave on their own at shutdown. */
 #define SHUTDOWN_GRACE_MS 3000
+/* How often the writable directories of sandboxes with a write quota are
+ * measured: what a sandbox can write past its quota is what it writes in
+ * this time (each file at most its max-file-size). */
+#define QUOTA_CHECK_MS 2000
 
 typedef struct child {
     uv_process_t proc;
@@ -36,6 +41,8 @@ static struct {
     uv_loop_t loop;
     uv_poll_t poll;
     uv_timer_t grace;
+    uv_timer_t quota;
+    bool *write_blocked; /* per sandbox: over its write quota */
     int ctl;
     char exe[32]; /* "/proc/self/fd/N" */
     child *children;
@@ -108,7 +115,9 @@ static void spawn(const sandlet_ctl *m, int fd)
     c->gen = m->gen;
     c->proc.data = c;
 
-    char *args[] = {"sandletd", "--worker", sv.conf->sandboxes[m->sandbox].name, NULL};
+    char blocked[] = "--write-blocked";
+    char *args[] = {"sandletd", "--worker", sv.conf->sandboxes[m->sandbox].name,
+                    sv.write_blocked[m->sandbox] ? blocked : NULL, NULL};
     /* Descriptor 4: the sandbox's session store, shared by its workers so
      * that a session is found whichever worker serves the request. */
     int store = sv.session_fds ? sv.session_fds[m->sandbox] : -1;
@@ -199,6 +208,8 @@ static void begin_shutdown(void)
     if (sv.closing)
         return;
     sv.closing = true;
+    uv_timer_stop(&sv.quota);
+    uv_close((uv_handle_t *)&sv.quota, NULL);
     uv_poll_stop(&sv.poll);
     uv_close((uv_handle_t *)&sv.poll, NULL);
     close(sv.ctl);
@@ -238,6 +249,52 @@ static void on_ctl(uv_poll_t *p, int status, int events)
         if (fd >= 0)
             close(fd);
     }
+}
+
+static bool has_quota(const sandlet_sandbox_conf *sb)
+{
+    return sb->nwritable && (sb->write_quota || sb->write_files);
+}
+
+/* Measures every sandbox with a write quota.  One that passes it gets its
+ * workers restarted with the writable directories read-only (the
+ * --write-blocked flag), and again with them writable once an operator has
+ * made room: Landlock is fixed for a process's life, so a restart is the
+ * only way to change it.  The restart kills: a servlet filling the disk
+ * does not get to finish its request. */
+static void check_quotas(void)
+{
+    for (size_t i = 0; i < sv.conf->nsandboxes; i++) {
+        const sandlet_sandbox_conf *sb = &sv.conf->sandboxes[i];
+        if (!has_quota(sb))
+            continue;
+        sandlet_usage u;
+        bool over = sandlet_quota_measure((const char *const *)sb->writable, sb->nwritable,
+                                          sb->write_quota, sb->write_files, &u);
+        if (over == sv.write_blocked[i])
+            continue;
+        sv.write_blocked[i] = over;
+        if (over)
+            sandlet_error("sandbox '%s' is over its write quota (%s%llu bytes, %llu entries in "
+                          "its writable directories; write-quota %llu, write-files %u): its "
+                          "workers restart with them read-only until they are below; remove "
+                          "files, or raise write-quota/write-files",
+                          sb->name, u.too_deep ? "nested too deep to measure; " : "", u.bytes,
+                          u.entries, sb->write_quota, sb->write_files);
+        else
+            sandlet_info("sandbox '%s' is below its write quota again (%llu bytes, %llu "
+                         "entries): its workers restart with their directories writable",
+                         sb->name, u.bytes, u.entries);
+        for (child *c = sv.children; c; c = c->next)
+            if (c->sandbox == i)
+                uv_process_kill(&c->proc, SIGKILL);
+    }
+}
+
+static void on_quota(uv_timer_t *t)
+{
+    (void)t;
+    check_quotas();
 }
 
 /* One memory session store per sandbox that uses one, made before any
@@ -288,12 +345,25 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
     snprintf(sv.exe, sizeof(sv.exe), "/proc/self/fd/%d", exe_fd);
     if (create_session_stores() < 0)
         return 1;
+    sv.write_blocked = calloc(conf->nsandboxes + 1, sizeof(*sv.write_blocked));
+    if (!sv.write_blocked) {
+        sandlet_error("out of memory starting the supervisor");
+        return 1;
+    }
+    /* A sandbox already over its quota starts with its writes blocked. */
+    check_quotas();
     int rc = uv_loop_init(&sv.loop);
     if (rc < 0) {
         sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot start the event loop");
         return 1;
     }
     uv_timer_init(&sv.loop, &sv.grace);
+    uv_timer_init(&sv.loop, &sv.quota);
+    for (size_t i = 0; i < conf->nsandboxes; i++)
+        if (has_quota(&conf->sandboxes[i])) {
+            uv_timer_start(&sv.quota, on_quota, QUOTA_CHECK_MS, QUOTA_CHECK_MS);
+            break;
+        }
     rc = uv_poll_init(&sv.loop, &sv.poll, ctl_fd);
     if (rc == 0)
         rc = uv_poll_start(&sv.poll, UV_READABLE | UV_DISCONNECT, on_ctl);
@@ -307,5 +377,6 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
         if (sv.session_fds[i] >= 0)
             close(sv.session_fds[i]);
     free(sv.session_fds);
+    free(sv.write_blocked);
     return 0;
 }

@@ -187,7 +187,8 @@ static void fail(const char *fmt, ...)
 
 /* Reads the confinement part of INIT into w.confine.  The library paths
  * join the Landlock read list, so that what was loaded stays readable. */
-static void confine_settings(sandlet_reader *r, const char *sandbox, const char **libs)
+static void confine_settings(sandlet_reader *r, const char *sandbox, const char **libs,
+                             bool write_blocked)
 {
     sandlet_confine *c = &w.confine;
     memset(c, 0, sizeof(*c));
@@ -221,6 +222,16 @@ static void confine_settings(sandlet_reader *r, const char *sandbox, const char 
         write[i] = sandlet_read_str(r, NULL);
     c->write_paths = write;
     c->nwrite = nwrite;
+    c->file_size = sandlet_read_u64(r);
+    size_t nports = sandlet_read_u8(r);
+    uint16_t *ports = calloc(nports + 1, sizeof(*ports));
+    if (!ports)
+        fail("out of memory reading the confinement settings");
+    for (size_t i = 0; i < nports; i++)
+        ports[i] = sandlet_read_u16(r);
+    c->connect_ports = ports;
+    c->nports = nports;
+    c->write_blocked = write_blocked;
 }
 
 /* Reads the session part of INIT and maps the sandbox's store, which the
@@ -279,7 +290,7 @@ static void session_settings(sandlet_reader *r, const char *sandbox)
              rc == -EINVAL ? "the INIT frame does not match the sandbox" : strerror(-rc));
 }
 
-static void load_servlets(const char *sandbox)
+static void load_servlets(const char *sandbox, bool write_blocked)
 {
     sandlet_frame_hdr h;
     int rc = read_frame(&h);
@@ -333,7 +344,7 @@ static void load_servlets(const char *sandbox)
                  "as .get or .post, in its SL_SERVLET descriptor",
                  s->path, lib);
     }
-    confine_settings(&r, sandbox, libs);
+    confine_settings(&r, sandbox, libs, write_blocked);
     session_settings(&r, sandbox);
     /* Init only after every library loaded, so that a load failure never
      * leaves a half-initialised set behind. */
@@ -346,13 +357,18 @@ static void load_servlets(const char *sandbox)
     /* Servlets are loaded and initialised (database connections opened,
      * files read): from here on the worker only serves. */
     if (w.confine_on) {
-        char err[512];
-        bool landlock = true;
-        if (sandlet_confine_apply(&w.confine, &landlock, err, sizeof(err)) < 0)
+        char err[512], gaps[512];
+        /* What this kernel leaves open of the sandbox's fence, so that an
+         * operator on an older kernel knows what is not enforced (asked
+         * before the filter, which refuses the question). */
+        const char *gap = sandlet_confine_kernel_gaps(&w.confine, gaps, sizeof(gaps));
+        if (sandlet_confine_apply(&w.confine, NULL, err, sizeof(err)) < 0)
             fail("%s", err);
-        if (!landlock)
-            sandlet_warn("this kernel has no Landlock: sandbox '%s' is confined by user, "
-                         "limits and seccomp only",
+        if (gap)
+            sandlet_warn("%s", gap);
+        if (w.confine.write_blocked)
+            sandlet_warn("sandbox '%s' is over its write quota: its writable directories are "
+                         "read-only for this worker",
                          sandbox);
     } else {
         sandlet_warn("confinement is OFF (SANDLET_NO_CONFINEMENT is set): for "
@@ -423,7 +439,7 @@ static int serve(const uint8_t *payload, size_t len, const uint8_t *body, size_t
     return sandlet_lib_run(w.servlets[wr.servlet].servlet, rq, rs);
 }
 
-int sandlet_worker_main(const char *sandbox)
+int sandlet_worker_main(const char *sandbox, bool write_blocked)
 {
     char role[64];
     snprintf(role, sizeof(role), "worker %s", sandbox);
@@ -452,7 +468,7 @@ int sandlet_worker_main(const char *sandbox)
     sandlet_buf_init(&w.body, 0);
     w.in.wipe = w.head.wipe = w.reqhead.wipe = w.body.wipe = true;
 
-    load_servlets(sandbox);
+    load_servlets(sandbox, write_blocked);
     if (send_simple(SANDLET_FRAME_READY, NULL) < 0)
         return 1;
 

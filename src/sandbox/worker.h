@@ -4,11 +4,14 @@
 #ifndef SANDLET_WORKER_H
 #define SANDLET_WORKER_H
 
+#include <stdbool.h>
+
 /* The descriptor the supervisor maps the worker's socketpair end to. */
 #define SANDLET_WORKER_FD 3
 
 /* Runs a worker of the named sandbox on SANDLET_WORKER_FD until the
- * acceptor closes it.  Returns the process exit status. */
-int sandlet_worker_main(const char *sandbox);
+ * acceptor closes it; write_blocked (the sandbox is over its write quota)
+ * makes its writable directories read-only.  Returns the exit status. */
+int sandlet_worker_main(const char *sandbox, bool write_blocked);
 
 #endif /* SANDLET_WORKER_H */

@@ -16,17 +16,34 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 static th_daemon d;
-static char dir_a[64], dir_b[64], secret_b[128];
-static int listener = -1;
-static unsigned listen_port;
+static char dir_a[64], dir_b[64], dir_q[64], secret_b[128];
+static int listener = -1, other_listener = -1, abstract_listener = -1;
+static unsigned listen_port, other_port;
+static char abstract_name[64];
+
+/* A loopback TCP listener on a free port. */
+static int tcp_listener(unsigned *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 8) < 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) < 0)
+        return -1;
+    *port = ntohs(a.sin_port);
+    return fd;
+}
 
 static bool confinement_off(void)
 {
@@ -46,7 +63,8 @@ static int group_setup(void **state)
     signal(SIGPIPE, SIG_IGN);
     snprintf(dir_a, sizeof(dir_a), "/tmp/sandlet-a-XXXXXX");
     snprintf(dir_b, sizeof(dir_b), "/tmp/sandlet-b-XXXXXX");
-    if (!mkdtemp(dir_a) || !mkdtemp(dir_b))
+    snprintf(dir_q, sizeof(dir_q), "/tmp/sandlet-q-XXXXXX");
+    if (!mkdtemp(dir_a) || !mkdtemp(dir_b) || !mkdtemp(dir_q))
         return -1;
     snprintf(secret_b, sizeof(secret_b), "%s/secret", dir_b);
     FILE *f = fopen(secret_b, "w");
@@ -58,23 +76,31 @@ static int group_setup(void **state)
     if (root) {
         /* Sandbox b runs as nobody: its directory must be its own. */
         chmod(dir_a, 0777);
+        chmod(dir_q, 0777);
         chown(dir_b, 65534, 65534);
         chown(secret_b, 65534, 65534);
         chmod(dir_b, 0700);
         chmod(secret_b, 0600);
     }
-    /* A loopback listener for the database group's connect. */
-    listener = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    if (bind(listener, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(listener, 8) < 0 ||
-        getsockname(listener, (struct sockaddr *)&a, &len) < 0)
+    /* Loopback listeners: the database group's configured port, and one
+     * it must not reach. */
+    listener = tcp_listener(&listen_port);
+    other_listener = tcp_listener(&other_port);
+    if (listener < 0 || other_listener < 0)
         return -1;
-    listen_port = ntohs(a.sin_port);
+    /* An abstract unix socket of ours (root's, when run as root). */
+    snprintf(abstract_name, sizeof(abstract_name), "sandlet-test-%d", (int)getpid());
+    abstract_listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un un = {.sun_family = AF_UNIX};
+    memcpy(un.sun_path + 1, abstract_name, strlen(abstract_name));
+    socklen_t unlen =
+        (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(abstract_name));
+    if (abstract_listener < 0 || bind(abstract_listener, (struct sockaddr *)&un, unlen) < 0 ||
+        listen(abstract_listener, 8) < 0)
+        return -1;
 
     const char *hostile = th_build_path("tests/fixtures/.libs/hostile.so");
-    char conf[4096];
+    char conf[8192];
     snprintf(conf, sizeof(conf),
              "status-page /status;\n"
              "sandbox good { workers 1; }\n"
@@ -86,11 +112,17 @@ static int group_setup(void **state)
              "sandbox other { workers 1; %s syscalls files; writable \"%s\"; }\n"
              "servlet /other { library \"%s\"; sandbox other; }\n"
              "servlet /other-probe/* { library \"%s\"; sandbox other; }\n"
-             "sandbox db { workers 1; syscalls database; }\n"
-             "servlet /db { library \"%s\"; sandbox db; }\n",
+             "sandbox db { workers 1; syscalls database; database-port %u; }\n"
+             "servlet /db { library \"%s\"; sandbox db; }\n"
+             "sandbox nolimit { workers 1; }\n"
+             "servlet /nolimit { library \"%s\"; sandbox nolimit; }\n"
+             "sandbox quota { workers 1; syscalls files; writable \"%s\"; write-quota 1m;\n"
+             "                max-file-size 768k; }\n"
+             "servlet /quota { library \"%s\"; sandbox quota; }\n",
              th_build_path("tests/fixtures/.libs/probe.so"), hostile, dir_a, hostile,
              root ? "user nobody; group nogroup;" : "", dir_b, hostile,
-             th_build_path("tests/fixtures/.libs/probe.so"), hostile);
+             th_build_path("tests/fixtures/.libs/probe.so"), listen_port, hostile, hostile, dir_q,
+             hostile);
     return th_start(&d, conf, false);
 }
 
@@ -101,8 +133,12 @@ static int group_teardown(void **state)
         return 0;
     if (listener >= 0)
         close(listener);
+    if (other_listener >= 0)
+        close(other_listener);
+    if (abstract_listener >= 0)
+        close(abstract_listener);
     char cmd[256];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", dir_a, dir_b);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s' '%s'", dir_a, dir_b, dir_q);
     if (system(cmd) != 0)
         return -1;
     return th_stop(&d) == 0 ? 0 : -1;
@@ -336,18 +372,137 @@ static void test_broken_streams(void **state)
     th_close(c);
 }
 
+/* GET target and expect 200 with exactly body. */
+static void expect_body(const char *target, const char *body)
+{
+    th_response r;
+    get(target, &r);
+    if (r.status != 200 || strcmp(r.body, body) != 0)
+        print_message("%s: %d %s (expected 200 %s)\n", target, r.status, r.body, body);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, body);
+    th_response_free(&r);
+}
+
 static void test_database_group(void **state)
 {
     (void)state;
     if (confinement_off())
         skip();
-    char target[64];
+    char target[128], want[64];
+    /* Its database port: allowed. */
     snprintf(target, sizeof(target), "/db?do=connect&arg=%u", listen_port);
+    expect_body(target, "connect: 0");
+    /* Any other TCP port on loopback, the acceptor's own listener (and
+     * its loopback-only status page) included: refused by Landlock. */
+    snprintf(target, sizeof(target), "/db?do=connect&arg=%u", other_port);
+    snprintf(want, sizeof(want), "connect: %d", -EACCES);
+    expect_body(target, want);
+    snprintf(target, sizeof(target), "/db?do=connect&arg=%u", d.port);
+    expect_body(target, want);
+    /* An abstract unix socket of another process: scoped away. */
+    snprintf(target, sizeof(target), "/db?do=abstract&arg=%s", abstract_name);
+    snprintf(want, sizeof(want), "connect: %d", -EPERM);
+    expect_body(target, want);
+    /* UDP (and raw, netlink...): no such socket at all. */
+    attack_dies("/db", "udp", "", 502, "forbidden system call socket");
+    /* Signals to other processes: refused. */
+    char pid[16];
+    snprintf(pid, sizeof(pid), "%d", (int)d.pid);
+    attack_dies("/db", "kill", pid, 502, "forbidden system call kill");
+    assert_int_equal(kill(d.pid, 0), 0);
+}
+
+/* W^X: once confined, no page becomes executable, whichever way. */
+static void test_wx_bypass(void **state)
+{
+    (void)state;
+    if (confinement_off())
+        skip();
+    attack_dies("/evil", "mremap_alias", "", 502, "forbidden system call mremap");
+    attack_dies("/evil", "mremap_dontunmap", "", 502, "forbidden system call mremap");
+    attack_dies("/evil", "mprotect_exec", "", 502, "forbidden system call mprotect");
+    attack_dies("/evil", "memfd_double", "", 502, "forbidden system call mmap");
+    /* Also from a sandbox with every group. */
+    attack_dies("/files", "mremap_alias", "", 502, "forbidden system call mremap");
+    attack_dies("/db", "memfd_double", "", 502, "forbidden system call mmap");
+}
+
+/* A sandbox with no memory line is still bounded. */
+static void test_default_memory(void **state)
+{
+    (void)state;
+    if (confinement_off())
+        skip();
+    expect_body("/nolimit?do=alloc", "survived: malloc failed at the limit");
+    assert_good_alive();
+}
+
+/* max-file-size: 64m by default; a write past it fails with EFBIG and the
+ * worker lives on (SIGXFSZ would kill it). */
+static void test_file_size(void **state)
+{
+    (void)state;
+    if (confinement_off())
+        skip();
+    char target[256], want[64];
+    snprintf(target, sizeof(target), "/files?do=fill&arg=%s/big&n=%lld", dir_a,
+             64LL * 1024 * 1024 + 1);
+    snprintf(want, sizeof(want), "fill: %lld %d", 64LL * 1024 * 1024, EFBIG);
+    expect_body(target, want);
+    snprintf(target, sizeof(target), "%s/big", dir_a);
+    struct stat st;
+    assert_int_equal(stat(target, &st), 0);
+    assert_int_equal(st.st_size, 64LL * 1024 * 1024);
+    unlink(target);
     th_response r;
-    get(target, &r);
-    assert_int_equal(r.status, 200);
-    assert_string_equal(r.body, "connect: 0");
+    get("/files?do=nothing", &r);
+    assert_int_equal(r.status, 404);
     th_response_free(&r);
+}
+
+/* Writes one byte to dir_q/probe until the answer is want (the supervisor
+ * measures every two seconds), for at most 10 s. */
+static bool quota_wait(const char *want)
+{
+    char target[256];
+    snprintf(target, sizeof(target), "/quota?do=fill&arg=%s/probe&n=1", dir_q);
+    for (unsigned long long end = th_now_ms() + 10000; th_now_ms() < end;) {
+        th_response r;
+        get(target, &r);
+        bool done = r.status == 200 && strcmp(r.body, want) == 0;
+        th_response_free(&r);
+        if (done)
+            return true;
+        usleep(200 * 1000);
+    }
+    return false;
+}
+
+static void test_write_quota(void **state)
+{
+    (void)state;
+    if (confinement_off())
+        skip();
+    char target[256], want[64];
+    /* Two files under max-file-size, together over write-quota 1m. */
+    for (int i = 0; i < 2; i++) {
+        snprintf(target, sizeof(target), "/quota?do=fill&arg=%s/f%d&n=%d", dir_q, i, 700 * 1024);
+        snprintf(want, sizeof(want), "fill: %d 0", 700 * 1024);
+        expect_body(target, want);
+    }
+    /* Within a check or two, the workers lose write access... */
+    snprintf(want, sizeof(want), "fill: 0 %d", EACCES);
+    assert_true(quota_wait(want));
+    assert_true(th_log_contains(&d, "sandbox 'quota' is over its write quota"));
+    assert_good_alive();
+    /* ...and get it back once room is made. */
+    for (int i = 0; i < 2; i++) {
+        snprintf(target, sizeof(target), "%s/f%d", dir_q, i);
+        assert_int_equal(unlink(target), 0);
+    }
+    assert_true(quota_wait("fill: 1 0"));
+    assert_true(th_log_contains(&d, "sandbox 'quota' is below its write quota again"));
 }
 
 int main(void)
@@ -356,6 +511,8 @@ int main(void)
         cmocka_unit_test(test_worker_status),    cmocka_unit_test(test_forbidden_syscalls),
         cmocka_unit_test(test_runaway_servlets), cmocka_unit_test(test_files_fenced),
         cmocka_unit_test(test_broken_streams),   cmocka_unit_test(test_database_group),
+        cmocka_unit_test(test_wx_bypass),        cmocka_unit_test(test_default_memory),
+        cmocka_unit_test(test_file_size),        cmocka_unit_test(test_write_quota),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

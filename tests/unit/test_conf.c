@@ -493,6 +493,53 @@ static void test_confinement_settings(void **state)
     sandlet_conf_free(c);
 }
 
+/* Without a line, every limit has a bounded default; "unlimited" lifts one. */
+static void test_limit_defaults(void **state)
+{
+    (void)state;
+    sandlet_conf *c = parse_ok("sandbox a { writable /srv/a; }\n"
+                               "sandbox b {\n memory unlimited; open-files unlimited;\n"
+                               " max-file-size unlimited; write-quota unlimited;\n"
+                               " write-files unlimited;\n}\n"
+                               "sandbox c {\n max-file-size 1m; write-quota 2g; write-files 50;\n"
+                               " syscalls database; database-port 5432; database-port 6432;\n"
+                               " database-port 5432;\n}\n",
+                               "/srv");
+    const sandlet_sandbox_conf *a = &c->sandboxes[0], *b = &c->sandboxes[1], *d = &c->sandboxes[2];
+    assert_int_equal(a->memory_mib, SANDLET_DEFAULT_MEMORY_MIB);
+    assert_int_equal(a->open_files, SANDLET_DEFAULT_OPEN_FILES);
+    assert_true(a->max_file_size == SANDLET_DEFAULT_MAX_FILE_SIZE);
+    assert_true(a->write_quota == SANDLET_DEFAULT_WRITE_QUOTA);
+    assert_int_equal(a->write_files, SANDLET_DEFAULT_WRITE_FILES);
+    assert_int_equal(a->ndatabase_ports, 0);
+    assert_int_equal(b->memory_mib, 0);
+    assert_int_equal(b->open_files, 0);
+    assert_true(b->max_file_size == 0);
+    assert_true(b->write_quota == 0);
+    assert_int_equal(b->write_files, 0);
+    assert_true(d->max_file_size == 1024 * 1024);
+    assert_true(d->write_quota == 2ULL * 1024 * 1024 * 1024);
+    assert_int_equal(d->write_files, 50);
+    assert_int_equal(d->ndatabase_ports, 2); /* the repeated one once */
+    assert_int_equal(d->database_ports[0], 5432);
+    assert_int_equal(d->database_ports[1], 6432);
+    sandlet_conf_free(c);
+    /* The on-demand default sandbox is bounded as well; a sandbox that
+     * can write no file has no file-size limit unless one is set (it
+     * would only silence its standard error, the error log). */
+    c = parse_ok("servlet /a { library a.so; }\n"
+                 "sandbox f { syscalls files; }\n"
+                 "sandbox n { }\n"
+                 "sandbox s { max-file-size 1k; }\n",
+                 "/srv");
+    assert_int_equal(c->sandboxes[3].memory_mib, SANDLET_DEFAULT_MEMORY_MIB);
+    assert_true(c->sandboxes[3].max_file_size == 0);
+    assert_true(c->sandboxes[0].max_file_size == SANDLET_DEFAULT_MAX_FILE_SIZE);
+    assert_true(c->sandboxes[1].max_file_size == 0);
+    assert_true(c->sandboxes[2].max_file_size == 1024);
+    sandlet_conf_free(c);
+}
+
 static void test_default_sandbox(void **state)
 {
     (void)state;
@@ -619,6 +666,15 @@ static const struct bad_case bad_cases[] = {
     {"sandbox a {\n  core-dumps maybe;\n}\n", 2, 14, "(expected on or off)"},
     {"sandbox a {\n  syscall-violations trace;\n}\n", 2, 22, "(expected log or kill)"},
     {"sandbox a {\n  memory 1;\n}\n", 2, 10, "out of range"},
+    {"sandbox a {\n  max-file-size 0;\n}\n", 2, 17, "or unlimited for no limit"},
+    {"sandbox a {\n  write-quota lots;\n}\n", 2, 15, "invalid size 'lots' for 'write-quota'"},
+    {"sandbox a {\n  write-files 0;\n}\n", 2, 15, "out of range"},
+    {"sandbox a {\n  database-port 70000;\n}\n", 2, 17, "out of range (expected 1..65535)"},
+    {"sandbox a {\n  database-port 5432;\n}\n", 1, 1,
+     "sandbox 'a' has a database-port but no 'syscalls database;'"},
+    {"sandbox a {\n  session-size 512m;\n}\n", 1, 1,
+     "session-size 536870912 bytes does not fit in memory 512 (MiB) with room for the worker "
+     "itself; set memory to at least 544"},
     {"sandbox a {\n  user a;\n  user b;\n}\n", 3, 3, "user"},
     {"sandbox a {\n  queue-timeout 0;\n}\n", 2, 17, "out of range (expected 1..3600000)"},
     {"sandbox a {\n  queue-timeout 5;\n  queue-timeout 6;\n}\n", 3, 3, "queue-timeout"},
@@ -976,6 +1032,7 @@ int main(void)
         cmocka_unit_test(test_session_cookies),
         cmocka_unit_test(test_session_secret_file),
         cmocka_unit_test(test_confinement_settings),
+        cmocka_unit_test(test_limit_defaults),
         cmocka_unit_test(test_default_sandbox),
         cmocka_unit_test(test_sandbox_declared_later),
         cmocka_unit_test(test_library_paths),

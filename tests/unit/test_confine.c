@@ -30,6 +30,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -60,6 +61,7 @@
 #endif
 
 #include "sandbox/confine.h"
+#include "sandbox/quota.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define MIB          ((size_t)1 << 20)
@@ -567,6 +569,81 @@ static void do_mprotect_wx(void)
     mprotect(p, 4096, PROT_READ | PROT_WRITE | PROT_EXEC);
 }
 
+static void do_mprotect_exec(void)
+{
+    /* W then X: writable, then executable without being writable. */
+    char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        _exit(1);
+    p[0] = (char)0xc3;
+    mprotect(p, 4096, PROT_READ | PROT_EXEC);
+}
+
+static void do_mmap_exec(void)
+{
+    mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+}
+
+static void do_pkey_mprotect(void)
+{
+    char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        _exit(1);
+    syscall(SYS_pkey_mprotect, p, 4096, PROT_READ | PROT_EXEC, -1);
+}
+
+/* A shared page, the kind that can be seen through two mappings. */
+static char *shared_page(void)
+{
+    char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        _exit(1);
+    return p;
+}
+
+static void do_mremap_alias(void)
+{
+    /* Old size 0: a second mapping of the same shared page. */
+    mremap(shared_page(), 0, 4096, MREMAP_MAYMOVE);
+}
+
+static void do_mremap_dontunmap(void)
+{
+    mremap(shared_page(), 4096, 4096, MREMAP_MAYMOVE | MREMAP_DONTUNMAP, NULL);
+}
+
+static void do_mremap_fixed(void)
+{
+    char *p = shared_page(), *q = shared_page();
+    mremap(p, 4096, 4096, MREMAP_MAYMOVE | MREMAP_FIXED, q);
+}
+
+static void do_socket_udp(void)
+{
+    socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+}
+
+static void do_socket_raw(void)
+{
+    socket(AF_INET6, SOCK_RAW, IPPROTO_TCP);
+}
+
+static void do_socket_sctp(void)
+{
+    socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP);
+}
+
+static void do_sendto_fastopen(void)
+{
+    /* TCP Fast Open connects from sendto(), without connect(). */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(9)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0)
+        _exit(1);
+    sendto(fd, "x", 1, MSG_FASTOPEN, (struct sockaddr *)&a, sizeof(a));
+}
+
 static void do_sigsys_handler(void)
 {
     signal(SIGSYS, SIG_IGN);
@@ -603,6 +680,16 @@ static const forbidden forbidden_cases[] = {
     {"newfstatat", 0, do_stat_path},
     {"mmap", SANDLET_SC_ALL, do_mmap_wx},
     {"mprotect", SANDLET_SC_ALL, do_mprotect_wx},
+    {"mprotect", SANDLET_SC_ALL, do_mprotect_exec},
+    {"mmap", SANDLET_SC_ALL, do_mmap_exec},
+    {"pkey_mprotect", SANDLET_SC_ALL, do_pkey_mprotect},
+    {"mremap", SANDLET_SC_ALL, do_mremap_alias},
+    {"mremap", SANDLET_SC_ALL, do_mremap_dontunmap},
+    {"mremap", SANDLET_SC_ALL, do_mremap_fixed},
+    {"socket", SANDLET_SC_DATABASE, do_socket_udp},
+    {"socket", SANDLET_SC_DATABASE, do_socket_raw},
+    {"socket", SANDLET_SC_DATABASE, do_socket_sctp},
+    {"sendto", SANDLET_SC_DATABASE, do_sendto_fastopen},
     {"rt_sigaction", SANDLET_SC_ALL, do_sigsys_handler},
     {"prlimit64", SANDLET_SC_ALL, do_setrlimit},
     {"fcntl", SANDLET_SC_ALL, do_fcntl_dup},
@@ -834,11 +921,27 @@ static void test_missing_path(void **state)
 
 /* ---- database group ------------------------------------------------------ */
 
+typedef struct db_case {
+    struct sockaddr_in allowed, other; /* listeners: the database port, another */
+    char abstract[32];                 /* an abstract unix listener of the parent */
+} db_case;
+
+static long landlock_abi(void)
+{
+    long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, 1u /* VERSION */);
+    return abi < 0 ? 0 : abi;
+}
+
 static int child_database(void *arg)
 {
-    const struct sockaddr_in *addr = arg;
+    const db_case *dc = arg;
+    const struct sockaddr_in *addr = &dc->allowed;
+    const uint16_t ports[] = {ntohs(addr->sin_port)};
     sandlet_confine c = plain();
     c.groups = SANDLET_SC_DATABASE;
+    c.connect_ports = ports;
+    c.nports = 1;
+    long abi = landlock_abi(); /* asked before the filter refuses the question */
     confine(&c);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -852,9 +955,22 @@ static int child_database(void *arg)
     if (poll(&p, 1, 5000) != 1 || recv(fd, buf, 4, 0) != 4 || memcmp(buf, "pong", 4) != 0)
         return 4;
     close(fd);
-    int u = socket(AF_UNIX, SOCK_STREAM, 0), v6 = socket(AF_INET6, SOCK_DGRAM, 0);
+    int u = socket(AF_UNIX, SOCK_STREAM, 0), v6 = socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK, 0);
     if (u < 0 || (v6 < 0 && errno != EAFNOSUPPORT))
         return 5;
+    /* Another TCP port: Landlock refuses (ABI 4). */
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (abi >= 4 &&
+        (fd < 0 || connect(fd, (const struct sockaddr *)&dc->other, sizeof(dc->other)) == 0 ||
+         errno != EACCES))
+        return 6;
+    /* Another process's abstract unix socket: scoped away (ABI 6). */
+    struct sockaddr_un un = {.sun_family = AF_UNIX};
+    memcpy(un.sun_path + 1, dc->abstract, strlen(dc->abstract));
+    socklen_t unlen =
+        (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(dc->abstract));
+    if (abi >= 6 && (connect(u, (struct sockaddr *)&un, unlen) == 0 || errno != EPERM))
+        return 7;
     return 0;
 }
 
@@ -864,11 +980,29 @@ static void test_database(void **state)
     SKIP_WITHOUT_CONFINEMENT();
     int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     assert_true(lfd >= 0);
+    static db_case dc;
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof(addr);
     assert_int_equal(bind(lfd, (struct sockaddr *)&addr, sizeof(addr)), 0);
     assert_int_equal(listen(lfd, 4), 0);
     assert_int_equal(getsockname(lfd, (struct sockaddr *)&addr, &len), 0);
+    dc.allowed = addr;
+    int ofd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in other = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    len = sizeof(other);
+    assert_int_equal(bind(ofd, (struct sockaddr *)&other, sizeof(other)), 0);
+    assert_int_equal(listen(ofd, 4), 0);
+    assert_int_equal(getsockname(ofd, (struct sockaddr *)&other, &len), 0);
+    dc.other = other;
+    snprintf(dc.abstract, sizeof(dc.abstract), "sandlet-confine-%d", (int)getpid());
+    int afd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un un = {.sun_family = AF_UNIX};
+    memcpy(un.sun_path + 1, dc.abstract, strlen(dc.abstract));
+    assert_int_equal(
+        bind(afd, (struct sockaddr *)&un,
+             (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(dc.abstract))),
+        0);
+    assert_int_equal(listen(afd, 4), 0);
     /* The child must not wait for us while we wait for it: answer from a
      * second child. */
     fflush(NULL);
@@ -882,10 +1016,14 @@ static void test_database(void **state)
         _exit(send(c, "pong", 4, 0) == 4 ? 0 : 2);
     }
     outcome o;
-    run_child(child_database, &addr, &o);
+    run_child(child_database, &dc, &o);
+    if (!(WIFEXITED(o.status) && WEXITSTATUS(o.status) == 0))
+        kill(server, SIGKILL); /* it would wait for a client forever */
     int st;
     assert_int_equal(waitpid(server, &st, 0), server);
     close(lfd);
+    close(ofd);
+    close(afd);
     expect_exit(&o, 0);
     assert_true(WIFEXITED(st));
     assert_int_equal(WEXITSTATUS(st), 0);
@@ -895,7 +1033,6 @@ static void test_database(void **state)
 
 static int child_learn(void *arg)
 {
-    (void)arg;
     sandlet_confine c = plain();
     c.learn = true;
     confine(&c);
@@ -905,6 +1042,10 @@ static int child_learn(void *arg)
     if (fd < 0)
         return 2;
     close(fd);
+    /* The filter lets kill() through in learning mode; Landlock's signal
+     * scope (ABI 6) still refuses it for processes outside the worker. */
+    if (*(const long *)arg >= 6 && (kill(parent_pid, 0) == 0 || errno != EPERM))
+        return 3;
     return 0;
 }
 
@@ -913,7 +1054,8 @@ static void test_learn_allows(void **state)
     (void)state;
     SKIP_WITHOUT_CONFINEMENT();
     outcome o;
-    run_child(child_learn, NULL, &o);
+    long abi = landlock_abi();
+    run_child(child_learn, &abi, &o);
     expect_exit(&o, 0);
     assert_null(strstr(o.err, "forbidden"));
 }
@@ -986,6 +1128,114 @@ static void test_rlimit_nofile(void **state)
     outcome o;
     run_child(child_nofile, NULL, &o);
     expect_exit(&o, 0);
+}
+
+/* RLIMIT_FSIZE: a write past it fails with EFBIG; SIGXFSZ does not kill. */
+static int child_fsize(void *arg)
+{
+    (void)arg;
+    const char *rw[] = {rw_dir};
+    sandlet_confine c = plain();
+    c.file_size = 4096;
+    c.groups = SANDLET_SC_FILES;
+    c.write_paths = rw;
+    c.nwrite = 1;
+    confine(&c);
+    char path[200], block[3000];
+    memset(block, 'f', sizeof(block));
+    snprintf(path, sizeof(path), "%s/big", rw_dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+        return 1;
+    size_t done = 0;
+    for (int i = 0; i < 3; i++) {
+        ssize_t n = write(fd, block, sizeof(block));
+        if (n < 0) {
+            if (errno != EFBIG)
+                return 2;
+            break;
+        }
+        done += (size_t)n;
+    }
+    close(fd);
+    unlink(path);
+    return done == 4096 ? 0 : 3;
+}
+
+static void test_rlimit_fsize(void **state)
+{
+    (void)state;
+    SKIP_WITHOUT_CONFINEMENT();
+    outcome o;
+    run_child(child_fsize, NULL, &o);
+    expect_exit(&o, 0);
+}
+
+/* Over its write quota: the writable directory is read-only. */
+static int child_write_blocked(void *arg)
+{
+    (void)arg;
+    const char *rw[] = {rw_dir};
+    char path[200];
+    snprintf(path, sizeof(path), "%s/kept.txt", rw_dir);
+    if (write_file(path, "kept") != 0)
+        return 1;
+    sandlet_confine c = plain();
+    c.groups = SANDLET_SC_FILES;
+    c.write_paths = rw;
+    c.nwrite = 1;
+    c.write_blocked = true;
+    if (!confine(&c))
+        return EXIT_NO_LANDLOCK;
+    int rc = 0;
+    if (read_check(path, "kept") != 0)
+        rc = 2; /* still readable */
+    else if (open(path, O_WRONLY) >= 0 || errno != EACCES)
+        rc = 3;
+    else if (unlink(path) == 0 || errno != EACCES)
+        rc = 4;
+    snprintf(path, sizeof(path), "%s/new.txt", rw_dir);
+    if (rc == 0 && (open(path, O_WRONLY | O_CREAT, 0644) >= 0 || errno != EACCES))
+        rc = 5;
+    return rc;
+}
+
+static void test_write_blocked(void **state)
+{
+    (void)state;
+    SKIP_WITHOUT_CONFINEMENT();
+    outcome o;
+    run_child(child_write_blocked, NULL, &o);
+    char path[200];
+    snprintf(path, sizeof(path), "%s/kept.txt", rw_dir);
+    unlink(path);
+    expect_exit_or_skip(&o, 0);
+}
+
+/* Memory that is already writable and executable (an executable stack,
+ * a JIT) would outlive the filter: confinement refuses to start. */
+static int child_wx_before(void *arg)
+{
+    (void)arg;
+    void *p =
+        mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return 1;
+    sandlet_confine c = plain();
+    char err[512];
+    int rc = sandlet_confine_apply(&c, NULL, err, sizeof(err));
+    dprintf(STDERR_FILENO, "%s\n", err);
+    return rc == -EPERM ? 0 : 2;
+}
+
+static void test_wx_before_confinement(void **state)
+{
+    (void)state;
+    SKIP_WITHOUT_CONFINEMENT();
+    outcome o;
+    run_child(child_wx_before, NULL, &o);
+    expect_exit(&o, 0);
+    assert_non_null(strstr(o.err, "memory is writable and executable"));
 }
 
 static int child_memory_too_small(void *arg)
@@ -1080,6 +1330,106 @@ static void test_uid_without_gid(void **state)
     assert_non_null(strstr(o.err, "sandbox 'test': setuid(65534) without a group"));
 }
 
+/* ---- write quota: the supervisor's measurement ------------------------------------ */
+
+/* A fresh directory under tmpdir for one quota test. */
+static void quota_dir(char *dir, size_t len, const char *name)
+{
+    snprintf(dir, len, "%s/%s", tmpdir, name);
+    assert_int_equal(mkdir(dir, 0755), 0);
+}
+
+static void rm_tree(const char *dir)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_quota_counts(void **state)
+{
+    (void)state;
+    char dir[200], path[300];
+    quota_dir(dir, sizeof(dir), "q-count");
+    char block[8192];
+    memset(block, 'q', sizeof(block));
+    for (int i = 0; i < 5; i++) {
+        snprintf(path, sizeof(path), "%s/f%d", dir, i);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, block, sizeof(block)), (ssize_t)sizeof(block));
+        assert_int_equal(fsync(fd), 0);
+        close(fd);
+    }
+    snprintf(path, sizeof(path), "%s/sub", dir);
+    assert_int_equal(mkdir(path, 0755), 0);
+    snprintf(path, sizeof(path), "%s/sub/empty", dir);
+    assert_int_equal(write_file(path, ""), 0);
+    /* A link to a big tree: counted as one entry, never followed. */
+    snprintf(path, sizeof(path), "%s/usr", dir);
+    assert_int_equal(symlink("/usr", path), 0);
+    const char *dirs[] = {dir};
+    sandlet_usage u;
+    assert_false(sandlet_quota_measure(dirs, 1, 0, 0, &u));
+    assert_int_equal(u.entries, 8); /* 5 files, sub, sub/empty, the link */
+    assert_true(u.bytes >= 5 * sizeof(block));
+    assert_true(u.bytes < 1024 * 1024);
+    assert_false(u.too_deep);
+    assert_int_equal(u.error, 0);
+    /* Over the byte bound, and over the entry bound. */
+    assert_true(sandlet_quota_measure(dirs, 1, 4 * sizeof(block), 0, &u));
+    assert_true(sandlet_quota_measure(dirs, 1, 0, 7, &u));
+    assert_false(sandlet_quota_measure(dirs, 1, 1024 * 1024, 8, &u));
+    rm_tree(dir);
+}
+
+/* A bound passed stops the walk: a tree of many files costs one bounded walk. */
+static void test_quota_stops_early(void **state)
+{
+    (void)state;
+    char dir[200], path[300];
+    quota_dir(dir, sizeof(dir), "q-many");
+    for (int i = 0; i < 200; i++) {
+        snprintf(path, sizeof(path), "%s/f%d", dir, i);
+        assert_int_equal(write_file(path, ""), 0);
+    }
+    const char *dirs[] = {dir, dir};
+    sandlet_usage u;
+    assert_true(sandlet_quota_measure(dirs, 2, 0, 10, &u));
+    assert_int_equal(u.entries, 11);
+    /* Both listed directories count. */
+    assert_false(sandlet_quota_measure(dirs, 2, 0, 0, &u));
+    assert_int_equal(u.entries, 400);
+    rm_tree(dir);
+}
+
+/* A chain deeper than the walk follows counts as over, with no recursion. */
+static void test_quota_too_deep(void **state)
+{
+    (void)state;
+    char dir[200];
+    quota_dir(dir, sizeof(dir), "q-deep");
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    assert_true(fd >= 0);
+    for (int i = 0; i < SANDLET_QUOTA_MAX_DEPTH + 5; i++) {
+        assert_int_equal(mkdirat(fd, "d", 0755), 0);
+        int next = openat(fd, "d", O_RDONLY | O_DIRECTORY);
+        close(fd);
+        assert_true(next >= 0);
+        fd = next;
+    }
+    close(fd);
+    const char *dirs[] = {dir};
+    sandlet_usage u;
+    assert_true(sandlet_quota_measure(dirs, 1, 0, 0, &u));
+    assert_true(u.too_deep);
+    /* A missing directory is noted, not fatal. */
+    const char *missing[] = {"/nonexistent/sandlet"};
+    assert_false(sandlet_quota_measure(missing, 1, 0, 0, &u));
+    assert_int_equal(u.error, -ENOENT);
+    rm_tree(dir);
+}
+
 /* ---- fixtures ------------------------------------------------------------------ */
 
 static int setup(void **state)
@@ -1135,6 +1485,12 @@ int main(void)
         cmocka_unit_test(test_rlimits),
         cmocka_unit_test(test_rlimit_nofile),
         cmocka_unit_test(test_memory_too_small),
+        cmocka_unit_test(test_rlimit_fsize),
+        cmocka_unit_test(test_write_blocked),
+        cmocka_unit_test(test_wx_before_confinement),
+        cmocka_unit_test(test_quota_counts),
+        cmocka_unit_test(test_quota_stops_early),
+        cmocka_unit_test(test_quota_too_deep),
         cmocka_unit_test(test_uid_drop),
         cmocka_unit_test(test_uid_without_gid),
     };
@@ -1144,8 +1500,8 @@ int main(void)
     memcpy(all, tests, sizeof(tests));
     for (size_t i = 0; i < ARRAY_LEN(forbidden_cases); i++) {
         const forbidden *f = &forbidden_cases[i];
-        snprintf(names[i], sizeof(names[i]), "test_forbidden_%s%s", f->syscall,
-                 f->groups ? "_with_groups" : "");
+        snprintf(names[i], sizeof(names[i]), "test_forbidden_%s%s_%zu", f->syscall,
+                 f->groups ? "_with_groups" : "", i);
         all[ARRAY_LEN(tests) + i] =
             (struct CMUnitTest){names[i], test_forbidden, NULL, NULL, (void *)f};
     }
