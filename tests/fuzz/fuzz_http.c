@@ -148,6 +148,15 @@ static bool is_tchar(unsigned char c)
            (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
 }
 
+/* Prints a string the acceptor sent, escaped, for the report. */
+static void show(const char *what, const char *s)
+{
+    fprintf(stderr, "%s: \"", what);
+    for (; *s; s++)
+        fprintf(stderr, *s >= 0x20 && *s < 0x7f && *s != '"' ? "%c" : "\\x%02x", (unsigned char)*s);
+    fprintf(stderr, "\"\n");
+}
+
 /* What a worker's serve() relies on, checked on what the acceptor sent. */
 static void check_request(const sandlet_wire_request *wr)
 {
@@ -160,8 +169,14 @@ static void check_request(const sandlet_wire_request *wr)
     uint16_t left = wr->nheaders;
     sandlet_wire_header h;
     while (sandlet_wire_headers_next(&it, &left, &h)) {
+        bool token = *h.name != '\0';
         for (const char *p = h.name; *p; p++)
-            invariant(is_tchar((unsigned char)*p), "REQUEST header name that is no token");
+            token = token && is_tchar((unsigned char)*p);
+        if (!token || strpbrk(h.value, "\r\n")) {
+            show("header name", h.name);
+            show("header value", h.value);
+        }
+        invariant(token, "REQUEST header name that is no token");
         invariant(strpbrk(h.value, "\r\n") == NULL, "REQUEST header value with CR or LF");
     }
 }
