@@ -333,14 +333,16 @@ static void on_client(uv_poll_t *h, int status, int events)
     }
 }
 
-/* The requests of the input as llhttp reads them: whether each is HEAD,
- * so that a response's absent body is expected. */
+/* The requests of the input as llhttp reads them, counted when their head
+ * is complete (the acceptor knows the method from then on, even when the
+ * body then fails): whether each is HEAD, so that a response's absent
+ * body is expected. */
 typedef struct reqlist {
     bool head[MAX_REQS];
     size_t n;
 } reqlist;
 
-static int on_req_complete(llhttp_t *p)
+static int on_req_head(llhttp_t *p)
 {
     reqlist *l = p->data;
     if (l->n < MAX_REQS)
@@ -352,7 +354,7 @@ static void list_requests(const uint8_t *data, size_t size, reqlist *l)
 {
     llhttp_settings_t s;
     llhttp_settings_init(&s);
-    s.on_message_complete = on_req_complete;
+    s.on_headers_complete = on_req_head;
     llhttp_t p;
     llhttp_init(&p, HTTP_REQUEST, &s);
     p.data = l;
