@@ -29,9 +29,11 @@
  * with a 512 KiB stack, so that recursion per pipelined request overflows
  * within a few kilobytes of input rather than needing megabytes.
  *
- * Speed: a few thousand inputs per second on one core (a loopback
+ * Speed: about 8,000 to 10,000 inputs per second on one core (a loopback
  * connection, a few loop turns and a socketpair round trip each).  The
- * client resets its end at close, so no TIME_WAIT piles up.
+ * client resets its end at close, so no TIME_WAIT piles up.  To read a
+ * finding, run the target on the input with FUZZ_HTTP_DUMP=1: it prints
+ * what the client received.
  */
 #include "config.h"
 

@@ -22,7 +22,7 @@
  *
  * Thin on purpose: the session id's format and the cookie's name are
  * changing (a MAC, per-sandbox names); only public calls are used here.
- * A few thousand inputs per second (one servlet run each).
+ * About 15,000 inputs per second (one in-process servlet run each).
  */
 #include "config.h"
 
