@@ -28,8 +28,12 @@ void sandlet_log_set_level(enum sandlet_log_level max)
     max_level = max;
 }
 
-__attribute__((format(printf, 3, 0))) static void vlog(enum sandlet_log_level level, int err,
-                                                       const char *fmt, va_list ap)
+/* Declared as printf-like so that clang's -Wformat-nonliteral checks the
+ * callers' formats instead of refusing the vsnprintf below. */
+static void vlog(enum sandlet_log_level level, int err, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+
+static void vlog(enum sandlet_log_level level, int err, const char *fmt, va_list ap)
 {
     static const char *const names[] = {"error", "warning", "info", "debug"};
     if (level > max_level)

@@ -262,7 +262,11 @@ const char *sandlet_read_str(sandlet_reader *r, size_t *len)
     /* n + 1 cannot overflow: n < 2^32 and size_t is at least 64 bits on
      * every platform sandlet supports; the comparison is written so that
      * it stays correct either way. */
-    if (r->bad || n >= r->len - r->pos || r->p[r->pos + n] != 0) {
+    /* Every reader uses a str as a C string: a NUL inside it would make
+     * the checked length and what is used disagree (a header name "\0x"
+     * passes a non-empty check and reaches a servlet as ""). */
+    if (r->bad || n >= r->len - r->pos || r->p[r->pos + n] != 0 ||
+        memchr(r->p + r->pos, 0, n) != NULL) {
         r->bad = true;
         if (len)
             *len = 0;

@@ -17,7 +17,8 @@
  *   u8, u16, u32, u64   little-endian integers
  *   str                 u32 length n, n bytes, one NUL byte (the NUL is
  *                       not counted in n and must be present: the reader
- *                       hands out pointers into its buffer, no copies)
+ *                       hands out pointers into its buffer, no copies);
+ *                       the n bytes hold no NUL (readers use C strings)
  *
  *   INIT     (acceptor→worker) str sandbox, u16 servlet count, then per
  *            servlet: str path, str library, u16 param count,
@@ -138,7 +139,8 @@ uint16_t sandlet_read_u16(sandlet_reader *r);
 uint32_t sandlet_read_u32(sandlet_reader *r);
 uint64_t sandlet_read_u64(sandlet_reader *r);
 /* Returns a pointer to the NUL-terminated string inside the payload, or
- * "" (and marks the reader bad) when it does not fit or lacks its NUL. */
+ * "" (and marks the reader bad) when it does not fit, lacks its NUL or
+ * holds a NUL before it. */
 const char *sandlet_read_str(sandlet_reader *r, size_t *len);
 /* The unread remainder. */
 const uint8_t *sandlet_read_rest(sandlet_reader *r, size_t *len);

@@ -1725,6 +1725,57 @@ static void test_headers_next_malformed(void **state)
     sandlet_buf_free(&b);
 }
 
+/* A str whose bytes hold a NUL: its length says one thing, every C-string
+ * reader sees another.  A header name "\0ab" passed the non-empty check
+ * and reached the servlet (or the acceptor's header check) as "". */
+static void test_str_embedded_nul(void **state)
+{
+    (void)state;
+    sandlet_buf b;
+    sandlet_buf_init(&b, 0);
+    static const char *const bad[] = {"\0ab", "a\0b", "ab\0"};
+    for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+        /* As a header name, a header value, and the method of a REQUEST. */
+        for (int where = 0; where < 3; where++) {
+            sandlet_buf_reset(&b);
+            put_req_fixed(&b, 1);
+            put_raw_str(&b, 3, where == 2 ? bad[i] : "GET", 3, 0);
+            put_raw_str(&b, 1, "/", 1, 0);
+            put_raw_str(&b, 1, "p", 1, 0);
+            put_raw_str(&b, 3, where == 0 ? bad[i] : "Abc", 3, 0);
+            put_raw_str(&b, 3, where == 1 ? bad[i] : "xyz", 3, 0);
+            assert_int_equal(decode_request_buf(&b), -EPROTO);
+        }
+        /* As a RESPONSE header name. */
+        sandlet_buf_reset(&b);
+        sandlet_buf_put_u16(&b, 200);
+        sandlet_buf_put_u16(&b, 1);
+        sandlet_buf_put_u64(&b, 0);
+        put_raw_str(&b, 3, bad[i], 3, 0);
+        put_raw_str(&b, 1, "v", 1, 0);
+        assert_int_equal(decode_response_buf(&b), -EPROTO);
+        /* And to the plain reader. */
+        sandlet_buf_reset(&b);
+        put_raw_str(&b, 3, bad[i], 3, 0);
+        sandlet_reader r;
+        sandlet_reader_init(&r, b.data, b.len);
+        size_t len = 99;
+        assert_string_equal(sandlet_read_str(&r, &len), "");
+        assert_true(r.bad);
+        assert_int_equal(len, 0);
+    }
+    /* Control: the same shapes without the NUL decode. */
+    sandlet_buf_reset(&b);
+    put_req_fixed(&b, 1);
+    put_raw_str(&b, 3, "GET", 3, 0);
+    put_raw_str(&b, 1, "/", 1, 0);
+    put_raw_str(&b, 1, "p", 1, 0);
+    put_raw_str(&b, 3, "Abc", 3, 0);
+    put_raw_str(&b, 3, "xyz", 3, 0);
+    assert_int_equal(decode_request_buf(&b), 0);
+    sandlet_buf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1766,6 +1817,7 @@ int main(void)
         cmocka_unit_test(test_reader_sticky_bad),
         cmocka_unit_test(test_reader_str),
         cmocka_unit_test(test_headers_next_malformed),
+        cmocka_unit_test(test_str_embedded_nul),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

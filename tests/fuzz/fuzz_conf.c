@@ -1,0 +1,81 @@
+/*
+ * fuzz_conf.c - libFuzzer target for the configuration parser
+ * (src/loop/conf.c, sandlet_conf_parse: the text of sandlet.conf).
+ *
+ * The input is the file's text, given with its exact length and no NUL
+ * after it (as a file read into memory is), so that ASan sees any read
+ * past the end.  A parse that succeeds must give a configuration whose
+ * numbers are in their documented ranges and whose servlets name existing
+ * sandboxes; routing a few paths through it must work.  A parse that fails
+ * must say why in the documented form "NAME:LINE:COL: ..." within the
+ * error buffer.  Leaks of half-built configurations are caught by LSan.
+ *
+ * The parser touches no file or process (it is given a base directory,
+ * not asked to find one): tens of thousands of inputs per second.
+ */
+#include "config.h"
+
+#include "loop/conf.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void invariant(bool ok, const char *what)
+{
+    if (!ok) {
+        fprintf(stderr, "FUZZ INVARIANT violated: %s\n", what);
+        abort();
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *text = malloc(size ? size : 1);
+    if (!text)
+        return 0;
+    memcpy(text, data, size);
+    char err[512];
+    memset(err, 'x', sizeof(err));
+    sandlet_conf *conf = NULL;
+    int rc = sandlet_conf_parse(text, size, "fuzz.conf", "/etc/sandlet", &conf, err, sizeof(err));
+    if (rc < 0) {
+        invariant(conf == NULL, "a failed parse returned a configuration");
+        invariant(memchr(err, '\0', sizeof(err)) != NULL, "error message not terminated");
+        invariant(strncmp(err, "fuzz.conf:", 10) == 0, "error message does not name the file");
+    } else {
+        invariant(conf != NULL, "a parse that succeeded returned no configuration");
+        invariant(conf->nlistens >= 1, "no listen address");
+        for (size_t i = 0; i < conf->nlistens; i++)
+            invariant(conf->listens[i].port <= 65535 && conf->listens[i].host,
+                      "listen address out of range");
+        for (size_t i = 0; i < conf->nsandboxes; i++) {
+            const sandlet_sandbox_conf *sb = &conf->sandboxes[i];
+            invariant(sb->workers >= 1 && sb->workers <= SANDLET_MAX_WORKERS,
+                      "workers out of range");
+            invariant(sb->pipeline >= 1 && sb->pipeline <= SANDLET_MAX_PIPELINE,
+                      "pipeline out of range");
+            invariant(sb->name && *sb->name, "sandbox without a name");
+        }
+        for (size_t i = 0; i < conf->nservlets; i++) {
+            const sandlet_servlet_conf *s = &conf->servlets[i];
+            invariant(s->sandbox < conf->nsandboxes, "servlet in a sandbox that does not exist");
+            invariant(s->path && s->path[0] == '/', "servlet path not absolute");
+            invariant(s->library && s->library[0] == '/', "library path not made absolute");
+            const sandlet_servlet_conf *r = sandlet_conf_route(conf, s->path, strlen(s->path));
+            invariant(r != NULL, "a servlet's own path routes nowhere");
+        }
+        invariant(conf->max_header_size <= SANDLET_MAX_HEADER_SIZE_LIMIT &&
+                      conf->max_body_size <= SANDLET_MAX_BODY_SIZE_LIMIT,
+                  "size limit above its ceiling");
+        static const char *const paths[] = {"/", "/a", "/app/", "/app/x/y", "/hello", ""};
+        for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+            (void)sandlet_conf_route(conf, paths[i], strlen(paths[i]));
+        sandlet_conf_free(conf);
+    }
+    free(text);
+    return 0;
+}

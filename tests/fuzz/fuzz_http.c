@@ -1,0 +1,679 @@
+/*
+ * fuzz_http.c - libFuzzer target for the acceptor's HTTP glue around
+ * llhttp (src/loop/http.c: request heads, targets, bodies, pipelining,
+ * error answers) together with what it drives: routing, static files,
+ * the status page, the access log and the hand-over of a request to a
+ * sandbox worker (src/loop/pool.c).
+ *
+ * How: the real acceptor runs in-process.  A sandlet_server is built as
+ * main.c builds one (configuration parsed from text, a docroot of a few
+ * files in /tmp, a status page, an access log to /dev/null, one sandbox of
+ * one worker) and listens on an ephemeral 127.0.0.1 port.  The worker is
+ * played by this file: the stub of sandlet_server_control takes the
+ * worker's end of the socketpair that pool.c makes, answers INIT with
+ * READY and every request with a well-formed RESPONSE (an echo of the
+ * body, a streamed answer, a 204...), so no process is forked.  Each input
+ * is one client connection: its bytes are written at once (pipelining
+ * whatever requests they hold), the loop runs until the acceptor has
+ * consumed them, then the client half-closes and the loop runs until the
+ * acceptor has closed the connection and the worker is idle again.
+ *
+ * Checked, besides crashes, leaks and UB: every REQUEST frame the acceptor
+ * hands to the worker decodes with the worker's own decoder and holds no
+ * string a C servlet would read short (a request the client can send must
+ * never kill a worker); the acceptor never kills a worker that behaved;
+ * the bytes the client receives are a well-formed sequence of HTTP/1.1
+ * responses (status line, header lines, Content-Length or chunked framing
+ * that matches the bytes, nothing after "Connection: close", no more final
+ * responses than requests plus one error).  The loop runs on a thread
+ * with a 512 KiB stack, so that recursion per pipelined request overflows
+ * within a few kilobytes of input rather than needing megabytes.
+ *
+ * Speed: about 8,000 to 10,000 inputs per second on one core (a loopback
+ * connection, a few loop turns and a socketpair round trip each).  The
+ * client resets its end at close, so no TIME_WAIT piles up.  To read a
+ * finding, run the target on the input with FUZZ_HTTP_DUMP=1: it prints
+ * what the client received.
+ */
+#include "config.h"
+
+#include "loop/acceptor.h"
+#include "loop/log.h"
+#include "sandbox/control.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+#define STACK_SIZE ((size_t)512 * 1024)
+#define ECHO_MAX   ((size_t)16 * 1024)
+#define MAX_REQS   4096
+#define CLIENT_MAX ((size_t)8 * 1024 * 1024)
+
+static struct {
+    uv_loop_t loop;
+    sandlet_server srv;
+    uv_tcp_t listener;
+    bool paused[1];
+    struct sockaddr_in addr;
+    char root[64];
+    /* The played worker. */
+    int wfd;
+    uv_poll_t wpoll;
+    bool wpoll_on;
+    sandlet_buf win;
+    bool gathering;
+    uint32_t gather_id;
+    sandlet_buf reqhead, reqbody;
+    unsigned pending; /* requests taken, not yet answered */
+    /* The client. */
+    int cfd;
+    uv_poll_t cpoll;
+    bool ceof;
+    sandlet_buf cin;
+    /* The thread that runs the loop. */
+    pthread_t thread;
+    sem_t go, done;
+    const uint8_t *data;
+    size_t size;
+} g = {.wfd = -1, .cfd = -1};
+
+static void invariant(bool ok, const char *what)
+{
+    if (!ok) {
+        fprintf(stderr, "FUZZ INVARIANT violated: %s\n", what);
+        abort();
+    }
+}
+
+/* ---- what main.c would provide ----------------------------------------- */
+
+static void on_worker(uv_poll_t *h, int status, int events);
+
+int sandlet_server_control(sandlet_server *srv, uint32_t type, uint32_t sandbox, uint32_t slot,
+                           uint32_t gen, int fd, int32_t status)
+{
+    (void)srv, (void)sandbox, (void)slot, (void)gen, (void)status;
+    if (type == SANDLET_CTL_SPAWN) {
+        invariant(g.wfd < 0, "a second worker started while the first is up");
+        g.wfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        invariant(g.wfd >= 0, "cannot keep the worker's socket");
+        uv_poll_init(&g.loop, &g.wpoll, g.wfd);
+        uv_poll_start(&g.wpoll, UV_READABLE, on_worker);
+        g.wpoll_on = true;
+        g.gathering = false;
+        g.pending = 0;
+        sandlet_buf_reset(&g.win);
+        return 0;
+    }
+    /* A played worker answers every request correctly and in time. */
+    invariant(type != SANDLET_CTL_KILL, "the acceptor killed a worker that behaved");
+    return 0;
+}
+
+void sandlet_server_check_stopped(sandlet_server *srv)
+{
+    (void)srv;
+}
+
+/* ---- the played worker --------------------------------------------------- */
+
+static void worker_send(const sandlet_buf *b)
+{
+    invariant(b->error == 0, "the played worker could not build a frame");
+    size_t off = 0;
+    while (off < b->len) {
+        ssize_t n = write(g.wfd, b->data + off, b->len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        invariant(n > 0, "the played worker could not write");
+        off += (size_t)n;
+    }
+}
+
+static bool is_tchar(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+/* Prints a string the acceptor sent, escaped, for the report. */
+static void show(const char *what, const char *s)
+{
+    fprintf(stderr, "%s: \"", what);
+    for (; *s; s++)
+        fprintf(stderr, *s >= 0x20 && *s < 0x7f && *s != '"' ? "%c" : "\\x%02x", (unsigned char)*s);
+    fprintf(stderr, "\"\n");
+}
+
+/* What a worker's serve() relies on, checked on what the acceptor sent. */
+static void check_request(const sandlet_wire_request *wr)
+{
+    invariant(wr->servlet < 2, "REQUEST for a servlet the sandbox does not have");
+    invariant(strlen(wr->method) == wr->method_len && strlen(wr->target) == wr->target_len &&
+                  strlen(wr->peer) == wr->peer_len,
+              "REQUEST string with a NUL inside");
+    invariant(wr->target[0] == '/' || wr->target[0] == '*', "REQUEST target not in origin form");
+    sandlet_reader it = wr->headers;
+    uint16_t left = wr->nheaders;
+    sandlet_wire_header h;
+    while (sandlet_wire_headers_next(&it, &left, &h)) {
+        bool token = *h.name != '\0';
+        for (const char *p = h.name; *p; p++)
+            token = token && is_tchar((unsigned char)*p);
+        if (!token || strpbrk(h.value, "\r\n")) {
+            show("header name", h.name);
+            show("header value", h.value);
+        }
+        invariant(token, "REQUEST header name that is no token");
+        invariant(strpbrk(h.value, "\r\n") == NULL, "REQUEST header value with CR or LF");
+    }
+}
+
+static void respond(uint32_t id, const uint8_t *payload, size_t len, const uint8_t *body,
+                    size_t body_len)
+{
+    sandlet_wire_request wr;
+    int rc = sandlet_wire_request_decode(payload, len, &wr);
+    if (rc < 0) {
+        fprintf(stderr, "the acceptor sent a REQUEST the worker's decoder refuses (%d)\n", rc);
+        invariant(false, "a client's request would kill the worker");
+    }
+    check_request(&wr);
+    if (!body) {
+        body = wr.body;
+        body_len = wr.body_len;
+    }
+    sandlet_buf b;
+    sandlet_buf_init(&b, 0);
+    const char *t = wr.target;
+    size_t start = sandlet_frame_begin(&b, SANDLET_FRAME_RESPONSE, id);
+    if (strstr(t, "stream")) {
+        /* Unknown length: chunked for 1.1, close-delimited for 1.0. */
+        sandlet_buf_put_u16(&b, 200);
+        sandlet_buf_put_u16(&b, 1);
+        sandlet_buf_put_u64(&b, SANDLET_LENGTH_UNKNOWN);
+        sandlet_buf_put_str(&b, "X-Played", 8);
+        sandlet_buf_put_str(&b, "stream", 6);
+        sandlet_buf_put(&b, "first ", 6);
+        sandlet_frame_finish(&b, start, 0);
+        start = sandlet_frame_begin(&b, SANDLET_FRAME_BODY, id);
+        sandlet_buf_put(&b, "second", 6);
+        sandlet_frame_finish(&b, start, 0);
+        start = sandlet_frame_begin(&b, SANDLET_FRAME_BODY, id);
+        sandlet_frame_finish(&b, start, SANDLET_FRAME_END);
+    } else if (strstr(t, "204") || strstr(t, "304")) {
+        sandlet_buf_put_u16(&b, strstr(t, "204") ? 204 : 304);
+        sandlet_buf_put_u16(&b, 0);
+        sandlet_buf_put_u64(&b, SANDLET_LENGTH_UNKNOWN);
+        sandlet_frame_finish(&b, start, SANDLET_FRAME_END);
+    } else {
+        size_t n = body_len < ECHO_MAX ? body_len : ECHO_MAX;
+        sandlet_buf_put_u16(&b, strstr(t, "404") ? 404 : 200);
+        sandlet_buf_put_u16(&b, 2);
+        sandlet_buf_put_u64(&b, n);
+        sandlet_buf_put_str(&b, "Content-Type", 12);
+        sandlet_buf_put_str(&b, "application/octet-stream", 24);
+        sandlet_buf_put_str(&b, "Set-Cookie", 10);
+        sandlet_buf_put_str(&b, "a=b; Path=/", 11);
+        sandlet_buf_put(&b, body, n);
+        sandlet_frame_finish(&b, start, SANDLET_FRAME_END);
+    }
+    worker_send(&b);
+    sandlet_buf_free(&b);
+    g.pending--;
+}
+
+static void worker_frames(void)
+{
+    size_t off = 0;
+    for (;;) {
+        sandlet_frame_hdr h;
+        int rc = sandlet_frame_header_decode(g.win.data + off, g.win.len - off, &h);
+        if (rc == -EAGAIN)
+            break;
+        invariant(rc == 0, "the acceptor sent a bad frame header");
+        if (g.win.len - off - SANDLET_FRAME_HEADER < h.length)
+            break;
+        const uint8_t *payload = g.win.data + off + SANDLET_FRAME_HEADER;
+        bool end = h.flags & SANDLET_FRAME_END;
+        if (h.type == SANDLET_FRAME_INIT) {
+            sandlet_buf b;
+            sandlet_buf_init(&b, 0);
+            size_t start = sandlet_frame_begin(&b, SANDLET_FRAME_READY, 0);
+            sandlet_frame_finish(&b, start, SANDLET_FRAME_END);
+            worker_send(&b);
+            sandlet_buf_free(&b);
+        } else if (h.type == SANDLET_FRAME_REQUEST && !g.gathering) {
+            g.pending++;
+            if (end) {
+                respond(h.id, payload, h.length, NULL, 0);
+            } else {
+                sandlet_wire_request wr;
+                invariant(sandlet_wire_request_decode(payload, h.length, &wr) == 0,
+                          "a client's request would kill the worker");
+                sandlet_buf_reset(&g.reqhead);
+                sandlet_buf_reset(&g.reqbody);
+                sandlet_buf_put(&g.reqhead, payload, h.length);
+                sandlet_buf_put(&g.reqbody, wr.body, wr.body_len);
+                g.gathering = true;
+                g.gather_id = h.id;
+            }
+        } else if (h.type == SANDLET_FRAME_REQBODY && g.gathering && h.id == g.gather_id) {
+            sandlet_buf_put(&g.reqbody, payload, h.length);
+            if (end) {
+                g.gathering = false;
+                respond(h.id, g.reqhead.data, g.reqhead.len,
+                        g.reqbody.len ? g.reqbody.data : (const uint8_t *)"", g.reqbody.len);
+            }
+        } else {
+            invariant(false, "the acceptor sent a frame out of sequence");
+        }
+        off += SANDLET_FRAME_HEADER + h.length;
+    }
+    sandlet_buf_consume(&g.win, off);
+}
+
+static void on_worker(uv_poll_t *h, int status, int events)
+{
+    (void)h, (void)events;
+    invariant(status == 0, "polling the worker's socket failed");
+    for (;;) {
+        if (sandlet_buf_reserve(&g.win, 64 * 1024) < 0)
+            invariant(false, "out of memory in the played worker");
+        ssize_t n = recv(g.wfd, g.win.data + g.win.len, 64 * 1024, MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (n <= 0) {
+            /* The acceptor closed the worker's socket: not expected
+             * while it runs (it does so only to stop or recycle). */
+            invariant(false, "the acceptor dropped a worker that behaved");
+        }
+        g.win.len += (size_t)n;
+        worker_frames();
+    }
+}
+
+/* ---- the client ------------------------------------------------------------ */
+
+static void on_client(uv_poll_t *h, int status, int events)
+{
+    (void)h, (void)events;
+    invariant(status == 0, "polling the client socket failed");
+    for (;;) {
+        uint8_t buf[64 * 1024];
+        ssize_t n = recv(g.cfd, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n <= 0) {
+            /* EOF, or a reset: the acceptor cut the connection. */
+            g.ceof = true;
+            uv_poll_stop(&g.cpoll);
+            return;
+        }
+        if (g.cin.len + (size_t)n <= CLIENT_MAX)
+            sandlet_buf_put(&g.cin, buf, (size_t)n);
+        else
+            invariant(false, "more than 8 MiB of responses to a small input");
+    }
+}
+
+/* The requests of the input as llhttp reads them, counted when their head
+ * is complete (the acceptor knows the method from then on, even when the
+ * body then fails): whether each is HEAD, so that a response's absent
+ * body is expected. */
+typedef struct reqlist {
+    bool head[MAX_REQS];
+    size_t n;
+} reqlist;
+
+static int on_req_head(llhttp_t *p)
+{
+    reqlist *l = p->data;
+    if (l->n < MAX_REQS)
+        l->head[l->n++] = llhttp_get_method(p) == HTTP_HEAD;
+    return 0;
+}
+
+static void list_requests(const uint8_t *data, size_t size, reqlist *l)
+{
+    llhttp_settings_t s;
+    llhttp_settings_init(&s);
+    s.on_headers_complete = on_req_head;
+    llhttp_t p;
+    llhttp_init(&p, HTTP_REQUEST, &s);
+    p.data = l;
+    l->n = 0;
+    llhttp_execute(&p, (const char *)data, size);
+}
+
+static bool starts(const uint8_t *p, const uint8_t *end, const char *s)
+{
+    size_t n = strlen(s);
+    return (size_t)(end - p) >= n && memcmp(p, s, n) == 0;
+}
+
+/* Parses one header line [p, e); returns false when it is malformed. */
+static bool header_line(const uint8_t *p, const uint8_t *e, long long *cl, bool *chunked,
+                        bool *close)
+{
+    const uint8_t *colon = memchr(p, ':', (size_t)(e - p));
+    if (!colon || colon == p)
+        return false;
+    for (const uint8_t *q = p; q < colon; q++)
+        if (!is_tchar(*q))
+            return false;
+    for (const uint8_t *q = colon + 1; q < e; q++)
+        if (*q == '\r' || *q == '\n' || *q == 0)
+            return false;
+    size_t nl = (size_t)(colon - p);
+    const char *v = (const char *)colon + 1;
+    size_t vl = (size_t)(e - colon - 1);
+    while (vl && *v == ' ')
+        v++, vl--;
+    if (nl == 14 && strncasecmp((const char *)p, "Content-Length", 14) == 0) {
+        if (*cl >= 0 || vl == 0 || vl > 15)
+            return false;
+        long long n = 0;
+        for (size_t i = 0; i < vl; i++) {
+            if (v[i] < '0' || v[i] > '9')
+                return false;
+            n = n * 10 + (v[i] - '0');
+        }
+        *cl = n;
+    } else if (nl == 17 && strncasecmp((const char *)p, "Transfer-Encoding", 17) == 0) {
+        if (vl != 7 || strncasecmp(v, "chunked", 7) != 0)
+            return false;
+        *chunked = true;
+    } else if (nl == 10 && strncasecmp((const char *)p, "Connection", 10) == 0) {
+        *close = vl == 5 && strncasecmp(v, "close", 5) == 0;
+    }
+    return true;
+}
+
+/* Reads a chunked body at *pp; false when it is malformed or cut. */
+static bool chunked_body(const uint8_t **pp, const uint8_t *end)
+{
+    const uint8_t *p = *pp;
+    for (;;) {
+        size_t n = 0;
+        const uint8_t *s = p;
+        while (p < end && ((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'))) {
+            if (n > ((size_t)1 << 40))
+                return false;
+            n = n * 16 + (size_t)(*p <= '9' ? *p - '0' : *p - 'a' + 10);
+            p++;
+        }
+        if (p == s || !starts(p, end, "\r\n"))
+            return false;
+        p += 2;
+        if (n == 0) {
+            if (!starts(p, end, "\r\n"))
+                return false;
+            *pp = p + 2;
+            return true;
+        }
+        if ((size_t)(end - p) < n + 2 || p[n] != '\r' || p[n + 1] != '\n')
+            return false;
+        p += n + 2;
+    }
+}
+
+static void check_responses(const uint8_t *b, size_t n, const reqlist *reqs)
+{
+    const uint8_t *p = b, *end = b + n;
+    size_t finals = 0;
+    bool closed = false;
+    while (p < end) {
+        invariant(!closed, "bytes after a response that said Connection: close");
+        const uint8_t *he = memmem(p, (size_t)(end - p), "\r\n\r\n", 4);
+        invariant(he != NULL, "a response head is cut short");
+        invariant(starts(p, he, "HTTP/1.1 ") && he - p >= 13, "a response without a status line");
+        int status = 0;
+        for (int i = 9; i < 12; i++) {
+            invariant(p[i] >= '0' && p[i] <= '9', "a status that is not three digits");
+            status = status * 10 + (p[i] - '0');
+        }
+        invariant(p[12] == ' ' || p[12] == '\r', "a status line without a reason");
+        invariant(status == 100 || (status >= 200 && status <= 599), "a status out of range");
+        const uint8_t *line = memmem(p, (size_t)(he + 2 - p), "\r\n", 2);
+        for (const uint8_t *q = p; q < line; q++)
+            invariant(*q != '\n' && *q != 0, "a bare LF or NUL in a status line");
+        long long cl = -1;
+        bool chunked = false, close = false;
+        p = line + 2;
+        while (p < he + 2) {
+            const uint8_t *e = memmem(p, (size_t)(he + 2 - p), "\r\n", 2);
+            invariant(header_line(p, e, &cl, &chunked, &close), "a malformed response header");
+            p = e + 2;
+        }
+        p = he + 4;
+        invariant(!(chunked && cl >= 0), "a response with both a length and chunking");
+        if (status < 200)
+            continue; /* 100 Continue: the final response follows */
+        bool head = finals < reqs->n && reqs->head[finals];
+        finals++;
+        if (status == 204 || status == 304) {
+            invariant(!chunked, "a chunked body on a status that has none");
+        } else if (chunked && head) {
+            /* HEAD of a streamed answer: the framing it would have, no
+             * body (error pages, the only answers the acceptor may give
+             * before it knows the method, carry a length). */
+        } else if (chunked) {
+            invariant(chunked_body(&p, end), "a malformed chunked body");
+        } else if (cl >= 0) {
+            /* HEAD gets the length without the body, but an answer the
+             * acceptor gave before it knew the method carries a body. */
+            bool skip = head && (p == end || starts(p, end, "HTTP/1.1 "));
+            if (!skip) {
+                invariant(end - p >= cl, "a body shorter than its Content-Length");
+                p += cl;
+            }
+        } else if (!head) {
+            invariant(close, "a body without length, chunking or Connection: close");
+            p = end;
+        }
+        closed = close;
+    }
+    invariant(finals <= reqs->n + 1, "more responses than requests");
+}
+
+/* ---- one input ------------------------------------------------------------ */
+
+static bool acceptor_idle(bool seen)
+{
+    sandlet_conn *c = g.srv.conns;
+    if (!c)
+        return seen;
+    if (c->state != CONN_READING || c->in.len || c->pending_writes)
+        return false;
+    int fd, avail = 0;
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) < 0 || ioctl(fd, FIONREAD, &avail) < 0)
+        return true;
+    return avail == 0;
+}
+
+static bool worker_idle(void)
+{
+    const sandlet_worker *w = &g.srv.pools[0].workers[0];
+    return g.pending == 0 && !g.gathering && w->state == W_IDLE && w->rcount == 0;
+}
+
+static void run_input(const uint8_t *data, size_t size)
+{
+    g.cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    invariant(g.cfd >= 0, "no client socket");
+    invariant(connect(g.cfd, (struct sockaddr *)&g.addr, sizeof(g.addr)) == 0,
+              "cannot connect to the acceptor");
+    size_t off = 0;
+    while (off < size) {
+        ssize_t n = send(g.cfd, data + off, size - off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break; /* the acceptor already closed: what it said is read below */
+        off += (size_t)n;
+    }
+    g.ceof = false;
+    sandlet_buf_reset(&g.cin);
+    uv_poll_init(&g.loop, &g.cpoll, g.cfd);
+    uv_poll_start(&g.cpoll, UV_READABLE | UV_DISCONNECT, on_client);
+    bool seen = false, half_closed = false;
+    for (;;) {
+        seen = seen || g.srv.conns != NULL;
+        if (!half_closed && acceptor_idle(seen)) {
+            shutdown(g.cfd, SHUT_WR);
+            half_closed = true;
+        }
+        if (half_closed && g.ceof && g.srv.nconns == 0 && worker_idle())
+            break;
+        uv_run(&g.loop, UV_RUN_ONCE);
+    }
+    uv_close((uv_handle_t *)&g.cpoll, NULL);
+    uv_run(&g.loop, UV_RUN_NOWAIT);
+    /* A reset, not a FIN: no TIME_WAIT left behind per input. */
+    struct linger lg = {1, 0};
+    setsockopt(g.cfd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    close(g.cfd);
+    g.cfd = -1;
+
+    /* FUZZ_HTTP_DUMP=1: what the client received, to read a finding. */
+    if (getenv("FUZZ_HTTP_DUMP"))
+        fprintf(stderr, "---- %zu bytes received:\n%.*s\n----\n", g.cin.len, (int)g.cin.len,
+                g.cin.data ? (const char *)g.cin.data : "");
+    static reqlist reqs;
+    list_requests(data, size, &reqs);
+    check_responses(g.cin.data ? g.cin.data : (const uint8_t *)"", g.cin.len, &reqs);
+}
+
+/* ---- set-up ------------------------------------------------------------------ */
+
+static void write_file(const char *name, const char *content, size_t len)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/%s", g.root, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    invariant(fd >= 0 && write(fd, content, len) == (ssize_t)len && close(fd) == 0,
+              "cannot write the docroot");
+}
+
+static void setup(void)
+{
+    sandlet_log_set_level(SANDLET_LOG_ERROR);
+    strcpy(g.root, "/tmp/sandlet-fuzz-http-XXXXXX");
+    invariant(mkdtemp(g.root) != NULL, "cannot make the docroot");
+    write_file("index.html", "<!DOCTYPE html>\n<title>fuzz</title>\n", 36);
+    write_file("a.txt", "hello\n", 6);
+    static char big[300 * 1024];
+    memset(big, 'b', sizeof(big));
+    write_file("big.bin", big, sizeof(big));
+    char sub[128];
+    snprintf(sub, sizeof(sub), "%s/sub", g.root);
+    invariant(mkdir(sub, 0755) == 0, "cannot make the docroot");
+    write_file("sub/index.html", "sub\n", 4);
+
+    char text[1024];
+    int n = snprintf(text, sizeof(text),
+                     "listen 127.0.0.1:0;\n"
+                     "docroot %s;\n"
+                     "status-page /status;\n"
+                     "max-header-size 16k;\n"
+                     "max-target-length 2k;\n"
+                     "max-body-size 64k;\n"
+                     "sandbox app { workers 1; pipeline 4; queue 16; queue-timeout 2000; }\n"
+                     "servlet /app/* { library /nonexistent/app.so; sandbox app; }\n"
+                     "servlet /small { library /nonexistent/small.so; sandbox app; "
+                     "max-body-size 16; }\n",
+                     g.root);
+    invariant(n > 0 && (size_t)n < sizeof(text), "configuration too long");
+    char err[512];
+    sandlet_conf *conf;
+    if (sandlet_conf_parse(text, (size_t)n, "fuzz.conf", "/", &conf, err, sizeof(err)) < 0) {
+        fprintf(stderr, "fuzz_http: %s\n", err);
+        abort();
+    }
+    invariant(uv_loop_init(&g.loop) == 0, "no loop");
+    sandlet_server *srv = &g.srv;
+    srv->loop = &g.loop;
+    srv->conf = conf;
+    srv->ctl = -1;
+    srv->confine = false;
+    invariant(sandlet_files_open(srv) == 0, "cannot open the docroot");
+    srv->access_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    sandlet_access_start(srv);
+    sandlet_buf_init(&g.win, 0);
+    sandlet_buf_init(&g.reqhead, 0);
+    sandlet_buf_init(&g.reqbody, 0);
+    sandlet_buf_init(&g.cin, 0);
+
+    g.addr.sin_family = AF_INET;
+    g.addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    uv_tcp_init(&g.loop, &g.listener);
+    g.listener.data = srv;
+    invariant(uv_tcp_bind(&g.listener, (struct sockaddr *)&g.addr, 0) == 0, "cannot bind");
+    int len = sizeof(g.addr);
+    uv_tcp_getsockname(&g.listener, (struct sockaddr *)&g.addr, &len);
+    invariant(uv_listen((uv_stream_t *)&g.listener, 64, sandlet_http_accept) == 0, "cannot listen");
+    srv->listeners = &g.listener;
+    srv->nlisteners = 1;
+    srv->paused = g.paused;
+    invariant(sandlet_pools_start(srv) == 0, "cannot start the sandbox");
+    /* Until the played worker said READY. */
+    while (!worker_idle())
+        uv_run(&g.loop, UV_RUN_ONCE);
+}
+
+static void *loop_thread(void *arg)
+{
+    (void)arg;
+    setup();
+    sem_post(&g.done);
+    for (;;) {
+        sem_wait(&g.go);
+        run_input(g.data, g.size);
+        sem_post(&g.done);
+    }
+    return NULL;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    signal(SIGPIPE, SIG_IGN);
+    pthread_attr_t attr;
+    invariant(sem_init(&g.go, 0, 0) == 0 && sem_init(&g.done, 0, 0) == 0, "no semaphores");
+    invariant(pthread_attr_init(&attr) == 0 && pthread_attr_setstacksize(&attr, STACK_SIZE) == 0,
+              "no thread attributes");
+    invariant(pthread_create(&g.thread, &attr, loop_thread, NULL) == 0, "no loop thread");
+    pthread_attr_destroy(&attr);
+    sem_wait(&g.done);
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    g.data = data;
+    g.size = size;
+    sem_post(&g.go);
+    while (sem_wait(&g.done) < 0 && errno == EINTR)
+        ;
+    return 0;
+}
