@@ -84,6 +84,8 @@ struct sandlet_conn {
     /* Headers before the body; those parsed after a chunked body are
      * trailer fields, checked and dropped. */
     unsigned nhead;
+    /* Fields whose name and value are complete (NUL-terminated in head). */
+    unsigned nterminated;
     uint32_t target, target_len;
     bool in_value; /* last header callback was a value */
     /* The input parsed so far ends in a line feed and optional blanks: a

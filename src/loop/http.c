@@ -324,7 +324,7 @@ static void reset_request(sandlet_conn *c)
 {
     sandlet_buf_reset(&c->head);
     sandlet_buf_reset(&c->body);
-    c->nhdrs = c->nhead = 0;
+    c->nhdrs = c->nhead = c->nterminated = 0;
     c->target = c->target_len = 0;
     c->in_value = false;
     c->nhost = 0;
@@ -622,12 +622,21 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len)
 
 static int on_header_value_complete(llhttp_t *p)
 {
-    return head_put(conn_of(p), "", 1, 431);
+    sandlet_conn *c = conn_of(p);
+    if (head_put(c, "", 1, 431) < 0)
+        return -1;
+    c->nterminated = c->nhdrs;
+    return 0;
 }
 
+/* Only fields whose name and value are both NUL-terminated are looked at:
+ * a request refused in the middle of a field (a bad byte, a timeout) is
+ * still logged, and its last field ends nowhere in particular.  Once the
+ * head is complete, trailer fields are not headers. */
 const char *sandlet_conn_header(const sandlet_conn *c, const char *name)
 {
-    for (unsigned i = 0; i < c->nhdrs; i++)
+    unsigned n = c->nhead ? c->nhead : c->nterminated;
+    for (unsigned i = 0; i < n; i++)
         if (strcasecmp((const char *)c->head.data + c->hdrs[i].name, name) == 0)
             return (const char *)c->head.data + c->hdrs[i].value;
     return NULL;
@@ -776,7 +785,7 @@ static int on_message_complete(llhttp_t *p)
         c->error_status = 400;
         return -1;
     }
-    c->nhdrs = c->nhead;
+    c->nhdrs = c->nterminated = c->nhead;
     set_phase(c, PHASE_DONE);
     /* Stop here: the rest of the input waits until this request is
      * answered, which keeps pipelined responses in order. */
