@@ -21,7 +21,6 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <link.h>
 #include <linux/capability.h>
 #include <linux/landlock.h>
 #include <pthread.h>
@@ -158,10 +157,12 @@ static const rule allowlist[] = {
     {"read", BASE, ANY},                /* request frames on the socketpair */
     {"readv", BASE, ANY},               /* scatter reads on descriptors it has */
     {"restart_syscall", BASE, ANY},     /* resumes a sleep interrupted by a signal */
+    {"rseq", BASE, ANY},                /* a thread init started registers itself (glibc) */
     {"rt_sigaction", BASE, NOT_SIGSYS}, /* signal handlers, except SIGSYS (the reporter) */
     {"rt_sigprocmask", BASE, ANY},      /* signal masks; abort(), raise() */
     {"rt_sigreturn", BASE, ANY},        /* return from a signal handler */
     {"sched_yield", BASE, ANY},         /* spinning locks back off */
+    {"set_robust_list", BASE, ANY},     /* a thread init started registers its mutex list */
     {"sysinfo", BASE, ANY},             /* qsort() asks sysconf(_SC_PHYS_PAGES) */
     {"tgkill", BASE, SELF},             /* raise() and abort(): signals to itself only */
     {"time", BASE, ANY},                /* time(); vDSO fallback */
@@ -587,11 +588,13 @@ static int set_identity(const run *r)
     if (getresuid(&ru, &eu, &su) < 0 || getresgid(&rg, &eg, &sg) < 0)
         return report(r, -errno, NULL, "report a bug", "getresuid()");
     if (set_uid && (ru != c->uid || eu != c->uid || su != c->uid))
-        return report(r, -EPERM, priv ? "the ids are still mixed" : "the worker runs as another user",
+        return report(r, -EPERM,
+                      priv ? "the ids are still mixed" : "the worker runs as another user",
                       priv ? "report a bug" : fix, "uid %u: real/effective/saved %u/%u/%u",
                       (unsigned)c->uid, (unsigned)ru, (unsigned)eu, (unsigned)su);
     if (set_gid && (rg != c->gid || eg != c->gid || sg != c->gid))
-        return report(r, -EPERM, priv ? "the ids are still mixed" : "the worker runs as another group",
+        return report(r, -EPERM,
+                      priv ? "the ids are still mixed" : "the worker runs as another group",
                       priv ? "report a bug" : fix, "gid %u: real/effective/saved %u/%u/%u",
                       (unsigned)c->gid, (unsigned)rg, (unsigned)eg, (unsigned)sg);
     int ngroups = getgroups(0, NULL);
@@ -601,11 +604,11 @@ static int set_identity(const run *r)
                            : "the supervisor must call setgroups(0) before it starts the worker",
                       "setgroups(0): %d groups", ngroups);
     if (set_uid && (setuid(0) == 0 || errno != EPERM))
-        return report(r, -EPERM, "the drop is reversible", "report a bug",
-                      "setuid(0) as uid %u", (unsigned)c->uid);
+        return report(r, -EPERM, "the drop is reversible", "report a bug", "setuid(0) as uid %u",
+                      (unsigned)c->uid);
     if (set_uid && !(set_gid && c->gid == 0) && (setgid(0) == 0 || errno != EPERM))
-        return report(r, -EPERM, "the drop is reversible", "report a bug",
-                      "setgid(0) as uid %u", (unsigned)c->uid);
+        return report(r, -EPERM, "the drop is reversible", "report a bug", "setgid(0) as uid %u",
+                      (unsigned)c->uid);
     return 0;
 }
 
@@ -704,9 +707,27 @@ static int landlock_path(const run *r, int rfd, const char *kind, const char *pa
  * ld.so's cache.  Readable only: mapping a library needs no execute right,
  * and without it nothing there can be started as a program. */
 static const char *const system_libs[] = {
-    "/etc/ld.so.cache", "/lib",           "/lib32",         "/lib64", "/usr/lib",
-    "/usr/lib32",       "/usr/lib64",     "/usr/local/lib", "/usr/local/lib64",
+    "/etc/ld.so.cache", "/lib",       "/lib32",         "/lib64",           "/usr/lib",
+    "/usr/lib32",       "/usr/lib64", "/usr/local/lib", "/usr/local/lib64",
 };
+
+/* ELF types of this architecture's word size (what ElfW() of <link.h>
+ * names, spelled out). */
+#if UINTPTR_MAX > 0xffffffffu
+typedef Elf64_Ehdr elf_ehdr;
+typedef Elf64_Phdr elf_phdr;
+typedef Elf64_Dyn elf_dyn;
+typedef Elf64_Addr elf_addr;
+typedef Elf64_Xword elf_word;
+#define ELF_CLASS ELFCLASS64
+#else
+typedef Elf32_Ehdr elf_ehdr;
+typedef Elf32_Phdr elf_phdr;
+typedef Elf32_Dyn elf_dyn;
+typedef Elf32_Addr elf_addr;
+typedef Elf32_Word elf_word;
+#define ELF_CLASS ELFCLASS32
+#endif
 
 /* Reads len bytes at off, all or nothing. */
 static bool read_at(int fd, void *buf, size_t len, off_t off)
@@ -716,7 +737,7 @@ static bool read_at(int fd, void *buf, size_t len, off_t off)
 }
 
 /* The file offset of a virtual address of an ELF object, or -1. */
-static off_t vaddr_offset(const ElfW(Phdr) * ph, size_t n, ElfW(Addr) v)
+static off_t vaddr_offset(const elf_phdr *ph, size_t n, elf_addr v)
 {
     for (size_t i = 0; i < n; i++)
         if (ph[i].p_type == PT_LOAD && v >= ph[i].p_vaddr && v - ph[i].p_vaddr < ph[i].p_filesz)
@@ -732,23 +753,23 @@ static bool lib_runpath(const char *lib, char *out, size_t outlen)
     if (fd < 0)
         return false;
     bool found = false;
-    ElfW(Ehdr) eh;
-    ElfW(Phdr) ph[64];
+    elf_ehdr eh;
+    elf_phdr ph[64];
     if (!read_at(fd, &eh, sizeof(eh), 0) || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
-        eh.e_ident[EI_CLASS] != (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32) ||
-        eh.e_phentsize != sizeof(ElfW(Phdr)) || eh.e_phnum == 0 || eh.e_phnum > ARRAY_LEN(ph) ||
-        !read_at(fd, ph, eh.e_phnum * sizeof(ElfW(Phdr)), (off_t)eh.e_phoff))
+        eh.e_ident[EI_CLASS] != ELF_CLASS || eh.e_phentsize != sizeof(elf_phdr) ||
+        eh.e_phnum == 0 || eh.e_phnum > ARRAY_LEN(ph) ||
+        !read_at(fd, ph, eh.e_phnum * sizeof(elf_phdr), (off_t)eh.e_phoff))
         goto out;
     size_t nph = eh.e_phnum;
     for (size_t i = 0; i < nph && !found; i++) {
         if (ph[i].p_type != PT_DYNAMIC)
             continue;
-        ElfW(Addr) strtab = 0;
-        ElfW(Xword) strsz = 0, runpath = 0, rpath = 0;
+        elf_addr strtab = 0;
+        elf_word strsz = 0, runpath = 0, rpath = 0;
         bool has_runpath = false, has_rpath = false;
-        size_t ndyn = ph[i].p_filesz / sizeof(ElfW(Dyn));
+        size_t ndyn = ph[i].p_filesz / sizeof(elf_dyn);
         for (size_t k = 0; k < ndyn && k < 4096; k++) {
-            ElfW(Dyn) d;
+            elf_dyn d;
             if (!read_at(fd, &d, sizeof(d), (off_t)(ph[i].p_offset + k * sizeof(d))) ||
                 d.d_tag == DT_NULL)
                 break;
@@ -761,7 +782,7 @@ static bool lib_runpath(const char *lib, char *out, size_t outlen)
             else if (d.d_tag == DT_RPATH)
                 rpath = d.d_un.d_val, has_rpath = true;
         }
-        ElfW(Xword) at = has_runpath ? runpath : rpath;
+        elf_word at = has_runpath ? runpath : rpath;
         off_t base = vaddr_offset(ph, nph, strtab);
         if ((!has_runpath && !has_rpath) || base < 0 || at >= strsz)
             break;
@@ -828,8 +849,8 @@ static int landlock_libraries(const run *r, int rfd, uint64_t handled)
 {
     const sandlet_confine *c = r->c;
     uint64_t access = handled & LANDLOCK_ACCESS_FS_READ_FILE;
-    if (!c->nlibs)
-        return 0;
+    if (rfd < 0 || !c->nlibs)
+        return 0; /* no Landlock: nothing to grant */
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < ARRAY_LEN(system_libs); i++)
         rc = landlock_lib(r, rfd, system_libs[i], access);
@@ -911,8 +932,7 @@ static int apply_landlock(const run *r, bool *active)
                           (unsigned long long)handled);
     }
     int rc = 0;
-    if (rfd >= 0)
-        rc = landlock_libraries(r, rfd, handled);
+    rc = landlock_libraries(r, rfd, handled);
     for (size_t i = 0; rc == 0 && i < c->nread; i++)
         rc = landlock_path(r, rfd, "read", c->read_paths[i], handled & LL_READ);
     /* Over its write quota, a sandbox keeps reading what it wrote. */
@@ -1119,9 +1139,11 @@ static int apply_seccomp(const run *r)
     if ((rc = seccomp_load(ctx)) < 0) {
         int threads = sandlet_confine_threads();
         if (rc == -ESRCH)
-            rc = report(r, rc, "a thread could not be synchronised (it installed a filter of its own?)",
-                        "let no servlet thread install a seccomp filter", "seccomp_load(%s, TSYNC, %d threads)",
-                        c->learn ? "learning" : "enforcing", threads);
+            rc = report(r, rc,
+                        "a thread could not be synchronised (it installed a filter of its own?)",
+                        "let no servlet thread install a seccomp filter",
+                        "seccomp_load(%s, TSYNC, %d threads)", c->learn ? "learning" : "enforcing",
+                        threads);
         else
             rc = report(r, rc, NULL, "check that the kernel has CONFIG_SECCOMP_FILTER",
                         "seccomp_load(%s, TSYNC, %d threads)", c->learn ? "learning" : "enforcing",
@@ -1206,8 +1228,8 @@ int sandlet_confine_begin(const sandlet_confine *c, bool *landlock_active, char 
         return report(&r, -EALREADY, "the process is already confined", "report a bug",
                       "confinement");
     /* The maps are opened before Landlock, which would refuse /proc. */
-    if ((rc = single_threaded(&r)) < 0 || (rc = prepare_libc(&r)) < 0 ||
-        (rc = open_maps(&r)) < 0 || (rc = apply_limits(&r)) < 0 || (rc = set_identity(&r)) < 0 ||
+    if ((rc = single_threaded(&r)) < 0 || (rc = prepare_libc(&r)) < 0 || (rc = open_maps(&r)) < 0 ||
+        (rc = apply_limits(&r)) < 0 || (rc = set_identity(&r)) < 0 ||
         (rc = drop_privileges(&r)) < 0 || (rc = apply_landlock(&r, &active)) < 0 ||
         (rc = apply_early_filter(&r)) < 0)
         return rc;
@@ -1228,8 +1250,7 @@ int sandlet_confine_finish(const sandlet_confine *c, char *err, size_t errlen)
     if (!begun)
         return report(&r, -EINVAL, "the first step has not run", "report a bug",
                       "sandlet_confine_finish() before sandlet_confine_begin()");
-    if ((rc = scan_memory(&r)) < 0 || (rc = check_memory(&r)) < 0 ||
-        (rc = limit_processes(&r)) < 0)
+    if ((rc = scan_memory(&r)) < 0 || (rc = check_memory(&r)) < 0 || (rc = limit_processes(&r)) < 0)
         return rc;
     return apply_seccomp(&r);
 }

@@ -62,6 +62,7 @@ static struct {
     sandlet_session_store *sessions; /* the sandbox's shared store, or NULL */
     unsigned session_mode;           /* 1: memory sessions */
     sandlet_session_config session;  /* from INIT, installed once servlets are loaded */
+    char gaps[512];                  /* what the kernel cannot fence, warned after init */
 } w;
 
 static int write_all(struct iovec *iov, int n)
@@ -374,13 +375,13 @@ static void load_servlets(const char *sandbox, bool write_blocked)
 
     /* Identity, limits, no_new_privs, Landlock and no exec or fork, before
      * the first byte of servlet code (a library constructor) runs. */
-    char err[512], gaps[512];
+    char err[512];
     const char *gap = NULL;
     if (w.confine_on) {
         /* What this kernel leaves open of the sandbox's fence, so that an
          * operator on an older kernel knows what is not enforced (asked
          * before the filter, which refuses the question). */
-        gap = sandlet_confine_kernel_gaps(&w.confine, gaps, sizeof(gaps));
+        gap = sandlet_confine_kernel_gaps(&w.confine, w.gaps, sizeof(w.gaps));
         if (sandlet_confine_begin(&w.confine, NULL, err, sizeof(err)) < 0)
             fail("%s", err);
         if (geteuid() == 0)
@@ -516,6 +517,10 @@ static void start_clean(void)
         for (int fd = SANDLET_SESSION_FD + 1; fd < max; fd++)
             close(fd);
     }
+    /* The strings themselves lie at the top of our stack, where a servlet
+     * could still find them after clearenv() drops the pointers. */
+    for (char **e = environ; e && *e; e++)
+        explicit_bzero(*e, strlen(*e));
     if (clearenv() != 0) {
         sandlet_error("cannot clear the environment; exiting");
         _exit(1);
