@@ -323,7 +323,9 @@ static void die_with_supervisor(void)
         sandlet_error("prctl(PR_SET_PDEATHSIG): %s; exiting", strerror(errno));
         _exit(1);
     }
-    if (getppid() != w.supervisor) {
+    /* The supervisor is a fork of sandletd, never pid 1: a parent of 1
+     * means it died before we looked. */
+    if (w.supervisor == 1 || getppid() != w.supervisor) {
         sandlet_error("the supervisor (pid %d) is gone; exiting", (int)w.supervisor);
         _exit(1);
     }

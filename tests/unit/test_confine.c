@@ -1446,7 +1446,8 @@ static int child_thread_before(void *arg)
     pthread_t t;
     if (pthread_create(&t, NULL, idle_thread, NULL) != 0)
         return 2;
-    if (sandlet_confine_threads() != 2)
+    /* Two, or more under a sanitizer with threads of its own. */
+    if (sandlet_confine_threads() < 2)
         return 3;
     sandlet_confine c = plain();
     char err[512];
@@ -1463,7 +1464,8 @@ static void test_thread_before_refused(void **state)
     outcome o;
     run_child(child_thread_before, NULL, &o);
     expect_exit(&o, 0);
-    assert_non_null(strstr(o.err, "sandbox 'test': confining a process of 2 threads"));
+    assert_non_null(strstr(o.err, "sandbox 'test': confining a process of "));
+    assert_non_null(strstr(o.err, "Landlock and no_new_privs would bind only the calling thread"));
 }
 
 /* A thread started between the steps (in init) is under Landlock from the
