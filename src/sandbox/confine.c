@@ -601,7 +601,8 @@ static int set_identity(const run *r)
     if (ngroups != 0)
         return report(r, -EPERM, "supplementary groups remain",
                       priv ? "report a bug"
-                           : "the supervisor must call setgroups(0) before it starts the worker",
+                           : "start sandletd as root (its supervisor drops them), or, running it "
+                             "unprivileged, name no 'user' for it or the daemon",
                       "setgroups(0): %d groups", ngroups);
     if (set_uid && (setuid(0) == 0 || errno != EPERM))
         return report(r, -EPERM, "the drop is reversible", "report a bug", "setuid(0) as uid %u",
@@ -1164,7 +1165,8 @@ out:
 /* Until the allowlist is loaded, code runs that sandletd did not write
  * (library constructors, init): it may start threads, which inherit every
  * step so far and which the allowlist's TSYNC reaches, but no process,
- * which the allowlist would never cover, and it may exec nothing. */
+ * which the allowlist would never cover, it may exec nothing, and it may
+ * map nothing writable and executable at once. */
 static int apply_early_filter(const run *r)
 {
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
@@ -1185,6 +1187,18 @@ static int apply_early_filter(const run *r)
     if (rc == 0)
         rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
                               arg(CLONE_FLAGS_ARG, SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
+    /* No memory both writable and executable, from the start: a thread
+     * of init could otherwise make some after the check before the
+     * allowlist, and a library asking for an executable stack fails to
+     * load with a message that says so. */
+    static const char *const prot_calls[] = {"mmap", "mprotect", "pkey_mprotect"};
+    for (size_t i = 0; rc == 0 && i < ARRAY_LEN(prot_calls); i++) {
+        int nr = seccomp_syscall_resolve_name(prot_calls[i]);
+        if (nr >= 0)
+            rc = seccomp_rule_add(
+                ctx, SCMP_ACT_ERRNO(EPERM), nr, 1,
+                arg(2, SCMP_CMP_MASKED_EQ, PROT_WRITE | PROT_EXEC, PROT_WRITE | PROT_EXEC));
+    }
     if (rc == 0 && seccomp_syscall_resolve_name("clone3") >= 0)
         rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), seccomp_syscall_resolve_name("clone3"),
                               0);

@@ -66,9 +66,10 @@ typedef struct sandlet_confine {
  * capability sets → Landlock (files; the libraries as above; TCP bind
  * refused and connect only to connect_ports, from ABI 4; abstract unix
  * sockets and signals scoped to the process, from ABI 6) → a first seccomp
- * filter that refuses execve, fork and every clone that is not a thread
- * (EPERM), so that code run before the allowlist (constructors, init)
- * starts no process that the allowlist would not cover.
+ * filter that refuses execve, fork, every clone that is not a thread and
+ * every mapping both writable and executable (EPERM), so that code run
+ * before the allowlist (constructors, init) starts no process that the
+ * allowlist would not cover and makes no W+X memory after the check.
  *
  * Threads started afterwards (in init) inherit all of it.  Returns 0, or a
  * negative errno after writing one line to err (when not NULL) naming the

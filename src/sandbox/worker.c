@@ -439,6 +439,8 @@ static void load_servlets(const char *sandbox, bool write_blocked)
                          "read-only for this worker",
                          sandbox);
     }
+    w.confine.lib_paths = NULL;
+    w.confine.nlibs = 0;
     free(libs);
 }
 

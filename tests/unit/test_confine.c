@@ -1554,8 +1554,8 @@ static void test_thread_between_filtered(void **state)
     expect_sigsys(&o, "getppid");
 }
 
-/* Between the steps (constructors, init): no exec, no new process; a
- * thread may start. */
+/* Between the steps (constructors, init): no exec, no new process, no
+ * writable and executable memory; a thread may start. */
 static int child_between_no_process(void *arg)
 {
     (void)arg;
@@ -1581,7 +1581,22 @@ static int child_between_no_process(void *arg)
     if (pthread_create(&t, NULL, idle_thread, NULL) != 0)
         return 4;
     close(thread_pipe[1]);
-    return pthread_join(t, NULL) == 0 ? 0 : 5;
+    if (pthread_join(t, NULL) != 0)
+        return 5;
+    /* Nothing writable and executable at once; executable alone (what
+     * dlopen() maps) still works. */
+    if (mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) !=
+            MAP_FAILED ||
+        errno != EPERM)
+        return 6;
+    char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return 7;
+    if (mprotect(p, 4096, PROT_READ | PROT_WRITE | PROT_EXEC) == 0 || errno != EPERM)
+        return 8;
+    if (mprotect(p, 4096, PROT_READ | PROT_EXEC) < 0)
+        return 9;
+    return 0;
 }
 
 static void test_between_no_process(void **state)
