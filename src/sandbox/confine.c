@@ -1,8 +1,10 @@
 /*
- * confine.c - locks a worker down after its servlets are loaded: resource
- * limits, an unprivileged identity, no_new_privs, empty capability sets,
- * Landlock (raw system calls, ABI 1-3 file rights) and a seccomp allowlist
- * (libseccomp) whose violations are reported by a SIGSYS handler.
+ * confine.c - locks a worker down in two steps: before its servlets are
+ * loaded (resource limits, an unprivileged identity, no_new_privs, empty
+ * capability sets, Landlock through raw system calls, a filter against exec
+ * and new processes) and after their init (the W+X check and a seccomp
+ * allowlist, through libseccomp, on every thread, whose violations are
+ * reported by a SIGSYS handler).
  *
  * Every step is checked and a failure is reported in one line naming the
  * step, the value and the fix.  It must never loosen a restriction that is
@@ -16,6 +18,7 @@
 
 #include "sandbox/confine.h"
 
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -154,10 +157,12 @@ static const rule allowlist[] = {
     {"read", BASE, ANY},                /* request frames on the socketpair */
     {"readv", BASE, ANY},               /* scatter reads on descriptors it has */
     {"restart_syscall", BASE, ANY},     /* resumes a sleep interrupted by a signal */
+    {"rseq", BASE, ANY},                /* a thread init started registers itself (glibc) */
     {"rt_sigaction", BASE, NOT_SIGSYS}, /* signal handlers, except SIGSYS (the reporter) */
     {"rt_sigprocmask", BASE, ANY},      /* signal masks; abort(), raise() */
     {"rt_sigreturn", BASE, ANY},        /* return from a signal handler */
     {"sched_yield", BASE, ANY},         /* spinning locks back off */
+    {"set_robust_list", BASE, ANY},     /* a thread init started registers its mutex list */
     {"sysinfo", BASE, ANY},             /* qsort() asks sysconf(_SC_PHYS_PAGES) */
     {"tgkill", BASE, SELF},             /* raise() and abort(): signals to itself only */
     {"time", BASE, ANY},                /* time(); vDSO fallback */
@@ -372,24 +377,46 @@ static int prepare_libc(const run *r)
     return 0;
 }
 
+/* /proc/self/maps, opened before Landlock refuses /proc and read after
+ * init, when the servlets are mapped; -1 when there is no /proc. */
+static int maps_fd = -1;
+static bool begun;
+
 /* The promise "no memory is both writable and executable" must already
- * hold when the filter starts refusing new executable mappings: a servlet
- * library that asks for an executable stack (no PT_GNU_STACK note) makes
- * glibc turn every stack writable and executable at dlopen(), and the
+ * hold when the filter starts refusing new executable mappings.  The
  * READ_IMPLIES_EXEC personality makes every readable mapping executable
- * without PROT_EXEC ever being asked for. */
-static int scan_memory(run *r)
+ * without PROT_EXEC ever being asked for: cleared before anything is
+ * loaded.  The maps are opened here, while /proc is still reachable. */
+static int open_maps(const run *r)
 {
     int pers = personality(0xffffffff);
     if (pers < 0)
         return report(r, -errno, NULL, "report a bug", "personality()");
     if ((pers & READ_IMPLIES_EXEC) && personality((unsigned long)pers & ~READ_IMPLIES_EXEC) < 0)
         return report(r, -errno, NULL, "report a bug", "personality(clear READ_IMPLIES_EXEC)");
-    FILE *f = fopen("/proc/self/maps", "re");
-    if (!f) {
-        if (errno == ENOENT)
-            return 0; /* no /proc (a bare container): the filter still stops new ones */
+    if (maps_fd >= 0)
+        close(maps_fd);
+    maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (maps_fd < 0 && errno != ENOENT)
         return report(r, -errno, NULL, "mount /proc", "reading /proc/self/maps");
+    return 0; /* no /proc (a bare container): the filter still stops new ones */
+}
+
+/* A servlet library that asks for an executable stack (no PT_GNU_STACK
+ * note) makes glibc turn every stack writable and executable at dlopen():
+ * read the maps as they are after init, through the descriptor opened
+ * before Landlock.  Consumes maps_fd. */
+static int scan_memory(run *r)
+{
+    if (maps_fd < 0)
+        return 0;
+    int fd = maps_fd;
+    maps_fd = -1;
+    FILE *f = lseek(fd, 0, SEEK_SET) == 0 ? fdopen(fd, "re") : NULL;
+    if (!f) {
+        int rc = -errno;
+        close(fd);
+        return report(r, rc, NULL, "report a bug", "reading /proc/self/maps");
     }
     char line[512];
     bool at_start = true;
@@ -505,53 +532,114 @@ static int apply_limits(const run *r)
         if (rc < 0)
             return rc;
     }
-    /* Not enforced for root; seccomp refuses fork and clone anyway. */
+    return 0;
+}
+
+/* RLIMIT_NPROC counts threads too: set after init, which may start some
+ * (the first filter refuses new processes until then).  Not enforced for
+ * root; the allowlist refuses fork and clone anyway. */
+static int limit_processes(const run *r)
+{
     return set_limit(r, RLIMIT_NPROC, "RLIMIT_NPROC", 0, 0, "report a bug");
 }
 
-static int drop_identity(const run *r)
+/* Whether the process may change its ids (root, or CAP_SETUID/SETGID). */
+static bool may_change_ids(void)
+{
+    struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+    memset(data, 0, sizeof(data));
+    if (syscall(SYS_capget, &hdr, data) < 0)
+        return geteuid() == 0;
+    return (data[0].effective & (1u << CAP_SETUID)) || (data[0].effective & (1u << CAP_SETGID));
+}
+
+/* The sandbox's identity.  A worker started by a root supervisor drops to
+ * it here; one that was started with it already (the supervisor dropped it
+ * before exec) only checks it: the same ids real, effective and saved, no
+ * supplementary group, never root. */
+static int set_identity(const run *r)
 {
     const sandlet_confine *c = r->c;
     bool set_uid = c->uid != (uid_t)-1, set_gid = c->gid != (gid_t)-1;
     if (!set_uid && !set_gid)
-        return 0;
-    bool root = geteuid() == 0;
-    const char *fix = root ? "sandletd lacks CAP_SETUID/CAP_SETGID (a container?); grant them"
+        return 0; /* an unprivileged daemon's own user: nothing to change or check */
+    if (set_uid && c->uid == 0)
+        return report(r, -EPERM, "servlet code never runs as root",
+                      "give the sandbox an unprivileged 'user'", "setuid(0)");
+    bool priv = may_change_ids();
+    const char *fix = priv ? "sandletd lacks CAP_SETUID/CAP_SETGID (a container?); grant them"
                            : "start sandletd as root, or leave the sandbox's user and group unset";
-    if (root && set_uid && c->uid != 0 && !set_gid && getegid() == 0)
+    if (priv && set_uid && !set_gid && getegid() == 0)
         return report(r, -EINVAL, "the worker would keep group root",
                       "give the sandbox a group as well", "setuid(%u) without a group",
                       (unsigned)c->uid);
-    if (root && setgroups(0, NULL) < 0)
+    if (priv && setgroups(0, NULL) < 0)
         return report(r, -errno, NULL, fix, "setgroups(0)");
-    if (set_gid && setresgid(c->gid, c->gid, c->gid) < 0)
+    if (priv && set_gid && setresgid(c->gid, c->gid, c->gid) < 0)
         return report(r, -errno, NULL, fix, "setgid(%u)", (unsigned)c->gid);
-    if (set_uid && setresuid(c->uid, c->uid, c->uid) < 0)
+    if (priv && set_uid && setresuid(c->uid, c->uid, c->uid) < 0)
         return report(r, -errno, NULL, fix, "setuid(%u)", (unsigned)c->uid);
 
-    /* Verify: all three ids changed, no supplementary groups, no way back. */
+    /* Verify, whether changed here or before exec: all three ids are the
+     * sandbox's, no supplementary groups, no way back. */
     uid_t ru, eu, su;
     gid_t rg, eg, sg;
     if (getresuid(&ru, &eu, &su) < 0 || getresgid(&rg, &eg, &sg) < 0)
         return report(r, -errno, NULL, "report a bug", "getresuid()");
     if (set_uid && (ru != c->uid || eu != c->uid || su != c->uid))
-        return report(r, -EPERM, "the ids are still mixed", "report a bug",
-                      "setuid(%u): real/effective/saved %u/%u/%u", (unsigned)c->uid, (unsigned)ru,
-                      (unsigned)eu, (unsigned)su);
+        return report(r, -EPERM,
+                      priv ? "the ids are still mixed" : "the worker runs as another user",
+                      priv ? "report a bug" : fix, "uid %u: real/effective/saved %u/%u/%u",
+                      (unsigned)c->uid, (unsigned)ru, (unsigned)eu, (unsigned)su);
     if (set_gid && (rg != c->gid || eg != c->gid || sg != c->gid))
-        return report(r, -EPERM, "the ids are still mixed", "report a bug",
-                      "setgid(%u): real/effective/saved %u/%u/%u", (unsigned)c->gid, (unsigned)rg,
-                      (unsigned)eg, (unsigned)sg);
-    if (root && getgroups(0, NULL) != 0)
-        return report(r, -EPERM, "supplementary groups remain", "report a bug", "setgroups(0)");
-    if (root && set_uid && c->uid != 0) {
-        if (setuid(0) == 0 || errno != EPERM)
-            return report(r, -EPERM, "the drop is reversible", "report a bug",
-                          "setuid(0) after setuid(%u)", (unsigned)c->uid);
-        if (!(set_gid && c->gid == 0) && (setgid(0) == 0 || errno != EPERM))
-            return report(r, -EPERM, "the drop is reversible", "report a bug",
-                          "setgid(0) after setuid(%u)", (unsigned)c->uid);
-    }
+        return report(r, -EPERM,
+                      priv ? "the ids are still mixed" : "the worker runs as another group",
+                      priv ? "report a bug" : fix, "gid %u: real/effective/saved %u/%u/%u",
+                      (unsigned)c->gid, (unsigned)rg, (unsigned)eg, (unsigned)sg);
+    int ngroups = getgroups(0, NULL);
+    if (ngroups != 0)
+        return report(r, -EPERM, "supplementary groups remain",
+                      priv ? "report a bug"
+                           : "start sandletd as root (its supervisor drops them), or, running it "
+                             "unprivileged, name no 'user' for it or the daemon",
+                      "setgroups(0): %d groups", ngroups);
+    if (set_uid && (setuid(0) == 0 || errno != EPERM))
+        return report(r, -EPERM, "the drop is reversible", "report a bug", "setuid(0) as uid %u",
+                      (unsigned)c->uid);
+    if (set_uid && !(set_gid && c->gid == 0) && (setgid(0) == 0 || errno != EPERM))
+        return report(r, -EPERM, "the drop is reversible", "report a bug", "setgid(0) as uid %u",
+                      (unsigned)c->uid);
+    return 0;
+}
+
+int sandlet_confine_threads(void)
+{
+    FILE *f = fopen("/proc/self/status", "re");
+    if (!f)
+        return -errno;
+    char line[256];
+    int n = -ENOENT;
+    while (n < 0 && fgets(line, sizeof(line), f))
+        if (strncmp(line, "Threads:", 8) == 0)
+            n = atoi(line + 8);
+    fclose(f);
+    return n == 0 ? -EPROTO : n;
+}
+
+/* Landlock and no_new_privs apply to the calling thread only, so a second
+ * thread at this point would run unconfined for the rest of its life. */
+static int single_threaded(const run *r)
+{
+    int n = sandlet_confine_threads();
+    if (n < 0)
+        return report(r, n, NULL, "mount /proc: the worker must count its threads",
+                      "reading /proc/self/status");
+    if (n != 1)
+        return report(r, -EBUSY, "Landlock and no_new_privs would bind only the calling thread",
+                      "start no thread before the worker confines itself (a library loaded "
+                      "by sandletd itself?)",
+                      "confining a process of %d threads", n);
     return 0;
 }
 
@@ -610,6 +698,170 @@ static int landlock_path(const run *r, int rfd, const char *kind, const char *pa
                         kind, path, (unsigned long long)access);
     }
     close(fd);
+    return rc;
+}
+
+/* ---- libraries under Landlock ------------------------------------------ */
+
+/* Where dlopen() looks besides a library's RUNPATH: the system's library
+ * directories (with their hwcaps, gconv and multiarch subdirectories) and
+ * ld.so's cache.  Readable only: mapping a library needs no execute right,
+ * and without it nothing there can be started as a program. */
+static const char *const system_libs[] = {
+    "/etc/ld.so.cache", "/lib",       "/lib32",         "/lib64",           "/usr/lib",
+    "/usr/lib32",       "/usr/lib64", "/usr/local/lib", "/usr/local/lib64",
+};
+
+/* ELF types of this architecture's word size (what ElfW() of <link.h>
+ * names, spelled out). */
+#if UINTPTR_MAX > 0xffffffffu
+typedef Elf64_Ehdr elf_ehdr;
+typedef Elf64_Phdr elf_phdr;
+typedef Elf64_Dyn elf_dyn;
+typedef Elf64_Addr elf_addr;
+typedef Elf64_Xword elf_word;
+#define ELF_CLASS ELFCLASS64
+#else
+typedef Elf32_Ehdr elf_ehdr;
+typedef Elf32_Phdr elf_phdr;
+typedef Elf32_Dyn elf_dyn;
+typedef Elf32_Addr elf_addr;
+typedef Elf32_Word elf_word;
+#define ELF_CLASS ELFCLASS32
+#endif
+
+/* Reads len bytes at off, all or nothing. */
+static bool read_at(int fd, void *buf, size_t len, off_t off)
+{
+    ssize_t n = pread(fd, buf, len, off);
+    return n >= 0 && (size_t)n == len;
+}
+
+/* The file offset of a virtual address of an ELF object, or -1. */
+static off_t vaddr_offset(const elf_phdr *ph, size_t n, elf_addr v)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ph[i].p_type == PT_LOAD && v >= ph[i].p_vaddr && v - ph[i].p_vaddr < ph[i].p_filesz)
+            return (off_t)(v - ph[i].p_vaddr + ph[i].p_offset);
+    return -1;
+}
+
+/* The RUNPATH (else RPATH) of a library of this architecture, into out;
+ * false when it has none or is not one (dlopen() will say why). */
+static bool lib_runpath(const char *lib, char *out, size_t outlen)
+{
+    int fd = open(lib, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    bool found = false;
+    elf_ehdr eh;
+    elf_phdr ph[64];
+    if (!read_at(fd, &eh, sizeof(eh), 0) || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+        eh.e_ident[EI_CLASS] != ELF_CLASS || eh.e_phentsize != sizeof(elf_phdr) ||
+        eh.e_phnum == 0 || eh.e_phnum > ARRAY_LEN(ph) ||
+        !read_at(fd, ph, eh.e_phnum * sizeof(elf_phdr), (off_t)eh.e_phoff))
+        goto out;
+    size_t nph = eh.e_phnum;
+    for (size_t i = 0; i < nph && !found; i++) {
+        if (ph[i].p_type != PT_DYNAMIC)
+            continue;
+        elf_addr strtab = 0;
+        elf_word strsz = 0, runpath = 0, rpath = 0;
+        bool has_runpath = false, has_rpath = false;
+        size_t ndyn = ph[i].p_filesz / sizeof(elf_dyn);
+        for (size_t k = 0; k < ndyn && k < 4096; k++) {
+            elf_dyn d;
+            if (!read_at(fd, &d, sizeof(d), (off_t)(ph[i].p_offset + k * sizeof(d))) ||
+                d.d_tag == DT_NULL)
+                break;
+            if (d.d_tag == DT_STRTAB)
+                strtab = d.d_un.d_ptr;
+            else if (d.d_tag == DT_STRSZ)
+                strsz = d.d_un.d_val;
+            else if (d.d_tag == DT_RUNPATH)
+                runpath = d.d_un.d_val, has_runpath = true;
+            else if (d.d_tag == DT_RPATH)
+                rpath = d.d_un.d_val, has_rpath = true;
+        }
+        elf_word at = has_runpath ? runpath : rpath;
+        off_t base = vaddr_offset(ph, nph, strtab);
+        if ((!has_runpath && !has_rpath) || base < 0 || at >= strsz)
+            break;
+        size_t want = strsz - at < outlen ? (size_t)(strsz - at) : outlen;
+        ssize_t n = pread(fd, out, want, base + (off_t)at);
+        found = n > 0 && memchr(out, '\0', (size_t)n) != NULL;
+    }
+out:
+    close(fd);
+    return found;
+}
+
+/* Grants reading one library path when it exists (a missing one is not
+ * this step's business: dlopen() searches on). */
+static int landlock_lib(const run *r, int rfd, const char *path, uint64_t access)
+{
+    int fd = open(path, O_PATH | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int rc = 0;
+    struct landlock_path_beneath_attr pb = {.allowed_access = access, .parent_fd = fd};
+    if (syscall(SYS_landlock_add_rule, rfd, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) < 0)
+        rc = report(r, -errno, NULL, "report a bug", "landlock_add_rule(library path '%s')", path);
+    close(fd);
+    return rc;
+}
+
+/* The directories of one library's RUNPATH, $ORIGIN expanded; entries
+ * with other tokens ($LIB, $PLATFORM) or relative ones are left out. */
+static int landlock_runpath(const run *r, int rfd, const char *lib, uint64_t access)
+{
+    char runpath[1024], dir[1024], origin[512];
+    if (!lib_runpath(lib, runpath, sizeof(runpath)))
+        return 0;
+    const char *slash = strrchr(lib, '/');
+    size_t olen = slash ? (size_t)(slash - lib) : 0;
+    if (olen >= sizeof(origin))
+        olen = 0;
+    memcpy(origin, lib, olen);
+    origin[olen] = '\0';
+    int rc = 0;
+    for (char *save = NULL, *e = strtok_r(runpath, ":", &save); rc == 0 && e;
+         e = strtok_r(NULL, ":", &save)) {
+        const char *rest = NULL;
+        if (strncmp(e, "$ORIGIN", 7) == 0)
+            rest = e + 7;
+        else if (strncmp(e, "${ORIGIN}", 9) == 0)
+            rest = e + 9;
+        int n;
+        if (rest && olen)
+            n = snprintf(dir, sizeof(dir), "%s%s", origin, rest);
+        else
+            n = snprintf(dir, sizeof(dir), "%s", e);
+        if (n < 0 || (size_t)n >= sizeof(dir) || dir[0] != '/' || strchr(dir, '$'))
+            continue;
+        rc = landlock_lib(r, rfd, dir, access);
+    }
+    return rc;
+}
+
+/* What dlopen() of the servlet libraries opens: the libraries, their
+ * RUNPATH directories, the system's library directories, ld.so's cache. */
+static int landlock_libraries(const run *r, int rfd, uint64_t handled)
+{
+    const sandlet_confine *c = r->c;
+    uint64_t access = handled & LANDLOCK_ACCESS_FS_READ_FILE;
+    if (rfd < 0 || !c->nlibs)
+        return 0; /* no Landlock: nothing to grant */
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < ARRAY_LEN(system_libs); i++)
+        rc = landlock_lib(r, rfd, system_libs[i], access);
+    for (size_t i = 0; rc == 0 && i < c->nlibs; i++) {
+        if (!c->lib_paths[i] || c->lib_paths[i][0] != '/')
+            continue; /* dlopen() would search for it: the system directories cover that */
+        rc = landlock_lib(r, rfd, c->lib_paths[i], access);
+        if (rc == 0)
+            rc = landlock_runpath(r, rfd, c->lib_paths[i], access);
+    }
     return rc;
 }
 
@@ -681,6 +933,7 @@ static int apply_landlock(const run *r, bool *active)
                           (unsigned long long)handled);
     }
     int rc = 0;
+    rc = landlock_libraries(r, rfd, handled);
     for (size_t i = 0; rc == 0 && i < c->nread; i++)
         rc = landlock_path(r, rfd, "read", c->read_paths[i], handled & LL_READ);
     /* Over its write quota, a sandbox keeps reading what it wrote. */
@@ -857,9 +1110,14 @@ static int apply_seccomp(const run *r)
                     "seccomp_attr_set(API_SYSRAWRC)");
         goto out;
     }
-    /* Filter every thread, should there be any.  Best effort: it needs the
-     * seccomp() system call (Linux 3.17), and a worker is single-threaded. */
-    (void)seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
+    /* Every thread, those init started included: a thread left out would
+     * serve unfiltered.  Needs the seccomp() system call (Linux 3.17). */
+    if ((rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1)) < 0) {
+        rc = report(r, rc, "cannot filter every thread at once (TSYNC)",
+                    "use Linux 3.17 or later and libseccomp 2.2 or later",
+                    "seccomp_attr_set(CTL_TSYNC)");
+        goto out;
+    }
     for (size_t i = 0; i < ARRAY_LEN(allowlist); i++) {
         const rule *e = &allowlist[i];
         if (e->group && !(e->group & c->groups))
@@ -879,15 +1137,97 @@ static int apply_seccomp(const run *r)
             goto out;
         }
     }
-    if ((rc = seccomp_load(ctx)) < 0)
-        rc = report(r, rc, NULL, "check that the kernel has CONFIG_SECCOMP_FILTER",
-                    "seccomp_load(%s)", c->learn ? "learning" : "enforcing");
+    if ((rc = seccomp_load(ctx)) < 0) {
+        int threads = sandlet_confine_threads();
+        if (rc == -ESRCH)
+            rc = report(r, rc,
+                        "a thread could not be synchronised (it installed a filter of its own?)",
+                        "let no servlet thread install a seccomp filter",
+                        "seccomp_load(%s, TSYNC, %d threads)", c->learn ? "learning" : "enforcing",
+                        threads);
+        else
+            rc = report(r, rc, NULL, "check that the kernel has CONFIG_SECCOMP_FILTER",
+                        "seccomp_load(%s, TSYNC, %d threads)", c->learn ? "learning" : "enforcing",
+                        threads);
+    }
 out:
     seccomp_release(ctx);
     return rc;
 }
 
-int sandlet_confine_apply(const sandlet_confine *c, bool *landlock_active, char *err, size_t errlen)
+/* The argument of clone() that holds the flags. */
+#if defined(__s390__) || defined(__CRIS__)
+#define CLONE_FLAGS_ARG 1
+#else
+#define CLONE_FLAGS_ARG 0
+#endif
+
+/* Until the allowlist is loaded, code runs that sandletd did not write
+ * (library constructors, init): it may start threads, which inherit every
+ * step so far and which the allowlist's TSYNC reaches, but no process,
+ * which the allowlist would never cover, it may exec nothing, and it may
+ * map nothing writable and executable at once. */
+static int apply_early_filter(const run *r)
+{
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+    if (!ctx)
+        return report(r, -ENOMEM, NULL, "the worker is out of memory", "seccomp_init(allow)");
+    static const char *const refused[] = {"execve", "execveat", "fork", "vfork"};
+    int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+    if (rc < 0)
+        rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_THREAD);
+    for (size_t i = 0; rc == 0 && i < ARRAY_LEN(refused); i++) {
+        int nr = seccomp_syscall_resolve_name(refused[i]);
+        if (nr >= 0)
+            rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
+    }
+    /* A clone without CLONE_THREAD is a new process.  clone3() passes its
+     * flags in memory a filter cannot read: ENOSYS makes glibc fall back
+     * to clone() for threads. */
+    if (rc == 0)
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+                              arg(CLONE_FLAGS_ARG, SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
+    /* No memory both writable and executable, from the start: a thread
+     * of init could otherwise make some after the check before the
+     * allowlist, and a library asking for an executable stack fails to
+     * load with a message that says so. */
+    static const char *const prot_calls[] = {"mmap", "mprotect", "pkey_mprotect"};
+    for (size_t i = 0; rc == 0 && i < ARRAY_LEN(prot_calls); i++) {
+        int nr = seccomp_syscall_resolve_name(prot_calls[i]);
+        if (nr >= 0)
+            rc = seccomp_rule_add(
+                ctx, SCMP_ACT_ERRNO(EPERM), nr, 1,
+                arg(2, SCMP_CMP_MASKED_EQ, PROT_WRITE | PROT_EXEC, PROT_WRITE | PROT_EXEC));
+    }
+    if (rc == 0 && seccomp_syscall_resolve_name("clone3") >= 0)
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), seccomp_syscall_resolve_name("clone3"),
+                              0);
+    if (rc < 0)
+        rc = report(r, rc, NULL, "report a bug", "seccomp rules against exec and fork");
+    else if ((rc = seccomp_load(ctx)) < 0)
+        rc = report(r, rc, NULL, "check that the kernel has CONFIG_SECCOMP_FILTER",
+                    "seccomp_load(no exec, no fork)");
+    seccomp_release(ctx);
+    return rc;
+}
+
+/* Checks what needs no system call, so that a bad configuration changes
+ * nothing in the caller. */
+static int check_config(const run *r)
+{
+    const sandlet_confine *c = r->c;
+    if (!c)
+        return report(r, -EINVAL, "no configuration", "report a bug", "confinement");
+    if (c->groups & ~(unsigned)SANDLET_SC_ALL)
+        return report(r, -EINVAL, "unknown group", "report a bug", "system-call groups %#x",
+                      c->groups);
+    if ((c->nread && !c->read_paths) || (c->nwrite && !c->write_paths) ||
+        (c->nlibs && !c->lib_paths))
+        return report(r, -EINVAL, "path count without paths", "report a bug", "landlock paths");
+    return 0;
+}
+
+int sandlet_confine_begin(const sandlet_confine *c, bool *landlock_active, char *err, size_t errlen)
 {
     run r = {c, err, errlen, ""};
     bool active = false;
@@ -896,21 +1236,41 @@ int sandlet_confine_apply(const sandlet_confine *c, bool *landlock_active, char 
         *landlock_active = false;
     if (err && errlen)
         err[0] = '\0';
-    if (!c)
-        return report(&r, -EINVAL, "no configuration", "report a bug", "confinement");
-    if (c->groups & ~(unsigned)SANDLET_SC_ALL)
-        return report(&r, -EINVAL, "unknown group", "report a bug", "system-call groups %#x",
-                      c->groups);
-    if ((c->nread && !c->read_paths) || (c->nwrite && !c->write_paths))
-        return report(&r, -EINVAL, "path count without paths", "report a bug", "landlock paths");
-    /* The maps are read before Landlock, which would refuse /proc. */
-    if ((rc = prepare_libc(&r)) < 0 || (rc = scan_memory(&r)) < 0 || (rc = apply_limits(&r)) < 0 ||
-        (rc = drop_identity(&r)) < 0 || (rc = drop_privileges(&r)) < 0 ||
-        (rc = apply_landlock(&r, &active)) < 0)
+    if ((rc = check_config(&r)) < 0)
         return rc;
+    if (begun)
+        return report(&r, -EALREADY, "the process is already confined", "report a bug",
+                      "confinement");
+    /* The maps are opened before Landlock, which would refuse /proc. */
+    if ((rc = single_threaded(&r)) < 0 || (rc = prepare_libc(&r)) < 0 || (rc = open_maps(&r)) < 0 ||
+        (rc = apply_limits(&r)) < 0 || (rc = set_identity(&r)) < 0 ||
+        (rc = drop_privileges(&r)) < 0 || (rc = apply_landlock(&r, &active)) < 0 ||
+        (rc = apply_early_filter(&r)) < 0)
+        return rc;
+    begun = true;
     if (landlock_active)
         *landlock_active = active;
-    if ((rc = check_memory(&r)) < 0)
+    return 0;
+}
+
+int sandlet_confine_finish(const sandlet_confine *c, char *err, size_t errlen)
+{
+    run r = {c, err, errlen, ""};
+    int rc;
+    if (err && errlen)
+        err[0] = '\0';
+    if ((rc = check_config(&r)) < 0)
+        return rc;
+    if (!begun)
+        return report(&r, -EINVAL, "the first step has not run", "report a bug",
+                      "sandlet_confine_finish() before sandlet_confine_begin()");
+    if ((rc = scan_memory(&r)) < 0 || (rc = check_memory(&r)) < 0 || (rc = limit_processes(&r)) < 0)
         return rc;
     return apply_seccomp(&r);
+}
+
+int sandlet_confine_apply(const sandlet_confine *c, bool *landlock_active, char *err, size_t errlen)
+{
+    int rc = sandlet_confine_begin(c, landlock_active, err, errlen);
+    return rc < 0 ? rc : sandlet_confine_finish(c, err, errlen);
 }

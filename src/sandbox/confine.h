@@ -1,12 +1,15 @@
 /*
- * confine.h - locks a worker process down once its servlets are loaded and
- * initialised: resource limits, an unprivileged identity, no_new_privs, no
- * capabilities, Landlock (which paths it may open) and a seccomp allowlist
- * (which system calls it may make).
+ * confine.h - locks a worker process down in two steps around the loading
+ * of its servlets: before the first dlopen() (resource limits, the
+ * sandbox's identity, no_new_privs, no capabilities, Landlock and a small
+ * filter against exec and new processes), so that no servlet code -- not
+ * even a library constructor -- runs with more; and after the servlets'
+ * init (a check that no memory is writable and executable, and the seccomp
+ * allowlist, synchronised onto every thread init started).
  *
  * Confinement is one-way: it cannot be undone or loosened in the process
  * that applied it, and a failed step leaves the process partly confined,
- * so the caller must exit when sandlet_confine_apply() fails.
+ * so the caller must exit when a step fails.
  */
 #ifndef SANDLET_CONFINE_H
 #define SANDLET_CONFINE_H
@@ -34,6 +37,12 @@ typedef struct sandlet_confine {
     bool core_dumps;               /* false: RLIMIT_CORE 0 and not dumpable (no ptrace attach) */
     const char *const *read_paths; /* Landlock read/execute: files or directories */
     size_t nread;
+    /* The servlet libraries: readable (not executable as programs), with
+     * the directories of their RUNPATH/RPATH and the system's library
+     * directories, so that dlopen() works after Landlock.  A missing one
+     * is left to dlopen() to report. */
+    const char *const *lib_paths;
+    size_t nlibs;
     const char *const *write_paths; /* Landlock read-write: directories (or files) */
     size_t nwrite;
     bool write_blocked;            /* over its write quota: write_paths become read-only */
@@ -44,24 +53,41 @@ typedef struct sandlet_confine {
 } sandlet_confine;
 
 /*
- * Confines the calling process, which must be single-threaded, in this
- * order: libc preparation (TZ and tzset(), LIBC_FATAL_STDERR_, so that
- * localtime() and glibc's fatal messages need no file later) → rlimits (RLIMIT_NPROC 0 always:
- * no new processes; with a file-size limit, SIGXFSZ ignored so that a
- * write past it fails with EFBIG) → setgroups(0)/setgid/setuid when uid or
- * gid is given, verified irreversible → PR_SET_NO_NEW_PRIVS → empty
- * capability sets → Landlock (files; TCP bind refused and connect only to
- * connect_ports, from ABI 4; abstract unix sockets and signals scoped to
- * the process, from ABI 6) → a check that no mapping is both writable
- * and executable (and no personality makes readable memory executable) →
- * SIGSYS reporter and seccomp filter (which
- * refuses every executable mapping and every mremap() that would leave
- * an alias behind).
+ * The first step, before the first dlopen(): confines the calling process,
+ * which must be single-threaded (checked: Landlock and no_new_privs bind
+ * only the calling thread), in this order: libc preparation (TZ and
+ * tzset(), LIBC_FATAL_STDERR_, so that localtime() and glibc's fatal
+ * messages need no file later; READ_IMPLIES_EXEC cleared) → rlimits (with
+ * a file-size limit, SIGXFSZ ignored so that a write past it fails with
+ * EFBIG) → identity: from root, setgroups(0)/setgid/setuid to uid and gid,
+ * verified irreversible; already unprivileged, a check that the process
+ * runs as exactly uid/gid with no supplementary group; uid 0 is refused
+ * whenever a uid is given → not dumpable → PR_SET_NO_NEW_PRIVS → empty
+ * capability sets → Landlock (files; the libraries as above; TCP bind
+ * refused and connect only to connect_ports, from ABI 4; abstract unix
+ * sockets and signals scoped to the process, from ABI 6) → a first seccomp
+ * filter that refuses execve, fork, every clone that is not a thread and
+ * every mapping both writable and executable (EPERM), so that code run
+ * before the allowlist (constructors, init) starts no process that the
+ * allowlist would not cover and makes no W+X memory after the check.
  *
- * Returns 0, or a negative errno after writing one line to err (when not
- * NULL) naming the sandbox, the step, the value and the fix.  A kernel
- * without Landlock is not an error: *landlock_active (when not NULL) is set
- * to false and the caller warns once; it is true when Landlock applies.
+ * Threads started afterwards (in init) inherit all of it.  Returns 0, or a
+ * negative errno after writing one line to err (when not NULL) naming the
+ * sandbox, the step, the value and the fix.  A kernel without Landlock is
+ * not an error: *landlock_active (when not NULL) is set to false and the
+ * caller warns once; it is true when Landlock applies.
+ */
+int sandlet_confine_begin(const sandlet_confine *c, bool *landlock_active, char *err,
+                          size_t errlen);
+
+/*
+ * The second step, after the servlets' init: a check that no mapping is
+ * both writable and executable (and no personality makes readable memory
+ * executable), RLIMIT_NPROC 0, the SIGSYS reporter and the seccomp
+ * allowlist (which refuses every executable mapping and every mremap()
+ * that would leave an alias behind), loaded onto every thread of the
+ * process at once (TSYNC; refused, not skipped, when the kernel or a
+ * thread's own filter prevents it).  Needs sandlet_confine_begin() first.
  *
  * After it returns the process can no longer open files outside its
  * Landlock paths, load libraries, fork, exec or make system calls outside
@@ -69,8 +95,15 @@ typedef struct sandlet_confine {
  * forbidden system call NAME (NR)" to standard error and kills the process
  * with SIGSYS (or, in learning mode, is logged by the kernel and allowed).
  */
+int sandlet_confine_finish(const sandlet_confine *c, char *err, size_t errlen);
+
+/* Both steps at once, for a process that loads nothing in between. */
 int sandlet_confine_apply(const sandlet_confine *c, bool *landlock_active, char *err,
                           size_t errlen);
+
+/* The number of threads of the calling process (from /proc/self/status),
+ * or a negative errno. */
+int sandlet_confine_threads(void);
 
 /*
  * What this kernel's Landlock cannot enforce of c, as one line for a

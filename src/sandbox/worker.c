@@ -1,7 +1,10 @@
 /*
- * worker.c - the worker loop: load the sandbox's servlets, run their init,
- * then read one request frame at a time, run the servlet, write the
- * response frames; run destroy when the acceptor closes the socketpair.
+ * worker.c - the worker: start with nothing it was not given, read INIT,
+ * confine itself (identity, limits, Landlock) before it loads a servlet,
+ * load the sandbox's servlets and run their init, load the seccomp
+ * allowlist onto every thread, then read one request frame at a time, run
+ * the servlet, write the response frames; run destroy when the acceptor
+ * closes the socketpair.
  *
  * A worker serves one request at a time with blocking I/O: it has nothing
  * else to do while a servlet runs, and blocking calls keep the system-call
@@ -10,6 +13,8 @@
  * Its clients do not trust each other: when a request ends, what it left
  * in the worker's buffers, arena and stack is wiped before the next one
  * (the acceptor sends the next only then, so none is readable earlier).
+ * No servlet code -- a library constructor included -- ever runs before
+ * the first confinement step, nor as root.
  */
 #include "config.h"
 
@@ -24,6 +29,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <sodium.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,9 +56,13 @@ static struct {
     sandlet_buf reqhead;     /* REQUEST payload of a request spread over frames */
     sandlet_buf body;        /* its body, gathered from REQBODY frames */
     uint32_t id;             /* request being served */
-    sandlet_confine confine; /* applied once servlets are initialised */
+    sandlet_confine confine; /* applied around the loading of the servlets */
     bool confine_on;
+    pid_t supervisor;                /* the parent at exec: we die with it */
     sandlet_session_store *sessions; /* the sandbox's shared store, or NULL */
+    unsigned session_mode;           /* 1: memory sessions */
+    sandlet_session_config session;  /* from INIT, installed once servlets are loaded */
+    char gaps[512];                  /* what the kernel cannot fence, warned after init */
 } w;
 
 static int write_all(struct iovec *iov, int n)
@@ -186,7 +196,7 @@ static void fail(const char *fmt, ...)
 }
 
 /* Reads the confinement part of INIT into w.confine.  The library paths
- * join the Landlock read list, so that what was loaded stays readable. */
+ * become readable under Landlock, with what dlopen() needs to load them. */
 static void confine_settings(sandlet_reader *r, const char *sandbox, const char **libs,
                              bool write_blocked)
 {
@@ -205,15 +215,15 @@ static void confine_settings(sandlet_reader *r, const char *sandbox, const char 
     c->groups = (groups & 1u ? SANDLET_SC_FILES : 0) | (groups & 2u ? SANDLET_SC_DATABASE : 0);
     c->learn = sandlet_read_u8(r) != 0;
     size_t nread = sandlet_read_u16(r);
-    const char **read = calloc(nread + w.nservlets + 1, sizeof(*read));
+    const char **read = calloc(nread + 1, sizeof(*read));
     if (!read)
         fail("out of memory reading the confinement settings");
-    for (size_t i = 0; i < w.nservlets; i++)
-        read[i] = libs[i];
     for (size_t i = 0; i < nread; i++)
-        read[w.nservlets + i] = sandlet_read_str(r, NULL);
+        read[i] = sandlet_read_str(r, NULL);
     c->read_paths = read;
-    c->nread = w.nservlets + nread;
+    c->nread = nread;
+    c->lib_paths = libs;
+    c->nlibs = w.nservlets;
     size_t nwrite = sandlet_read_u16(r);
     const char **write = calloc(nwrite + 1, sizeof(*write));
     if (!write)
@@ -237,7 +247,8 @@ static void confine_settings(sandlet_reader *r, const char *sandbox, const char 
 /* Reads the session part of INIT and maps the sandbox's store, which the
  * supervisor passed on SANDLET_SESSION_FD.  Runs before confinement:
  * afterwards the mapping needs no system call but futex (the store's
- * lock) and getrandom (new ids), both in the base allowlist. */
+ * lock) and getrandom (new ids), both in the base allowlist.  Without
+ * memory sessions, descriptor 4 is not ours: closed. */
 static void session_settings(sandlet_reader *r, const char *sandbox)
 {
     unsigned mode = sandlet_read_u8(r);
@@ -251,17 +262,6 @@ static void session_settings(sandlet_reader *r, const char *sandbox)
     uint8_t *key = (uint8_t *)sandlet_read_rest(r, &keylen);
     if (r->bad || keylen != SANDLET_SESSION_KEY_LEN)
         fail("malformed INIT frame from the acceptor");
-    for (size_t i = 0; i < w.nservlets; i++) {
-        sl_session_mode want = w.servlets[i].servlet->session;
-        if (want == SL_SESSION_MEMORY && mode != 1)
-            fail("servlet %s wants memory sessions but sandbox '%s' has 'sessions none'; "
-                 "set 'sessions memory' in its sandbox block",
-                 w.servlets[i].path, sandbox);
-        if (want != SL_SESSION_NONE && want != SL_SESSION_MEMORY)
-            fail("servlet %s wants database sessions, which this sandletd does not offer yet; "
-                 "use SL_SESSION_MEMORY",
-                 w.servlets[i].path);
-    }
     sandlet_session_config cfg = {.ops = &sandlet_session_memory_ops,
                                   .max_data = SANDLET_SESSION_SLOT_DATA,
                                   .cookie_secure = secure,
@@ -269,11 +269,15 @@ static void session_settings(sandlet_reader *r, const char *sandbox)
                                   .cookie_name = cookie,
                                   .cookie_path = path};
     memcpy(cfg.key, key, SANDLET_SESSION_KEY_LEN);
-    /* libsandlet keeps its own copy; none stays in the INIT buffer, which
-     * servlets' parameters point into for the worker's life. */
+    /* One copy until the servlets are loaded, none in the INIT buffer,
+     * which servlets' parameters point into for the worker's life. */
     sodium_memzero(key, keylen);
+    w.session = cfg;
+    sodium_memzero(cfg.key, sizeof(cfg.key));
+    w.session_mode = mode;
     if (mode != 1) {
-        sodium_memzero(cfg.key, sizeof(cfg.key));
+        sodium_memzero(w.session.key, sizeof(w.session.key));
+        close(SANDLET_SESSION_FD);
         return;
     }
     w.sessions = sandlet_session_store_attach(SANDLET_SESSION_FD, timeout);
@@ -282,12 +286,49 @@ static void session_settings(sandlet_reader *r, const char *sandbox)
              SANDLET_SESSION_FD, strerror(errno));
     /* The mapping stays; the descriptor is of no further use. */
     close(SANDLET_SESSION_FD);
-    cfg.store = w.sessions;
-    int rc = sandlet_lib_session_configure(&cfg);
-    sodium_memzero(cfg.key, sizeof(cfg.key));
+}
+
+/* Once the servlets are loaded: what they ask of sessions against what
+ * the sandbox offers, then the sessions' settings installed. */
+static void session_configure(const char *sandbox)
+{
+    for (size_t i = 0; i < w.nservlets; i++) {
+        sl_session_mode want = w.servlets[i].servlet->session;
+        if (want == SL_SESSION_MEMORY && w.session_mode != 1)
+            fail("servlet %s wants memory sessions but sandbox '%s' has 'sessions none'; "
+                 "set 'sessions memory' in its sandbox block",
+                 w.servlets[i].path, sandbox);
+        if (want != SL_SESSION_NONE && want != SL_SESSION_MEMORY)
+            fail("servlet %s wants database sessions, which this sandletd does not offer yet; "
+                 "use SL_SESSION_MEMORY",
+                 w.servlets[i].path);
+    }
+    if (w.session_mode != 1)
+        return;
+    w.session.store = w.sessions;
+    int rc = sandlet_lib_session_configure(&w.session);
+    sodium_memzero(w.session.key, sizeof(w.session.key));
     if (rc < 0)
-        fail("sandbox '%s': cannot set up sessions with cookie '%s': %s", sandbox, cookie,
+        fail("sandbox '%s': cannot set up sessions with cookie '%s': %s", sandbox,
+             w.session.cookie_name,
              rc == -EINVAL ? "the INIT frame does not match the sandbox" : strerror(-rc));
+}
+
+/* Dies when the supervisor is gone: set again after every identity change
+ * (which clears it), then checked, since the supervisor may have died
+ * before it was set. */
+static void die_with_supervisor(void)
+{
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) {
+        sandlet_error("prctl(PR_SET_PDEATHSIG): %s; exiting", strerror(errno));
+        _exit(1);
+    }
+    /* The supervisor is a fork of sandletd, never pid 1: a parent of 1
+     * means it died before we looked. */
+    if (w.supervisor == 1 || getppid() != w.supervisor) {
+        sandlet_error("the supervisor (pid %d) is gone; exiting", (int)w.supervisor);
+        _exit(1);
+    }
 }
 
 static void load_servlets(const char *sandbox, bool write_blocked)
@@ -304,6 +345,8 @@ static void load_servlets(const char *sandbox, bool write_blocked)
     sodium_memzero(w.in.data, SANDLET_FRAME_HEADER + h.length);
     sandlet_buf_consume(&w.in, SANDLET_FRAME_HEADER + h.length);
 
+    /* The whole frame is read before anything is loaded: the libraries
+     * are opened only once the worker is confined. */
     sandlet_reader r;
     sandlet_reader_init(&r, w.init, h.length);
     sandlet_read_str(&r, NULL); /* sandbox name: argv already has it */
@@ -315,8 +358,7 @@ static void load_servlets(const char *sandbox, bool write_blocked)
     for (size_t i = 0; i < w.nservlets && !r.bad; i++) {
         loaded *s = &w.servlets[i];
         s->path = sandlet_read_str(&r, NULL);
-        const char *lib = sandlet_read_str(&r, NULL);
-        libs[i] = lib;
+        libs[i] = sandlet_read_str(&r, NULL);
         size_t np = sandlet_read_u16(&r);
         sandlet_lib_header *params = calloc(np ? np : 1, sizeof(*params));
         if (!params)
@@ -329,9 +371,40 @@ static void load_servlets(const char *sandbox, bool write_blocked)
         if (r.bad)
             break;
         s->ctx.nparams = np;
+    }
+    confine_settings(&r, sandbox, libs, write_blocked);
+    session_settings(&r, sandbox);
+
+    /* Identity, limits, no_new_privs, Landlock and no exec or fork, before
+     * the first byte of servlet code (a library constructor) runs. */
+    char err[512];
+    const char *gap = NULL;
+    if (w.confine_on) {
+        /* What this kernel leaves open of the sandbox's fence, so that an
+         * operator on an older kernel knows what is not enforced (asked
+         * before the filter, which refuses the question). */
+        gap = sandlet_confine_kernel_gaps(&w.confine, w.gaps, sizeof(w.gaps));
+        if (sandlet_confine_begin(&w.confine, NULL, err, sizeof(err)) < 0)
+            fail("%s", err);
+        if (geteuid() == 0)
+            sandlet_warn("sandbox '%s': servlets run as root (no 'user' for the sandbox or the "
+                         "daemon); give the sandbox a 'user' and 'group'",
+                         sandbox);
+    } else {
+        sandlet_warn("confinement is OFF (SANDLET_NO_CONFINEMENT is set): for "
+                     "benchmarks only, never in production");
+    }
+    die_with_supervisor();
+
+    for (size_t i = 0; i < w.nservlets; i++) {
+        loaded *s = &w.servlets[i];
+        const char *lib = libs[i];
         s->handle = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
         if (!s->handle)
-            fail("servlet %s: cannot load %s: %s", s->path, lib, dlerror());
+            fail("servlet %s: cannot load %s: %s%s", s->path, lib, dlerror(),
+                 w.confine_on ? " (a library it needs outside the system's library directories "
+                                "and its RUNPATH must be among the sandbox's readable paths)"
+                              : "");
         const unsigned *abi = dlsym(s->handle, "sl_servlet_abi");
         s->servlet = dlsym(s->handle, "sl_servlet_descriptor");
         if (!abi || !s->servlet)
@@ -344,8 +417,7 @@ static void load_servlets(const char *sandbox, bool write_blocked)
                  "as .get or .post, in its SL_SERVLET descriptor",
                  s->path, lib);
     }
-    confine_settings(&r, sandbox, libs, write_blocked);
-    session_settings(&r, sandbox);
+    session_configure(sandbox);
     /* Init only after every library loaded, so that a load failure never
      * leaves a half-initialised set behind. */
     for (size_t i = 0; i < w.nservlets; i++) {
@@ -355,14 +427,10 @@ static void load_servlets(const char *sandbox, bool write_blocked)
         s->initialised = true;
     }
     /* Servlets are loaded and initialised (database connections opened,
-     * files read): from here on the worker only serves. */
+     * files read, threads started): from here on the worker only serves,
+     * under the allowlist, every thread of it. */
     if (w.confine_on) {
-        char err[512], gaps[512];
-        /* What this kernel leaves open of the sandbox's fence, so that an
-         * operator on an older kernel knows what is not enforced (asked
-         * before the filter, which refuses the question). */
-        const char *gap = sandlet_confine_kernel_gaps(&w.confine, gaps, sizeof(gaps));
-        if (sandlet_confine_apply(&w.confine, NULL, err, sizeof(err)) < 0)
+        if (sandlet_confine_finish(&w.confine, err, sizeof(err)) < 0)
             fail("%s", err);
         if (gap)
             sandlet_warn("%s", gap);
@@ -370,10 +438,9 @@ static void load_servlets(const char *sandbox, bool write_blocked)
             sandlet_warn("sandbox '%s' is over its write quota: its writable directories are "
                          "read-only for this worker",
                          sandbox);
-    } else {
-        sandlet_warn("confinement is OFF (SANDLET_NO_CONFINEMENT is set): for "
-                     "benchmarks only, never in production");
     }
+    w.confine.lib_paths = NULL;
+    w.confine.nlibs = 0;
     free(libs);
 }
 
@@ -439,13 +506,44 @@ static int serve(const uint8_t *payload, size_t len, const uint8_t *body, size_t
     return sandlet_lib_run(w.servlets[wr.servlet].servlet, rq, rs);
 }
 
+/* A worker has only what it was given: standard input, output and error,
+ * its channel (3) and the session store (4, closed when the sandbox has
+ * none); every other descriptor the starting process left open goes, as
+ * does the environment (the supervisor starts us with an empty one; this
+ * holds when it does not). */
+static void start_clean(void)
+{
+    if (close_range(SANDLET_SESSION_FD + 1, ~0U, 0) < 0) {
+        /* Linux before 5.9: close them one by one. */
+        long max = sysconf(_SC_OPEN_MAX);
+        if (max < 0 || max > 1 << 20)
+            max = 1 << 20;
+        for (int fd = SANDLET_SESSION_FD + 1; fd < max; fd++)
+            close(fd);
+    }
+    /* The strings themselves lie at the top of our stack, where a servlet
+     * could still find them after clearenv() drops the pointers. */
+    for (char **e = environ; e && *e; e++)
+        explicit_bzero(*e, strlen(*e));
+    if (clearenv() != 0) {
+        sandlet_error("cannot clear the environment; exiting");
+        _exit(1);
+    }
+}
+
 int sandlet_worker_main(const char *sandbox, bool write_blocked)
 {
     char role[64];
     snprintf(role, sizeof(role), "worker %s", sandbox);
     sandlet_log_set_role(role);
-    /* Die with the supervisor, which is the one that would reap us. */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    memset(&w, 0, sizeof(w));
+    w.fd = SANDLET_WORKER_FD;
+    /* Our parent at exec is the supervisor, which is the one that would
+     * reap us: taken first, before it can change. */
+    w.supervisor = getppid();
+    start_clean();
+    /* Die with the supervisor (set again after the identity drop). */
+    die_with_supervisor();
     /* Started through fexecve, the process would show in ps and top as
      * the number of the descriptor it came from; name it for its sandbox
      * (the kernel keeps 15 bytes). */
@@ -459,8 +557,6 @@ int sandlet_worker_main(const char *sandbox, bool write_blocked)
     signal(SIGINT, SIG_IGN);
     signal(SIGTERM, SIG_IGN);
     signal(SIGUSR1, SIG_IGN);
-    memset(&w, 0, sizeof(w));
-    w.fd = SANDLET_WORKER_FD;
     /* Room for one whole frame plus one read's worth of the next. */
     sandlet_buf_init(&w.in, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX + (size_t)64 * 1024);
     sandlet_buf_init(&w.head, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX);

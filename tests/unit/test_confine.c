@@ -25,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <grp.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/random.h>
 #include <sys/resource.h>
@@ -1330,6 +1332,292 @@ static void test_uid_without_gid(void **state)
     assert_non_null(strstr(o.err, "sandbox 'test': setuid(65534) without a group"));
 }
 
+/* Already running as the sandbox's identity (the supervisor dropped it
+ * before exec): nothing to change, and the check passes. */
+static int child_already_dropped(void *arg)
+{
+    (void)arg;
+    if (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
+        setresuid(65534, 65534, 65534) < 0)
+        return 1;
+    sandlet_confine c = plain();
+    c.uid = 65534;
+    c.gid = 65534;
+    confine(&c);
+    return getuid() == 65534 && getgid() == 65534 ? 0 : 2;
+}
+
+static void test_identity_already_dropped(void **state)
+{
+    (void)state;
+    SKIP_WITHOUT_CONFINEMENT();
+    skip_unless_root();
+    outcome o;
+    run_child(child_already_dropped, NULL, &o);
+    expect_exit(&o, 0);
+}
+
+/* Started unprivileged but not as asked: refused, nothing loaded. */
+typedef struct identity_case {
+    gid_t groups[1];
+    int ngroups;
+    uid_t as_uid; /* what the child runs as */
+    uid_t want;   /* what it asks for */
+    const char *message;
+} identity_case;
+
+static int child_identity_refused(void *arg)
+{
+    const identity_case *k = arg;
+    if (setgroups((size_t)k->ngroups, k->groups) < 0 || setresgid(65534, 65534, 65534) < 0 ||
+        setresuid(k->as_uid, k->as_uid, k->as_uid) < 0)
+        return 1;
+    sandlet_confine c = plain();
+    c.uid = k->want;
+    c.gid = 65534;
+    char err[512];
+    int rc = sandlet_confine_begin(&c, NULL, err, sizeof(err));
+    dprintf(STDERR_FILENO, "%s\n", err);
+    return rc == -EPERM ? 0 : 2;
+}
+
+static void test_identity_refused(void **state)
+{
+    (void)state;
+    skip_unless_root();
+    static const identity_case cases[] = {
+        /* supplementary groups the worker cannot drop any more */
+        {{100}, 1, 65534, 65534, "supplementary groups remain"},
+        /* another user than the sandbox's */
+        {{0}, 0, 65534, 65533, "the worker runs as another user"},
+        /* root, asked for outright */
+        {{0}, 0, 65534, 0, "servlet code never runs as root"},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        outcome o;
+        run_child(child_identity_refused, (void *)&cases[i], &o);
+        expect_exit(&o, 0);
+        if (!strstr(o.err, cases[i].message))
+            print_message("expected \"%s\" in: %s", cases[i].message, o.err);
+        assert_non_null(strstr(o.err, cases[i].message));
+    }
+}
+
+/* ---- threads ------------------------------------------------------------------ */
+
+static int thread_pipe[2];
+
+/* pause() is not in the allowlist; nanosleep() is. */
+static void wait_for_thread(void)
+{
+    for (int i = 0; i < 500; i++) {
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Waits for a byte, then opens path (its argument) and exits the process
+ * with 0 when Landlock refused it, 1 when it opened. */
+static void *reader_thread(void *arg)
+{
+    char c;
+    if (read(thread_pipe[0], &c, 1) != 1)
+        _exit(3);
+    int fd = open(arg, O_RDONLY | O_CLOEXEC);
+    _exit(fd < 0 && errno == EACCES ? 0 : 1);
+}
+
+static void *idle_thread(void *arg)
+{
+    char c;
+    (void)arg;
+    while (read(thread_pipe[0], &c, 1) < 0 && errno == EINTR)
+        ;
+    return NULL;
+}
+
+/* A second thread before the first step: Landlock and no_new_privs would
+ * bind the calling thread only, so nothing is applied. */
+static int child_thread_before(void *arg)
+{
+    (void)arg;
+    if (pipe(thread_pipe) < 0)
+        return 1;
+    pthread_t t;
+    if (pthread_create(&t, NULL, idle_thread, NULL) != 0)
+        return 2;
+    /* Two, or more under a sanitizer with threads of its own. */
+    if (sandlet_confine_threads() < 2)
+        return 3;
+    sandlet_confine c = plain();
+    char err[512];
+    int rc = sandlet_confine_begin(&c, NULL, err, sizeof(err));
+    dprintf(STDERR_FILENO, "%s\n", err);
+    if (rc != -EBUSY || prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 0)
+        return 4;
+    return 0;
+}
+
+static void test_thread_before_refused(void **state)
+{
+    (void)state;
+    outcome o;
+    run_child(child_thread_before, NULL, &o);
+    expect_exit(&o, 0);
+    assert_non_null(strstr(o.err, "sandbox 'test': confining a process of "));
+    assert_non_null(strstr(o.err, "Landlock and no_new_privs would bind only the calling thread"));
+}
+
+/* A thread started between the steps (in init) is under Landlock from the
+ * first step and under the allowlist from the second. */
+static int child_thread_between(void *arg)
+{
+    (void)arg;
+    const char *ro[] = {ro_dir};
+    sandlet_confine c = plain();
+    c.groups = SANDLET_SC_FILES;
+    c.read_paths = ro;
+    c.nread = 1;
+    bool landlock = false;
+    char err[512];
+    if (pipe(thread_pipe) < 0)
+        return 10;
+    if (sandlet_confine_begin(&c, &landlock, err, sizeof(err)) < 0) {
+        dprintf(STDERR_FILENO, "%s\n", err);
+        return EXIT_CONFINE_FAILED;
+    }
+    if (!landlock)
+        return EXIT_NO_LANDLOCK;
+    pthread_t t;
+    if (pthread_create(&t, NULL, reader_thread, out_file) != 0)
+        return 11;
+    if (sandlet_confine_finish(&c, err, sizeof(err)) < 0) {
+        dprintf(STDERR_FILENO, "%s\n", err);
+        return EXIT_CONFINE_FAILED;
+    }
+    if (write(thread_pipe[1], "r", 1) != 1)
+        return 12;
+    wait_for_thread(); /* the thread exits the process */
+    return 13;
+}
+
+static void test_thread_between_fenced(void **state)
+{
+    (void)state;
+    SKIP_WITHOUT_CONFINEMENT();
+    outcome o;
+    run_child(child_thread_between, NULL, &o);
+    expect_exit_or_skip(&o, 0);
+}
+
+/* The allowlist reaches a thread started between the steps (TSYNC). */
+static void *syscall_thread(void *arg)
+{
+    (void)arg;
+    char c;
+    if (read(thread_pipe[0], &c, 1) != 1)
+        _exit(3);
+    syscall(SYS_getppid);
+    _exit(EXIT_SURVIVED);
+}
+
+static int child_thread_filtered(void *arg)
+{
+    (void)arg;
+    sandlet_confine c = plain();
+    char err[512];
+    if (pipe(thread_pipe) < 0)
+        return 10;
+    if (sandlet_confine_begin(&c, NULL, err, sizeof(err)) < 0) {
+        dprintf(STDERR_FILENO, "%s\n", err);
+        return EXIT_CONFINE_FAILED;
+    }
+    pthread_t t;
+    if (pthread_create(&t, NULL, syscall_thread, NULL) != 0)
+        return 11;
+    if (sandlet_confine_finish(&c, err, sizeof(err)) < 0) {
+        dprintf(STDERR_FILENO, "%s\n", err);
+        return EXIT_CONFINE_FAILED;
+    }
+    if (write(thread_pipe[1], "s", 1) != 1)
+        return 12;
+    wait_for_thread();
+    return 13;
+}
+
+static void test_thread_between_filtered(void **state)
+{
+    (void)state;
+    SKIP_WITHOUT_CONFINEMENT();
+    outcome o;
+    run_child(child_thread_filtered, NULL, &o);
+    expect_sigsys(&o, "getppid");
+}
+
+/* Between the steps (constructors, init): no exec, no new process, no
+ * writable and executable memory; a thread may start. */
+static int child_between_no_process(void *arg)
+{
+    (void)arg;
+    sandlet_confine c = plain();
+    char err[512];
+    if (sandlet_confine_begin(&c, NULL, err, sizeof(err)) < 0) {
+        dprintf(STDERR_FILENO, "%s\n", err);
+        return EXIT_CONFINE_FAILED;
+    }
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(0);
+    if (pid >= 0 || errno != EPERM)
+        return 1;
+    char *argv[] = {"true", NULL};
+    char *envp[] = {NULL};
+    execve("/bin/true", argv, envp);
+    if (errno != EPERM)
+        return 2;
+    if (pipe(thread_pipe) < 0)
+        return 3;
+    pthread_t t;
+    if (pthread_create(&t, NULL, idle_thread, NULL) != 0)
+        return 4;
+    close(thread_pipe[1]);
+    if (pthread_join(t, NULL) != 0)
+        return 5;
+    /* Nothing writable and executable at once; executable alone (what
+     * dlopen() maps) still works. */
+    if (mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) !=
+            MAP_FAILED ||
+        errno != EPERM)
+        return 6;
+    char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return 7;
+    if (mprotect(p, 4096, PROT_READ | PROT_WRITE | PROT_EXEC) == 0 || errno != EPERM)
+        return 8;
+    if (mprotect(p, 4096, PROT_READ | PROT_EXEC) < 0)
+        return 9;
+    return 0;
+}
+
+static void test_between_no_process(void **state)
+{
+    (void)state;
+    SKIP_WITHOUT_CONFINEMENT();
+    outcome o;
+    run_child(child_between_no_process, NULL, &o);
+    expect_exit(&o, 0);
+}
+
+static void test_finish_needs_begin(void **state)
+{
+    (void)state;
+    sandlet_confine c = plain();
+    char err[256];
+    /* Refused before anything is applied: safe in the test process itself. */
+    assert_int_equal(sandlet_confine_finish(&c, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "before sandlet_confine_begin()"));
+}
+
 /* ---- write quota: the supervisor's measurement ------------------------------------ */
 
 /* A fresh directory under tmpdir for one quota test. */
@@ -1493,6 +1781,13 @@ int main(void)
         cmocka_unit_test(test_quota_too_deep),
         cmocka_unit_test(test_uid_drop),
         cmocka_unit_test(test_uid_without_gid),
+        cmocka_unit_test(test_identity_already_dropped),
+        cmocka_unit_test(test_identity_refused),
+        cmocka_unit_test(test_thread_before_refused),
+        cmocka_unit_test(test_thread_between_fenced),
+        cmocka_unit_test(test_thread_between_filtered),
+        cmocka_unit_test(test_between_no_process),
+        cmocka_unit_test(test_finish_needs_begin),
     };
     /* One named test per forbidden call, so a failure says which. */
     static char names[ARRAY_LEN(forbidden_cases)][64];
