@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -56,8 +57,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             const sandlet_sandbox_conf *sb = &conf->sandboxes[i];
             invariant(sb->workers >= 1 && sb->workers <= SANDLET_MAX_WORKERS,
                       "workers out of range");
-            invariant(sb->pipeline >= 1 && sb->pipeline <= SANDLET_MAX_PIPELINE,
-                      "pipeline out of range");
+            invariant(sb->ndatabase_ports <= SANDLET_MAX_DATABASE_PORTS,
+                      "database ports out of range");
+            invariant(sb->session_cookie && strncmp(sb->session_cookie, "SLSESSION_", 10) == 0,
+                      "sandbox without its own session cookie name");
+            invariant(sb->session_path && sb->session_path[0] == '/',
+                      "session cookie path not absolute");
+            for (size_t j = 0; j < i; j++)
+                invariant(strcasecmp(sb->session_cookie, conf->sandboxes[j].session_cookie) != 0,
+                          "two sandboxes share a session cookie name");
             invariant(sb->name && *sb->name, "sandbox without a name");
         }
         for (size_t i = 0; i < conf->nservlets; i++) {
