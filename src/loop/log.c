@@ -143,8 +143,11 @@ __attribute__((format(printf, 3, 0))) static void vlog(enum sandlet_log_level le
     static const char *const names[] = {"error", "warning", "info", "debug"};
     if (level > max_level)
         return;
+    /* Callers may still read errno after logging; a dropped line's
+     * EAGAIN must not replace it. */
+    int saved_errno = errno;
     char line[LOG_LINE_MAX];
-    if (lost && !tail_len) {
+    if (lost) { /* put_line sends what is left of a line first */
         size_t n = head(line, sizeof(line), "warning");
         int m = snprintf(line + n, sizeof(line) - n,
                          "%llu log line(s) dropped: standard error was not taking them "
@@ -167,6 +170,7 @@ __attribute__((format(printf, 3, 0))) static void vlog(enum sandlet_log_level le
     line[n++] = '\n';
     if (lost || !put_line(line, n))
         lost++;
+    errno = saved_errno;
 }
 
 void sandlet_log(enum sandlet_log_level level, const char *fmt, ...)

@@ -311,6 +311,26 @@ static void test_stderr_unread(void **state)
     }
     printf("# unread stderr: slowest round %llu ms\n", worst);
     assert_true(worst < 3000);
+    /* Read again: the lines that did not fit are counted and reported. */
+    assert_int_equal(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+    size_t cap = (size_t)4 << 20, got = 0;
+    char *seen = malloc(cap);
+    assert_non_null(seen);
+    bool reported = false;
+    const char *dropped_note = "log line(s) dropped: standard error was not taking them";
+    for (int i = 0; i < 100 && !reported; i++) {
+        ssize_t k;
+        while (got < cap && (k = read(p[0], seen + got, cap - got)) > 0)
+            got += (size_t)k;
+        reported = memmem(seen, got, dropped_note, strlen(dropped_note)) != NULL;
+        th_conn *c = th_connect(port, false);
+        assert_non_null(c);
+        th_send_str(c, "G@T / HTTP/1.1\r\nHost: x\r\n\r\n");
+        th_close(c);
+        usleep(50000);
+    }
+    free(seen);
+    assert_true(reported);
     int st;
     for (int waited = 0; waited < 10000 && waitpid(flood, &st, WNOHANG) != flood; waited += 20)
         usleep(20000);
