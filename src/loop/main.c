@@ -328,7 +328,7 @@ static int open_logs(sandlet_server *srv)
 /* SPAWNED carries the read end of the worker's output pipe. */
 static void attach_output(sandlet_server *srv, const sandlet_ctl *msg, int fd)
 {
-    if (msg->sandbox >= srv->conf->nsandboxes ||
+    if (!srv->pools || msg->sandbox >= srv->conf->nsandboxes ||
         msg->slot >= srv->pools[msg->sandbox].conf->workers ||
         srv->pools[msg->sandbox].workers[msg->slot].gen != msg->gen) {
         close(fd); /* an earlier incarnation: it is gone or going */
