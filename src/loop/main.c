@@ -443,8 +443,12 @@ static int run(sandlet_conf *conf)
                          "development only, never in production ***",
                          conf->sandboxes[i].name);
     if (resolve_identities(srv, conf->user) < 0 || sandlet_files_open(srv) < 0 ||
-        open_logs(srv) < 0)
+        open_logs(srv) < 0) {
+        for (size_t i = 0; i < conf->nlistens; i++)
+            close(fds[i]);
+        free(fds);
         return 1;
+    }
     int ctl[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0) {
         sandlet_log_errno(SANDLET_LOG_ERROR, -errno, "control socketpair");
