@@ -208,8 +208,11 @@ static void emit(struct sandlet_wlog *r, bool cut)
         return;
     }
     r->byte_tokens -= cost;
+    /* The servlet it serves, or served last: the channel and this pipe
+     * are read in whichever order the loop sees them, so what a servlet
+     * wrote may arrive just after its response. */
     const sandlet_worker *w = r->w;
-    bool serving = w && w->gen == r->gen && w->pid == r->pid && w->reqline[0];
+    bool serving = w && w->gen == r->gen && w->pid == r->pid && (w->reqline[0] || w->served);
     sandlet_warn("worker %d sandbox '%s'%s%s: %.*s%s", (int)r->pid, r->sandbox, serving ? " " : "",
                  serving ? w->servlet : "", (int)olen, out, cut ? CUT_MARK : "");
 }
