@@ -46,15 +46,31 @@ static char *slurp(const char *path, size_t *len)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return NULL;
-    struct stat st;
-    char *b = NULL;
-    if (fstat(fd, &st) == 0 && (b = malloc((size_t)st.st_size + 1))) {
-        ssize_t n = read(fd, b, (size_t)st.st_size);
-        b[n > 0 ? n : 0] = '\0';
-        if (len)
-            *len = n > 0 ? (size_t)n : 0;
+    /* Read to the end: /proc files report no size. */
+    size_t cap = 64 * 1024, n = 0;
+    char *b = malloc(cap + 1);
+    while (b) {
+        ssize_t k = read(fd, b + n, cap - n);
+        if (k <= 0)
+            break;
+        n += (size_t)k;
+        if (n == cap) {
+            char *nb = realloc(b, cap * 2 + 1);
+            if (!nb) {
+                free(b);
+                b = NULL;
+                break;
+            }
+            b = nb;
+            cap *= 2;
+        }
     }
     close(fd);
+    if (b) {
+        b[n] = '\0';
+        if (len)
+            *len = n;
+    }
     return b;
 }
 
@@ -200,6 +216,30 @@ static void test_fd_tricks(void **state)
     free(s);
 }
 
+/* CPU time (ms) and resident memory (KiB) of process pid so far. */
+static void usage_of(pid_t pid, unsigned long long *cpu_ms, unsigned long long *rss_kib)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    char *s = slurp(path, NULL);
+    assert_non_null(s);
+    const char *rp = strrchr(s, ')');
+    assert_non_null(rp);
+    unsigned long long ut = 0, st = 0;
+    /* After "pid (comm)": state is field 3, utime 14, stime 15. */
+    assert_int_equal(
+        sscanf(rp + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st), 2);
+    free(s);
+    *cpu_ms = (ut + st) * 1000ull / (unsigned long long)sysconf(_SC_CLK_TCK);
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    s = slurp(path, NULL);
+    assert_non_null(s);
+    const char *rss = strstr(s, "VmRSS:");
+    assert_non_null(rss);
+    *rss_kib = strtoull(rss + 6, NULL, 10);
+    free(s);
+}
+
 /* 32 MiB of output as fast as a worker can write: the log takes a bounded
  * part of it and says how much it dropped; another sandbox keeps
  * answering quickly meanwhile. */
@@ -207,6 +247,8 @@ static void test_flood(void **state)
 {
     (void)state;
     off_t before = file_size(d.log);
+    unsigned long long cpu0, rss0, cpu1, rss1;
+    usage_of(d.pid, &cpu0, &rss0); /* the acceptor: the process we started */
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -230,7 +272,14 @@ static void test_flood(void **state)
            "%llu ms\n",
            n, worst, th_now_ms() - start);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    usage_of(d.pid, &cpu1, &rss1);
+    printf("# flood: the acceptor used %llu ms of CPU, its memory grew by %lld KiB\n", cpu1 - cpu0,
+           (long long)rss1 - (long long)rss0);
     assert_true(worst < 1500);
+    /* Reading 32 MiB and writing a few hundred lines: well under a
+     * second of CPU, and no memory that grows with the flood. */
+    assert_true(cpu1 - cpu0 < 1000);
+    assert_true(rss1 < rss0 + 8 * 1024);
     assert_true(th_log_wait(&d, "lines from worker ", 3000));
     assert_true(th_log_contains(&d, "(rate limit)"));
     /* What reached the log: a few seconds' worth of 100 lines a second,
