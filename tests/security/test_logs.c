@@ -27,6 +27,25 @@
 #include <unistd.h>
 
 static th_daemon d;
+/* Started by a test that may fail halfway: the teardown stops them. */
+static pid_t strays[4];
+
+static void stray(pid_t pid)
+{
+    for (size_t i = 0; i < sizeof(strays) / sizeof(strays[0]); i++)
+        if (!strays[i]) {
+            strays[i] = pid;
+            return;
+        }
+}
+
+/* pid was reaped: its number may be reused. */
+static void unstray(pid_t pid)
+{
+    for (size_t i = 0; i < sizeof(strays) / sizeof(strays[0]); i++)
+        if (strays[i] == pid)
+            strays[i] = 0;
+}
 
 static const char *conf_body(void)
 {
@@ -136,6 +155,9 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
+    for (size_t i = 0; i < sizeof(strays) / sizeof(strays[0]); i++)
+        if (strays[i] > 0 && kill(strays[i], SIGKILL) == 0)
+            waitpid(strays[i], NULL, 0);
     return th_stop(&d) == 0 ? 0 : -1;
 }
 
@@ -256,6 +278,7 @@ static void test_flood(void **state)
         int rc = th_request(d.port, "GET", "/log?do=flood&n=33554432", NULL, NULL, 0, &r);
         _exit(rc == 0 && r.status == 200 && strncmp(r.body, "flood: 33554432 ", 16) == 0 ? 0 : 1);
     }
+    stray(pid);
     unsigned long long start = th_now_ms(), worst = 0;
     int st = -1, n = 0;
     while (th_now_ms() - start < 60000) {
@@ -264,8 +287,10 @@ static void test_flood(void **state)
         if (th_now_ms() - t > worst)
             worst = th_now_ms() - t;
         n++;
-        if (waitpid(pid, &st, WNOHANG) == pid)
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            unstray(pid);
             break;
+        }
         usleep(20000);
     }
     printf("# flood: %d requests to another sandbox meanwhile, slowest %llu ms, flood took "
@@ -314,6 +339,7 @@ static void test_stderr_unread(void **state)
         execl(exe ? exe : "./sandletd", "sandletd", "-d", "-c", conf, (char *)NULL);
         _exit(127);
     }
+    stray(pid);
     close(p[1]);
     /* Read only as far as the port; never again. */
     char buf[8192];
@@ -339,6 +365,7 @@ static void test_stderr_unread(void **state)
         int rc = th_request(port, "GET", "/log?do=flood&n=1048576", NULL, NULL, 0, &r);
         _exit(rc == 0 && r.status == 200 ? 0 : 1);
     }
+    stray(flood);
     usleep(300000);
     /* Each bad request makes the acceptor log a line (-d); each must be
      * answered, and so must the other sandbox. */
@@ -381,22 +408,31 @@ static void test_stderr_unread(void **state)
     free(seen);
     assert_true(reported);
     int st;
-    for (int waited = 0; waited < 10000 && waitpid(flood, &st, WNOHANG) != flood; waited += 20)
-        usleep(20000);
-    kill(flood, SIGKILL);
-    waitpid(flood, &st, 0);
-    kill(pid, SIGTERM);
-    int waited = 0;
-    while (waitpid(pid, &st, WNOHANG) != pid && waited < 15000) {
-        usleep(20000);
-        waited += 20;
+    bool reaped = false;
+    for (int waited = 0; waited < 10000 && !reaped; waited += 20) {
+        reaped = waitpid(flood, &st, WNOHANG) == flood;
+        if (!reaped)
+            usleep(20000);
     }
-    if (waited >= 15000) {
+    if (!reaped) {
+        kill(flood, SIGKILL);
+        waitpid(flood, &st, 0);
+    }
+    unstray(flood);
+    kill(pid, SIGTERM);
+    bool stopped = false;
+    for (int waited = 0; waited < 15000 && !stopped; waited += 20) {
+        stopped = waitpid(pid, &st, WNOHANG) == pid;
+        if (!stopped)
+            usleep(20000);
+    }
+    if (!stopped) {
         kill(pid, SIGKILL);
         waitpid(pid, &st, 0);
     }
+    unstray(pid);
     close(p[0]);
-    assert_true(waited < 15000 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_true(stopped && WIFEXITED(st) && WEXITSTATUS(st) == 0);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     assert_int_equal(system(cmd), 0);
@@ -494,6 +530,7 @@ static void test_reopen_no_links(void **state)
     char body[3072];
     snprintf(body, sizeof(body), "%s%s", extra, conf_body());
     assert_int_equal(th_start(&e, body, false), 0);
+    stray(e.pid);
     expect(e.port, "/calm?do=hello", 200, "hello");
     assert_true(file_wait(log, "is ready", 5000));
     struct stat st;
@@ -522,6 +559,7 @@ static void test_reopen_no_links(void **state)
     assert_int_equal(stat(log, &st), 0);
     assert_int_equal(st.st_uid, 65534);
     assert_int_equal(file_size(victim), 0);
+    unstray(e.pid);
     assert_int_equal(th_stop(&e), 0);
     char cmd[256];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", dir, e.dir);
