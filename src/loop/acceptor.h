@@ -261,6 +261,28 @@ void sandlet_pools_free(sandlet_server *srv);
 bool sandlet_pool_header_allowed(const sandlet_conn *c, const char *name, size_t name_len,
                                  const char *value, size_t value_len);
 
+/* ---- workerlog.c ------------------------------------------------------- */
+
+/* What workers write to standard output and error reaches the error log
+ * only through here: read from each worker's own pipe without blocking,
+ * one line at a time, escaped, cut at SANDLET_WORKERLOG_LINE bytes,
+ * prefixed with pid, sandbox and servlet, at most
+ * SANDLET_WORKERLOG_RATE lines a second (bursts of twice that) and a
+ * byte budget; what is dropped is counted and reported. */
+#define SANDLET_WORKERLOG_LINE 1024
+#define SANDLET_WORKERLOG_RATE 100
+/* Takes fd (the read end of w's output pipe, w->pid set) and reads it
+ * until its end; 0, or -errno with fd closed. */
+int sandlet_workerlog_attach(sandlet_server *srv, sandlet_worker *w, int fd);
+/* Writes the n bytes at in to out (cap bytes) as a log line may show
+ * them: bytes below 0x20 but tab, 0x7f, backslash, C1 controls and
+ * whatever is not valid UTF-8 become \xNN.  Returns the length written;
+ * *used gets how many input bytes it covers (fewer than n when out is
+ * full). */
+size_t sandlet_workerlog_escape(char *out, size_t cap, const uint8_t *in, size_t n, size_t *used);
+/* Frees the readers left when the loop has ended. */
+void sandlet_workerlog_free(sandlet_server *srv);
+
 /* ---- main.c ------------------------------------------------------------ */
 
 struct sandlet_server {
@@ -284,8 +306,9 @@ struct sandlet_server {
     char access_time[40];
     size_t access_len;
     char access_buf[64 * 1024];
-    void *mime;    /* sandlet_mime */
-    uint32_t *ids; /* per sandbox: uid, gid pairs resolved at start */
+    void *mime;                 /* sandlet_mime */
+    uint32_t *ids;              /* per sandbox: uid, gid pairs resolved at start */
+    struct sandlet_wlog *wlogs; /* workers' output pipes being read */
     bool stopping;
     uint32_t next_id;
     time_t date_sec;

@@ -277,31 +277,68 @@ static void on_sigusr1(uv_signal_t *s, int signum)
         sandlet_server_control(&m.srv, SANDLET_CTL_REOPEN, 0, 0, 0, -1, 0);
 }
 
+/* The user the acceptor runs as: the configuration's "user", or nobody
+ * when started as root without one (as nginx does); NULL: stay as we are. */
+static const char *acceptor_user(const sandlet_conf *conf)
+{
+    if (!conf->user && geteuid() == 0)
+        return "nobody";
+    return conf->user;
+}
+
 /* Opens the logs before privileges are dropped: the error log becomes
- * standard error of every process, the access log stays with us. */
+ * standard error of the acceptor and the supervisor (never of a worker),
+ * the access log stays with the acceptor.  The acceptor's user may own
+ * the logs and their folder, never anyone else. */
 static int open_logs(sandlet_server *srv)
 {
     srv->access_fd = -1;
     const sandlet_conf *conf = srv->conf;
-    if (conf->error_log) {
-        int fd = sandlet_log_open_file(conf->error_log);
-        if (fd < 0) {
-            sandlet_log_errno(SANDLET_LOG_ERROR, fd, "%s: error-log %s cannot be opened",
-                              conf->file, conf->error_log);
-            return fd;
+    if (!conf->error_log && !conf->access_log)
+        return 0;
+    uid_t uid = getuid();
+    gid_t gid = getgid();
+    const char *user = geteuid() == 0 ? acceptor_user(conf) : NULL;
+    if (user) {
+        struct passwd *pw = getpwnam(user);
+        if (!pw) {
+            sandlet_error("user '%s' (from the configuration's 'user' line) does not exist; "
+                          "create it or change the line",
+                          user);
+            return -ENOENT;
         }
+        uid = pw->pw_uid;
+        gid = pw->pw_gid;
+    }
+    if (conf->error_log) {
+        int fd = sandlet_log_file_open(SANDLET_LOG_ERROR_FILE, conf->error_log, uid, gid);
+        if (fd < 0)
+            return fd; /* logged, with the fix */
         dup2(fd, STDERR_FILENO);
         close(fd);
     }
     if (conf->access_log) {
-        srv->access_fd = sandlet_log_open_file(conf->access_log);
-        if (srv->access_fd < 0) {
-            sandlet_log_errno(SANDLET_LOG_ERROR, srv->access_fd,
-                              "%s: access-log %s cannot be opened", conf->file, conf->access_log);
+        srv->access_fd = sandlet_log_file_open(SANDLET_LOG_ACCESS, conf->access_log, uid, gid);
+        if (srv->access_fd < 0)
             return srv->access_fd;
-        }
     }
     return 0;
+}
+
+/* SPAWNED carries the read end of the worker's output pipe. */
+static void attach_output(sandlet_server *srv, const sandlet_ctl *msg, int fd)
+{
+    if (!srv->pools || msg->sandbox >= srv->conf->nsandboxes ||
+        msg->slot >= srv->pools[msg->sandbox].conf->workers ||
+        srv->pools[msg->sandbox].workers[msg->slot].gen != msg->gen) {
+        close(fd); /* an earlier incarnation: it is gone or going */
+        return;
+    }
+    int rc = sandlet_workerlog_attach(srv, &srv->pools[msg->sandbox].workers[msg->slot], fd);
+    if (rc < 0)
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc,
+                          "cannot read the output of worker %d of sandbox '%s'", (int)msg->pid,
+                          srv->conf->sandboxes[msg->sandbox].name);
 }
 
 static void on_ctl(uv_poll_t *p, int status, int events)
@@ -326,19 +363,22 @@ static void on_ctl(uv_poll_t *p, int status, int events)
             return;
         }
         if (msg.type == SANDLET_CTL_LOGFD && fd >= 0) {
-            if (msg.status == 0) {
+            if (msg.status == SANDLET_LOG_ACCESS) {
                 sandlet_access_reopen(srv, fd);
             } else {
                 dup2(fd, STDERR_FILENO);
                 close(fd);
+                sandlet_log_nonblocking();
             }
             sandlet_info("reopened %s", msg.status == 0 ? conf_path(srv->conf->access_log)
                                                         : conf_path(srv->conf->error_log));
             continue;
         }
-        if (fd >= 0)
-            close(fd); /* only LOGFD carries a descriptor */
         sandlet_pool_control(srv, &msg);
+        if (fd >= 0 && msg.type == SANDLET_CTL_SPAWNED)
+            attach_output(srv, &msg, fd);
+        else if (fd >= 0)
+            close(fd); /* only LOGFD and SPAWNED carry a descriptor */
     }
 }
 
@@ -403,8 +443,12 @@ static int run(sandlet_conf *conf)
                          "development only, never in production ***",
                          conf->sandboxes[i].name);
     if (resolve_identities(srv, conf->user) < 0 || sandlet_files_open(srv) < 0 ||
-        open_logs(srv) < 0)
+        open_logs(srv) < 0) {
+        for (size_t i = 0; i < conf->nlistens; i++)
+            close(fds[i]);
+        free(fds);
         return 1;
+    }
     int ctl[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0) {
         sandlet_log_errno(SANDLET_LOG_ERROR, -errno, "control socketpair");
@@ -425,6 +469,7 @@ static int run(sandlet_conf *conf)
         sandlet_files_close(srv); /* the supervisor serves nothing */
         if (srv->access_fd >= 0)
             close(srv->access_fd);
+        sandlet_log_nonblocking();
         int st = sandlet_supervisor_run(conf, ctl[1], exe);
         sandlet_conf_free(conf);
         _exit(st);
@@ -435,18 +480,26 @@ static int run(sandlet_conf *conf)
     srv->supervisor = pid;
     sandlet_log_set_role("acceptor");
 
+    /* Only the supervisor reopens the logs, in the folders it keeps. */
+    sandlet_log_file_forget();
+    /* Before the privilege drop, which may forbid reopening our own
+     * standard error through /proc. */
+    int rc = sandlet_log_nonblocking();
+    if (rc < 0)
+        sandlet_log_errno(SANDLET_LOG_WARN, rc,
+                          "cannot make log writes non-blocking; a stalled reader of standard "
+                          "error would stall the daemon (set error-log to a file)");
     /* The acceptor faces the network: never as root.  Without a "user"
      * line it becomes nobody, as nginx does. */
-    const char *acceptor_user = conf->user;
-    if (!acceptor_user && geteuid() == 0) {
-        acceptor_user = "nobody";
+    const char *user = acceptor_user(conf);
+    if (!conf->user && geteuid() == 0) {
         sandlet_info("started as root without a 'user' line: the acceptor runs as 'nobody' "
                      "(name a user with 'user' in %s to choose)",
                      conf->file);
     }
-    int rc = drop_privileges(acceptor_user);
+    rc = drop_privileges(user);
     if (rc < 0) {
-        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot become user '%s'", acceptor_user);
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot become user '%s'", user);
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -494,6 +547,7 @@ static int run(sandlet_conf *conf)
     sandlet_access_flush(srv);
     if (srv->access_fd >= 0)
         close(srv->access_fd);
+    sandlet_workerlog_free(srv);
     sandlet_pools_free(srv);
     sandlet_files_close(srv);
     free(srv->ids);

@@ -16,6 +16,7 @@
 #include "sandbox/session_store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,8 +52,8 @@ static struct {
     bool finished;
 } sv;
 
-static void reply(const sandlet_ctl *req, uint32_t type, int32_t pid, int32_t status, int32_t sig,
-                  int32_t core)
+static void reply_fd(const sandlet_ctl *req, uint32_t type, int32_t pid, int32_t status,
+                     int32_t sig, int32_t core, int fd)
 {
     if (sv.ctl < 0)
         return;
@@ -64,9 +65,15 @@ static void reply(const sandlet_ctl *req, uint32_t type, int32_t pid, int32_t st
                      .status = status,
                      .signal = sig,
                      .core = core};
-    int rc = sandlet_ctl_send(sv.ctl, &m, -1);
+    int rc = sandlet_ctl_send(sv.ctl, &m, fd);
     if (rc < 0)
         sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot report to the acceptor");
+}
+
+static void reply(const sandlet_ctl *req, uint32_t type, int32_t pid, int32_t status, int32_t sig,
+                  int32_t core)
+{
+    reply_fd(req, type, pid, status, sig, core, -1);
 }
 
 static void child_closed(uv_handle_t *h)
@@ -121,10 +128,24 @@ static void spawn(const sandlet_ctl *m, int fd)
     /* Descriptor 4: the sandbox's session store, shared by its workers so
      * that a session is found whichever worker serves the request. */
     int store = sv.session_fds ? sv.session_fds[m->sandbox] : -1;
+    /* Standard output and error: a pipe of its own, read by the
+     * acceptor, never the daemon's log (a servlet could forge lines in
+     * it, truncate it or, with nobody reading, stall the daemon). */
+    int out[2];
+    if (pipe2(out, O_CLOEXEC) < 0) {
+        int err = -errno;
+        sandlet_log_errno(SANDLET_LOG_ERROR, err,
+                          "cannot make the output pipe of a worker of "
+                          "sandbox '%s'",
+                          sv.conf->sandboxes[m->sandbox].name);
+        reply(m, SANDLET_CTL_SPAWN_FAILED, 0, err, 0, 0);
+        free(c);
+        return;
+    }
     uv_stdio_container_t stdio[5] = {
         {.flags = UV_IGNORE},
-        {.flags = UV_INHERIT_FD, .data.fd = STDOUT_FILENO},
-        {.flags = UV_INHERIT_FD, .data.fd = STDERR_FILENO},
+        {.flags = UV_INHERIT_FD, .data.fd = out[1]},
+        {.flags = UV_INHERIT_FD, .data.fd = out[1]},
         {.flags = UV_INHERIT_FD, .data.fd = fd},
         {.flags = UV_INHERIT_FD, .data.fd = store},
     };
@@ -138,7 +159,9 @@ static void spawn(const sandlet_ctl *m, int fd)
         .stdio = stdio,
     };
     int rc = uv_spawn(&sv.loop, &c->proc, &opts);
+    close(out[1]);
     if (rc < 0) {
+        close(out[0]);
         sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot start a worker of sandbox '%s'",
                           sv.conf->sandboxes[m->sandbox].name);
         reply(m, SANDLET_CTL_SPAWN_FAILED, 0, rc, 0, 0);
@@ -147,7 +170,10 @@ static void spawn(const sandlet_ctl *m, int fd)
     }
     c->next = sv.children;
     sv.children = c;
-    reply(m, SANDLET_CTL_SPAWNED, c->proc.pid, 0, 0, 0);
+    /* The read end goes to the acceptor, which owns the log; we never
+     * read what a worker writes. */
+    reply_fd(m, SANDLET_CTL_SPAWNED, c->proc.pid, 0, 0, 0, out[0]);
+    close(out[0]);
 }
 
 static void kill_child(const sandlet_ctl *m)
@@ -165,24 +191,25 @@ static void kill_child(const sandlet_ctl *m)
 }
 
 /* logrotate moved the files away: open them again (we may be the only
- * process still allowed to), take the error log as our own standard
- * error, and hand both to the acceptor.  Running workers keep the old
- * error log until they are restarted. */
+ * process still allowed to), in the folders checked at start and without
+ * following links (the acceptor's user may control those folders), take
+ * the error log as our own standard error, and hand both to the
+ * acceptor.  Workers never hold either. */
 static void reopen_logs(const sandlet_ctl *req)
 {
-    const char *paths[2] = {sv.conf->access_log, sv.conf->error_log};
-    for (int which = 0; which < 2; which++) {
+    const char *paths[SANDLET_LOG_FILES] = {sv.conf->access_log, sv.conf->error_log};
+    for (unsigned which = 0; which < SANDLET_LOG_FILES; which++) {
         if (!paths[which])
             continue;
-        int fd = sandlet_log_open_file(paths[which]);
-        if (fd < 0) {
-            sandlet_log_errno(SANDLET_LOG_ERROR, fd,
-                              "cannot reopen %s; check its folder's permissions", paths[which]);
-            continue;
-        }
-        if (which == 1)
+        int fd = sandlet_log_file_reopen(which);
+        if (fd < 0)
+            continue; /* logged, naming the file and why */
+        if (which == SANDLET_LOG_ERROR_FILE) {
             dup2(fd, STDERR_FILENO);
-        sandlet_ctl m = {.type = SANDLET_CTL_LOGFD, .sandbox = req->sandbox, .status = which};
+            sandlet_log_nonblocking();
+        }
+        sandlet_ctl m = {
+            .type = SANDLET_CTL_LOGFD, .sandbox = req->sandbox, .status = (int32_t)which};
         int rc = sandlet_ctl_send(sv.ctl, &m, fd);
         if (rc < 0)
             sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot hand %s to the acceptor",
