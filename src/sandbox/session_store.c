@@ -268,18 +268,16 @@ static int word_lock(store_header *h, uint32_t *mine)
     for (;;) {
         uint32_t cur = __atomic_load_n(&h->lock, __ATOMIC_RELAXED);
         uint64_t now = clock_ms();
-        if (cur == 0) {
-            if (lock_cas(&h->lock, &cur, me))
-                return 0;
-        } else if ((cur & ~CONTENDED) != seen) {
+        if (cur == 0 && lock_cas(&h->lock, &cur, me))
+            return 0;
+        /* cur is the holder (a failed CAS loaded it). */
+        if ((cur & ~CONTENDED) != seen) {
             /* A new holder (or a new lie): its lease starts now, as this
              * process sees it; nothing in the mapping says when. */
             seen = cur & ~CONTENDED;
             since = now;
-        } else if (now - since >= LEASE_MS) {
-            if (lock_cas(&h->lock, &cur, me))
-                return 1;
-            continue;
+        } else if (now - since >= LEASE_MS && lock_cas(&h->lock, &cur, me)) {
+            return 1;
         }
         if (now - start >= WAIT_MAX_MS)
             return -ETIMEDOUT;

@@ -1,10 +1,14 @@
 /*
  * test_session_store.c - the memory session store (create, get, expiry,
- * LRU eviction, new ids, removal, recovery of a lock whose holder died)
- * and the servlet-side session API on top of it.
+ * LRU eviction, new ids, removal, recovery of a lock whose holder died),
+ * what a hostile or stopped process sharing the store can do to it (a
+ * lock held forever or forged, a header or slots written over, a length
+ * flipped while read: each bounded in time and contained to the store),
+ * the servlet-side session API on top of it, and a micro-benchmark.
  *
  * It includes session_store.c itself so that it can hold the store's lock
- * the way a dying worker would and replace its clock.
+ * the way a dying or hostile worker would, write its fields, and replace
+ * its clock.
  */
 #include "config.h"
 
@@ -303,6 +307,44 @@ static void test_owner_killed(void **state)
     /* Nothing was being written: every session survives. */
     assert_int_equal(ops->get(f->st, a, buf, sizeof(buf), &len), 0);
     assert_int_equal(ops->put(f->st, a, "z", 1), 0);
+}
+
+/* Mutual exclusion between processes that play by the rules: a counter
+ * incremented under the lock by three processes at once loses nothing.
+ * The read and the write are apart (a yield between them), so that any
+ * overlap of two holders would show. */
+static void test_lock_excludes(void **state)
+{
+    fixture *f = *state;
+    enum { PROCS = 3, TIMES = 3000 };
+    volatile uint32_t *counter = (volatile uint32_t *)(f->st->data + 3 * SANDLET_SESSION_SLOT_DATA);
+    *counter = 0;
+    pid_t pids[PROCS];
+    for (int p = 0; p < PROCS; p++) {
+        pids[p] = fork();
+        assert_true(pids[p] >= 0);
+        if (pids[p] == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            for (int i = 0; i < TIMES; i++) {
+                uint32_t mine;
+                if (store_lock(f->st, &mine) < 0)
+                    _exit(2);
+                uint32_t v = *counter;
+                if (i % 16 == 0)
+                    sched_yield();
+                *counter = v + 1;
+                store_unlock(f->st, mine);
+            }
+            _exit(0);
+        }
+    }
+    for (int p = 0; p < PROCS; p++) {
+        int status;
+        assert_int_equal(waitpid(pids[p], &status, 0), pids[p]);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    assert_int_equal(*counter, PROCS * TIMES);
+    assert_int_equal(__atomic_load_n(&f->st->hdr->lock, __ATOMIC_RELAXED), 0);
 }
 
 /* ---- a hostile or stopped worker of the same sandbox ------------------- */
@@ -962,6 +1004,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_new_id, setup, teardown),
         cmocka_unit_test_setup_teardown(test_owner_died, setup, teardown),
         cmocka_unit_test_setup_teardown(test_owner_killed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lock_excludes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_holder_stopped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forged_lock_word, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lock_word_churn, setup, teardown),
