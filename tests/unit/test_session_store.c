@@ -981,8 +981,8 @@ static void test_bench(void **state)
             for (int i = 0; i < N; i++)
                 assert_int_equal(ops->get(st, ids[i], buf, sizeof(buf), &len), 0);
         uint64_t t3 = bench_ns();
-        double ns[3] = {(double)(t1 - t0) / N, (double)(t2 - t1) / (N * ROUNDS),
-                        (double)(t3 - t2) / (N * ROUNDS)};
+        const double ns[3] = {(double)(t1 - t0) / N, (double)(t2 - t1) / (N * ROUNDS),
+                              (double)(t3 - t2) / (N * ROUNDS)};
         for (int k = 0; k < 3; k++)
             if (ns[k] < best[k])
                 best[k] = ns[k];
