@@ -9,19 +9,37 @@
  * confines itself; afterwards only memory accesses, futex (the lock) and
  * getrandom (ids) are needed, all in the base seccomp allowlist.
  *
- * Layout of the mapping: a header (magic, sizes, LRU clock, the slot being
- * written, a process-shared robust mutex), then one fixed-size metadata
- * record per slot, then one fixed-size data area per slot.  Sizes are
- * computed from the mapping's length alone, so a worker never trusts a
- * size it reads back from memory that another process can write.
+ * Who can write the mapping: every worker of the sandbox, so every servlet
+ * of it, buggy or hostile.  The sandbox's servlets are one trust domain
+ * for sessions; the store must make sure that the worst one of them can
+ * do is lose or garble that sandbox's sessions, never crash or hang a
+ * worker, and never reach anything outside the mapping.  Hence:
+ *  - the lock is one futex word holding a ticket, no pointers (a robust
+ *    pthread mutex keeps glibc's robust-list pointers and a thread id in
+ *    the mapping: a forged owner hung every worker, a forged list made a
+ *    peer's unlock write where the forger chose);
+ *  - a holder seen unchanged for LEASE_MS is presumed dead (killed on a
+ *    timeout, crashed, or lying) and its lock is taken over, and no
+ *    operation waits longer than WAIT_MAX_MS in all: a session call then
+ *    fails, the worker goes on serving;
+ *  - every field is read once (READ_ONCE) into a local that is checked
+ *    before use, and indexes and sizes come from the mapping's length,
+ *    never from the mapping: a value another process flips between two
+ *    reads cannot pass a check and then be used unchecked;
+ *  - a header that is not ours (magic, slot count, slot size) makes every
+ *    operation fail with EIO; the supervisor, which checks the header
+ *    before each spawn and every STORE_CHECK period, rebuilds it empty.
  *
- * Crash safety: a worker can be killed (timeout, seccomp, crash) while it
- * holds the lock.  The mutex is robust, so the next locker gets EOWNERDEAD
- * instead of waiting forever; the header names the slot that was being
- * written, and repair() frees that slot (its data may be half-written) and
- * any record whose fields are out of range.  One session may be lost; the
- * store stays usable.  This file must never call servlet code or log while
- * holding the lock.
+ * Layout of the mapping: a header (magic, sizes, LRU clock, the slot being
+ * written, the lock word), then one fixed-size metadata record per slot,
+ * then one fixed-size data area per slot.
+ *
+ * Crash safety: a worker can be killed while it holds the lock.  The next
+ * locker takes the lock over when the lease runs out; the header names the
+ * slot that was being written, and repair() frees that slot (its data may
+ * be half-written) and any record whose fields are out of range.  One
+ * session may be lost; the store stays usable.  This file must never call
+ * servlet code or log while holding the lock.
  */
 #include "config.h"
 
@@ -29,7 +47,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
+#include <limits.h>
+#include <sched.h>
+#include <linux/futex.h>
 #include <sodium.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -38,20 +58,44 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-#define STORE_MAGIC    UINT32_C(0x534c5331) /* "SLS1" */
+#define STORE_MAGIC    UINT32_C(0x534c5332) /* "SLS2": the futex-word layout */
 #define ALIGN_UP(n, a) (((n) + (a)-1) / (a) * (a))
 #define NO_SLOT        (-1)
+
+/* A lock holder whose ticket stays the same this long is presumed dead.
+ * No operation holds the lock for more than microseconds (a scan of the
+ * slots' metadata and one memcpy of at most a slot), so only a dead,
+ * stopped or lying holder reaches it. */
+#define LEASE_MS 100
+/* No operation waits longer for the lock, whatever the word shows: a
+ * servlet that keeps changing it only makes its own sandbox's session
+ * calls fail. */
+#define WAIT_MAX_MS 250
+/* Sleeps on the word are this short, so that a sleeper re-checks the
+ * lease even when nobody wakes it (its waker may be the dead one). */
+#define WAIT_SLICE_MS 10
+/* Tries before sleeping: a holder keeps the lock for microseconds. */
+#define SPINS 100
+/* Set in the lock word by a waiter about to sleep: the unlocker wakes. */
+#define CONTENDED UINT32_C(0x80000000)
+
+/* One read of a shared field: the compiler may neither repeat it nor
+ * merge it with another, so a value checked is the value used. */
+#define READ_ONCE(x)     (*(const volatile __typeof__(x) *)&(x))
+#define WRITE_ONCE(x, v) (*(volatile __typeof__(x) *)&(x) = (v))
 
 typedef struct store_header {
     uint32_t magic;
     uint32_t nslots;
     uint32_t data_cap;
-    int32_t dirty; /* slot being written, or NO_SLOT */
-    uint64_t tick; /* LRU clock: bumped on every use */
-    pthread_mutex_t lock;
+    int32_t dirty;   /* slot being written, or NO_SLOT */
+    uint64_t tick;   /* LRU clock: bumped on every use */
+    uint32_t lock;   /* futex word: 0 free, else the holder's ticket (| CONTENDED) */
+    uint32_t ticket; /* the last ticket handed out */
 } store_header;
 
 typedef struct slot_meta {
@@ -70,6 +114,7 @@ struct sandlet_session_store {
     uint8_t *data;
     uint32_t nslots; /* from the mapping's size, not from the header */
     unsigned timeout;
+    bool reported;        /* the header's corruption was logged */
     int64_t (*now)(void); /* replaceable by the unit tests */
 };
 
@@ -91,8 +136,16 @@ static size_t slots_for(size_t size)
     return n > UINT32_MAX ? UINT32_MAX : n;
 }
 
-/* Seconds on a clock that all processes share and that counts suspend,
- * so that idle expiry means wall time idle. */
+/* Milliseconds on a clock every process shares; only differences of it
+ * are used, each measured by the process that waits. */
+static uint64_t clock_ms(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) < 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 static int64_t clock_seconds(void)
 {
     struct timespec ts;
@@ -160,30 +213,131 @@ static void repair(sandlet_session_store *st)
     int32_t d = __atomic_load_n(&st->hdr->dirty, __ATOMIC_SEQ_CST);
     if (d >= 0 && (uint32_t)d < st->nslots)
         slot_free(st, (uint32_t)d);
-    for (uint32_t i = 0; i < st->nslots; i++)
-        if (st->meta[i].busy > 1 || st->meta[i].len > SANDLET_SESSION_SLOT_DATA)
+    for (uint32_t i = 0; i < st->nslots; i++) {
+        uint32_t busy = READ_ONCE(st->meta[i].busy);
+        uint32_t len = READ_ONCE(st->meta[i].len);
+        if (busy > 1 || len > SANDLET_SESSION_SLOT_DATA)
             slot_free(st, i);
+    }
     __atomic_store_n(&st->hdr->dirty, NO_SLOT, __ATOMIC_SEQ_CST);
 }
 
-static int store_lock(sandlet_session_store *st)
+/* True when the header is the one the supervisor wrote for a mapping of
+ * this size.  Nothing is indexed by these fields; a mismatch means a
+ * worker wrote over the header, and the store is not used until the
+ * supervisor has rebuilt it. */
+static bool header_intact(const sandlet_session_store *st)
 {
-    int rc = pthread_mutex_lock(&st->hdr->lock);
-    if (rc == EOWNERDEAD) {
-        repair(st);
-        rc = pthread_mutex_consistent(&st->hdr->lock);
-        if (rc != 0) {
-            pthread_mutex_unlock(&st->hdr->lock);
-            return -rc;
-        }
-        return 0;
-    }
-    return -rc;
+    const store_header *h = st->hdr;
+    return READ_ONCE(h->magic) == STORE_MAGIC && READ_ONCE(h->nslots) == st->nslots &&
+           READ_ONCE(h->data_cap) == SANDLET_SESSION_SLOT_DATA;
 }
 
-static void store_unlock(sandlet_session_store *st)
+static long futex(uint32_t *word, int op, uint32_t val, const struct timespec *timeout)
 {
-    pthread_mutex_unlock(&st->hdr->lock);
+    /* Not FUTEX_PRIVATE_FLAG: the word is shared between processes. */
+    return syscall(SYS_futex, word, op, val, timeout, NULL, 0);
+}
+
+static bool lock_cas(uint32_t *word, uint32_t *expect, uint32_t want)
+{
+    return __atomic_compare_exchange_n(word, expect, want, false, __ATOMIC_ACQUIRE,
+                                       __ATOMIC_RELAXED);
+}
+
+/* Takes the lock word with a ticket of our own.  Returns 0, 1 when the
+ * lock was taken over from a holder whose lease ran out (the caller then
+ * repairs), or -ETIMEDOUT. */
+static int word_lock(store_header *h, uint32_t *mine)
+{
+    uint32_t me = __atomic_add_fetch(&h->ticket, 1, __ATOMIC_RELAXED) & ~CONTENDED;
+    if (me == 0)
+        me = 1;
+    *mine = me;
+    for (int i = 0; i < SPINS; i++) {
+        uint32_t expect = 0;
+        if (lock_cas(&h->lock, &expect, me))
+            return 0;
+        /* Busy-wait first (a holder on another CPU is done in
+         * microseconds), then let a holder on this CPU run. */
+        if (i >= SPINS / 2)
+            sched_yield();
+    }
+    uint64_t start = clock_ms(), since = start;
+    uint32_t seen = 0;
+    for (;;) {
+        uint32_t cur = __atomic_load_n(&h->lock, __ATOMIC_RELAXED);
+        uint64_t now = clock_ms();
+        if (cur == 0 && lock_cas(&h->lock, &cur, me))
+            return 0;
+        /* cur is the holder (a failed CAS loaded it). */
+        if ((cur & ~CONTENDED) != seen) {
+            /* A new holder (or a new lie): its lease starts now, as this
+             * process sees it; nothing in the mapping says when. */
+            seen = cur & ~CONTENDED;
+            since = now;
+        } else if (now - since >= LEASE_MS && lock_cas(&h->lock, &cur, me)) {
+            return 1;
+        }
+        if (now - start >= WAIT_MAX_MS)
+            return -ETIMEDOUT;
+        if (cur == 0)
+            continue;
+        if (!(cur & CONTENDED)) {
+            uint32_t expect = cur;
+            if (!__atomic_compare_exchange_n(&h->lock, &expect, cur | CONTENDED, false,
+                                             __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+                continue;
+            cur |= CONTENDED;
+        }
+        struct timespec ts = {0, WAIT_SLICE_MS * 1000000L};
+        futex(&h->lock, FUTEX_WAIT, cur, &ts);
+    }
+}
+
+static void word_unlock(store_header *h, uint32_t mine)
+{
+    uint32_t cur = __atomic_load_n(&h->lock, __ATOMIC_RELAXED);
+    do {
+        /* Taken over (we were too slow, or the word was forged): it is no
+         * longer ours to release. */
+        if ((cur & ~CONTENDED) != mine)
+            return;
+    } while (
+        !__atomic_compare_exchange_n(&h->lock, &cur, 0, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+    if (cur & CONTENDED)
+        futex(&h->lock, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+/* Logs, once per episode and outside the lock, that the header is not
+ * ours: the servlet sees EIO, the operator learns why. */
+static void report_corrupt(sandlet_session_store *st)
+{
+    if (st->reported)
+        return;
+    st->reported = true;
+    fprintf(stderr,
+            "sandlet: the session store of this sandbox has been written over (its header is "
+            "not the supervisor's); session calls fail until the supervisor rebuilds it empty; "
+            "one of the sandbox's servlets is buggy or hostile\n");
+}
+
+static int store_lock(sandlet_session_store *st, uint32_t *mine)
+{
+    if (!header_intact(st)) {
+        report_corrupt(st);
+        return -EIO;
+    }
+    st->reported = false;
+    int rc = word_lock(st->hdr, mine);
+    if (rc == 1)
+        repair(st);
+    return rc < 0 ? rc : 0;
+}
+
+static void store_unlock(sandlet_session_store *st, uint32_t mine)
+{
+    word_unlock(st->hdr, mine);
 }
 
 /* Marks slot i as being written: if we die before end_write, the next
@@ -200,29 +354,35 @@ static void end_write(sandlet_session_store *st)
     __atomic_store_n(&st->hdr->dirty, NO_SLOT, __ATOMIC_SEQ_CST);
 }
 
-static bool expired(const sandlet_session_store *st, const slot_meta *m, int64_t now)
+static bool expired(const sandlet_session_store *st, int64_t used_sec, int64_t now)
 {
-    return st->timeout > 0 && now - m->used_sec > (int64_t)st->timeout;
+    return st->timeout > 0 && now - used_sec > (int64_t)st->timeout;
 }
 
 static void mark_used(sandlet_session_store *st, uint32_t i, int64_t now)
 {
-    st->meta[i].used_tick = ++st->hdr->tick;
-    st->meta[i].used_sec = now;
+    uint64_t tick = READ_ONCE(st->hdr->tick) + 1;
+    WRITE_ONCE(st->hdr->tick, tick);
+    WRITE_ONCE(st->meta[i].used_tick, tick);
+    WRITE_ONCE(st->meta[i].used_sec, now);
 }
 
-/* The live slot holding id, or -1.  An expired session found on the way is
- * freed: idle expiry needs no sweeper process. */
-static long find(sandlet_session_store *st, const uint8_t *id, int64_t now)
+/* The live slot holding id, or -1, with its length (read once, checked)
+ * in *len.  An expired or impossible session found on the way is freed:
+ * idle expiry needs no sweeper process. */
+static long find(sandlet_session_store *st, const uint8_t *id, int64_t now, uint32_t *len)
 {
     for (uint32_t i = 0; i < st->nslots; i++) {
         slot_meta *m = &st->meta[i];
-        if (m->busy != 1 || !id_equal(m->id, id))
+        if (READ_ONCE(m->busy) != 1 || !id_equal(m->id, id))
             continue;
-        if (expired(st, m, now) || m->len > SANDLET_SESSION_SLOT_DATA) {
+        uint32_t n = READ_ONCE(m->len);
+        if (expired(st, READ_ONCE(m->used_sec), now) || n > SANDLET_SESSION_SLOT_DATA) {
             slot_free(st, i);
             return -1;
         }
+        if (len)
+            *len = n;
         return (long)i;
     }
     return -1;
@@ -233,15 +393,19 @@ static long find(sandlet_session_store *st, const uint8_t *id, int64_t now)
 static uint32_t pick_slot(sandlet_session_store *st, int64_t now)
 {
     uint32_t lru = 0;
+    uint64_t lru_tick = UINT64_MAX;
     long stale = -1;
     for (uint32_t i = 0; i < st->nslots; i++) {
         const slot_meta *m = &st->meta[i];
-        if (m->busy != 1)
+        if (READ_ONCE(m->busy) != 1)
             return i;
-        if (stale < 0 && expired(st, m, now))
+        if (stale < 0 && expired(st, READ_ONCE(m->used_sec), now))
             stale = (long)i;
-        if (m->used_tick < st->meta[lru].used_tick)
+        uint64_t tick = READ_ONCE(m->used_tick);
+        if (tick < lru_tick) {
             lru = i;
+            lru_tick = tick;
+        }
     }
     return stale >= 0 ? (uint32_t)stale : lru;
 }
@@ -254,48 +418,50 @@ static int mem_create(void *store, uint8_t *id)
     int rc = random_id(id);
     if (rc < 0)
         return rc;
-    if ((rc = store_lock(st)) < 0)
+    uint32_t lk;
+    if ((rc = store_lock(st, &lk)) < 0)
         return rc;
     int64_t now = st->now();
     /* A collision of 128 random bits will not happen, but costs one scan
      * to rule out. */
-    while (find(st, id, now) >= 0) {
-        store_unlock(st);
+    while (find(st, id, now, NULL) >= 0) {
+        store_unlock(st, lk);
         if ((rc = random_id(id)) < 0)
             return rc;
-        if ((rc = store_lock(st)) < 0)
+        if ((rc = store_lock(st, &lk)) < 0)
             return rc;
     }
     uint32_t i = pick_slot(st, now);
     begin_write(st, i);
     slot_meta *m = &st->meta[i];
     memcpy(m->id, id, SANDLET_SESSION_ID_LEN);
-    m->len = 0;
-    m->busy = 1;
+    WRITE_ONCE(m->len, 0);
+    WRITE_ONCE(m->busy, 1);
     mark_used(st, i, now);
     end_write(st);
-    store_unlock(st);
+    store_unlock(st, lk);
     return 0;
 }
 
 static int mem_get(void *store, const uint8_t *id, void *buf, size_t cap, size_t *len)
 {
     sandlet_session_store *st = store;
-    int rc = store_lock(st);
+    uint32_t lk, n = 0;
+    int rc = store_lock(st, &lk);
     if (rc < 0)
         return rc;
     int64_t now = st->now();
-    long i = find(st, id, now);
+    long i = find(st, id, now, &n);
     if (i < 0) {
         rc = -ENOENT;
-    } else if (st->meta[i].len > cap) {
+    } else if (n > cap) {
         rc = -EMSGSIZE;
     } else {
-        *len = st->meta[i].len;
-        memcpy(buf, st->data + (size_t)i * SANDLET_SESSION_SLOT_DATA, *len);
+        memcpy(buf, st->data + (size_t)i * SANDLET_SESSION_SLOT_DATA, n);
+        *len = n;
         mark_used(st, (uint32_t)i, now);
     }
-    store_unlock(st);
+    store_unlock(st, lk);
     return rc;
 }
 
@@ -304,47 +470,50 @@ static int mem_put(void *store, const uint8_t *id, const void *data, size_t len)
     sandlet_session_store *st = store;
     if (len > SANDLET_SESSION_SLOT_DATA)
         return -EMSGSIZE;
-    int rc = store_lock(st);
+    uint32_t lk;
+    int rc = store_lock(st, &lk);
     if (rc < 0)
         return rc;
     int64_t now = st->now();
-    long i = find(st, id, now);
+    long i = find(st, id, now, NULL);
     if (i < 0) {
         rc = -ENOENT;
     } else {
         begin_write(st, (uint32_t)i);
         memcpy(st->data + (size_t)i * SANDLET_SESSION_SLOT_DATA, data, len);
-        st->meta[i].len = (uint32_t)len;
+        WRITE_ONCE(st->meta[i].len, (uint32_t)len);
         mark_used(st, (uint32_t)i, now);
         end_write(st);
     }
-    store_unlock(st);
+    store_unlock(st, lk);
     return rc;
 }
 
 static int mem_touch(void *store, const uint8_t *id)
 {
     sandlet_session_store *st = store;
-    int rc = store_lock(st);
+    uint32_t lk;
+    int rc = store_lock(st, &lk);
     if (rc < 0)
         return rc;
     int64_t now = st->now();
-    long i = find(st, id, now);
+    long i = find(st, id, now, NULL);
     if (i < 0)
         rc = -ENOENT;
     else
         mark_used(st, (uint32_t)i, now);
-    store_unlock(st);
+    store_unlock(st, lk);
     return rc;
 }
 
 static int mem_remove(void *store, const uint8_t *id)
 {
     sandlet_session_store *st = store;
-    int rc = store_lock(st);
+    uint32_t lk;
+    int rc = store_lock(st, &lk);
     if (rc < 0)
         return rc;
-    long i = find(st, id, st->now());
+    long i = find(st, id, st->now(), NULL);
     if (i < 0) {
         rc = -ENOENT;
     } else {
@@ -352,7 +521,7 @@ static int mem_remove(void *store, const uint8_t *id)
         slot_free(st, (uint32_t)i);
         end_write(st);
     }
-    store_unlock(st);
+    store_unlock(st, lk);
     return rc;
 }
 
@@ -362,11 +531,12 @@ static int mem_new_id(void *store, const uint8_t *old, uint8_t *fresh)
     int rc = random_id(fresh);
     if (rc < 0)
         return rc;
-    if ((rc = store_lock(st)) < 0)
+    uint32_t lk;
+    if ((rc = store_lock(st, &lk)) < 0)
         return rc;
     int64_t now = st->now();
-    long i = find(st, old, now);
-    if (i < 0 || find(st, fresh, now) >= 0) {
+    long i = find(st, old, now, NULL);
+    if (i < 0 || find(st, fresh, now, NULL) >= 0) {
         rc = i < 0 ? -ENOENT : -EAGAIN;
     } else {
         begin_write(st, (uint32_t)i);
@@ -374,7 +544,7 @@ static int mem_new_id(void *store, const uint8_t *old, uint8_t *fresh)
         mark_used(st, (uint32_t)i, now);
         end_write(st);
     }
-    store_unlock(st);
+    store_unlock(st, lk);
     return rc;
 }
 
@@ -387,7 +557,21 @@ const sandlet_session_ops sandlet_session_memory_ops = {
     .new_id = mem_new_id,
 };
 
-/* ---- creation and mapping ---------------------------------------------- */
+/* ---- creation, mapping, rebuilding -------------------------------------- */
+
+/* Writes an empty store's header: every slot free, the lock free.  The
+ * magic goes last, so that a worker sees either no store or a whole one. */
+static void init_header(store_header *h, uint32_t nslots)
+{
+    __atomic_store_n(&h->magic, 0, __ATOMIC_SEQ_CST);
+    WRITE_ONCE(h->nslots, nslots);
+    WRITE_ONCE(h->data_cap, SANDLET_SESSION_SLOT_DATA);
+    WRITE_ONCE(h->dirty, NO_SLOT);
+    WRITE_ONCE(h->tick, 0);
+    WRITE_ONCE(h->ticket, 0);
+    __atomic_store_n(&h->lock, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&h->magic, STORE_MAGIC, __ATOMIC_SEQ_CST);
+}
 
 int sandlet_session_store_create(const char *sandbox, size_t size)
 {
@@ -399,7 +583,7 @@ int sandlet_session_store_create(const char *sandbox, size_t size)
     int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
         return -errno;
-    int rc = 0;
+    int rc;
     if (ftruncate(fd, (off_t)size) < 0) {
         rc = -errno;
         goto fail;
@@ -410,23 +594,8 @@ int sandlet_session_store_create(const char *sandbox, size_t size)
         goto fail;
     }
     /* A fresh memfd reads as zeros: every slot is already free. */
-    store_header *h = p;
-    pthread_mutexattr_t attr;
-    rc = -pthread_mutexattr_init(&attr);
-    if (rc == 0)
-        rc = -pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-    if (rc == 0)
-        rc = -pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-    if (rc == 0)
-        rc = -pthread_mutex_init(&h->lock, &attr);
-    pthread_mutexattr_destroy(&attr);
-    h->nslots = (uint32_t)nslots;
-    h->data_cap = SANDLET_SESSION_SLOT_DATA;
-    h->dirty = NO_SLOT;
-    h->magic = STORE_MAGIC;
+    init_header(p, (uint32_t)nslots);
     munmap(p, size);
-    if (rc < 0)
-        goto fail;
     /* Workers must not be able to shrink the file under the others (which
      * would turn their accesses into SIGBUS) or grow it. */
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
@@ -446,6 +615,9 @@ sandlet_session_store *sandlet_session_store_attach(int fd, unsigned timeout)
         return NULL;
     size_t size = (size_t)sb.st_size;
     size_t nslots = slots_for(size);
+    /* Only what the mapping's length says is checked here: a header that
+     * a servlet wrote over must not stop a new worker from starting (its
+     * session calls fail until the supervisor rebuilds the store). */
     if (sb.st_size <= 0 || nslots == 0 || size > SANDLET_SESSION_STORE_MAX) {
         errno = EINVAL;
         return NULL;
@@ -466,12 +638,6 @@ sandlet_session_store *sandlet_session_store_attach(int fd, unsigned timeout)
     st->nslots = (uint32_t)nslots;
     st->timeout = timeout;
     st->now = clock_seconds;
-    if (st->hdr->magic != STORE_MAGIC || st->hdr->nslots != nslots ||
-        st->hdr->data_cap != SANDLET_SESSION_SLOT_DATA) {
-        sandlet_session_store_detach(st);
-        errno = EPROTO;
-        return NULL;
-    }
     return st;
 }
 
@@ -486,4 +652,22 @@ void sandlet_session_store_detach(sandlet_session_store *st)
 size_t sandlet_session_store_slots(const sandlet_session_store *st)
 {
     return st->nslots;
+}
+
+bool sandlet_session_store_intact(const sandlet_session_store *st)
+{
+    return header_intact(st);
+}
+
+void sandlet_session_store_rebuild(sandlet_session_store *st)
+{
+    /* No magic while the slots are cleared: workers refuse the store
+     * rather than see half of it.  The data areas are left as they are:
+     * no record points at them, and only this sandbox can read them. */
+    __atomic_store_n(&st->hdr->magic, 0, __ATOMIC_SEQ_CST);
+    memset(st->meta, 0, (size_t)st->nslots * sizeof(slot_meta));
+    init_header(st->hdr, st->nslots);
+    /* Sleepers re-check on their own within WAIT_SLICE_MS; this is only
+     * sooner. */
+    futex(&st->hdr->lock, FUTEX_WAKE, INT_MAX, NULL);
 }

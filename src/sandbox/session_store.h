@@ -14,6 +14,7 @@
 
 #include "lib/servlet.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,18 +28,28 @@
 typedef struct sandlet_session_store sandlet_session_store;
 
 /* Supervisor side: a sealed memfd of size bytes holding an empty store
- * (robust process-shared mutex initialised, every slot free).  Returns
- * the descriptor (close-on-exec) or a negative errno. */
+ * (lock free, every slot free).  Returns the descriptor (close-on-exec)
+ * or a negative errno. */
 int sandlet_session_store_create(const char *sandbox, size_t size);
 
-/* Worker side: maps the store behind fd (MAP_SHARED) and checks its
- * header.  timeout is the idle expiry in seconds.  The descriptor may be
- * closed afterwards.  Returns NULL with errno set on failure. */
+/* Maps the store behind fd (MAP_SHARED); its geometry comes from the
+ * descriptor's size alone.  A header written over by a worker does not
+ * make it fail (session calls fail with EIO until the store is rebuilt),
+ * so a new worker always starts.  timeout is the idle expiry in seconds.
+ * The descriptor may be closed afterwards.  Returns NULL with errno set
+ * on failure. */
 sandlet_session_store *sandlet_session_store_attach(int fd, unsigned timeout);
 void sandlet_session_store_detach(sandlet_session_store *st);
 
 /* The number of sessions the store can hold. */
 size_t sandlet_session_store_slots(const sandlet_session_store *st);
+
+/* Supervisor side, on its own mapping: whether the header is still the
+ * one it wrote, and rebuilding the store empty (every session of the
+ * sandbox lost) when it is not.  Neither makes a system call but a
+ * futex wake, nor trusts anything it reads from the mapping. */
+bool sandlet_session_store_intact(const sandlet_session_store *st);
+void sandlet_session_store_rebuild(sandlet_session_store *st);
 
 /* The session key of one sandbox (SANDLET_SESSION_KEY_LEN bytes): the one
  * place session keys are made.  Without a secret, fresh random bytes from

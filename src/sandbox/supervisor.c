@@ -30,6 +30,11 @@
  * measured: what a sandbox can write past its quota is what it writes in
  * this time (each file at most its max-file-size). */
 #define QUOTA_CHECK_MS 2000
+/* How often the session stores' headers are checked.  Only a sandbox's
+ * own workers can write its store; one that wrote over the header makes
+ * the sandbox's session calls fail (EIO) until the next check rebuilds
+ * it, so this bounds that outage.  A check is three loads per store. */
+#define STORE_CHECK_MS 1000
 
 typedef struct child {
     uv_process_t proc;
@@ -43,11 +48,13 @@ static struct {
     uv_poll_t poll;
     uv_timer_t grace;
     uv_timer_t quota;
+    uv_timer_t stores;   /* STORE_CHECK_MS */
     bool *write_blocked; /* per sandbox: over its write quota */
     int ctl;
     char exe[32]; /* "/proc/self/fd/N" */
     child *children;
-    int *session_fds; /* per sandbox: its memory session store, or -1 */
+    int *session_fds;                     /* per sandbox: its memory session store, or -1 */
+    sandlet_session_store **session_maps; /* our mapping of each, to check it */
     bool closing;
     bool finished;
 } sv;
@@ -104,6 +111,8 @@ static void child_exited(uv_process_t *p, int64_t status, int term_signal)
     maybe_finish();
 }
 
+static void check_session_store(size_t i);
+
 static void spawn(const sandlet_ctl *m, int fd)
 {
     if (m->sandbox >= sv.conf->nsandboxes || fd < 0) {
@@ -128,6 +137,7 @@ static void spawn(const sandlet_ctl *m, int fd)
     /* Descriptor 4: the sandbox's session store, shared by its workers so
      * that a session is found whichever worker serves the request. */
     int store = sv.session_fds ? sv.session_fds[m->sandbox] : -1;
+    check_session_store(m->sandbox);
     /* Standard output and error: a pipe of its own, read by the
      * acceptor, never the daemon's log (a servlet could forge lines in
      * it, truncate it or, with nobody reading, stall the daemon). */
@@ -237,6 +247,8 @@ static void begin_shutdown(void)
     sv.closing = true;
     uv_timer_stop(&sv.quota);
     uv_close((uv_handle_t *)&sv.quota, NULL);
+    uv_timer_stop(&sv.stores);
+    uv_close((uv_handle_t *)&sv.stores, NULL);
     uv_poll_stop(&sv.poll);
     uv_close((uv_handle_t *)&sv.poll, NULL);
     close(sv.ctl);
@@ -326,11 +338,14 @@ static void on_quota(uv_timer_t *t)
 
 /* One memory session store per sandbox that uses one, made before any
  * worker starts and kept for the daemon's life: workers come and go
- * (crashes, max-requests), sessions stay. */
+ * (crashes, max-requests), sessions stay.  We keep a mapping of each to
+ * check its header: the workers of the sandbox can write over it. */
 static int create_session_stores(void)
 {
-    sv.session_fds = malloc(sv.conf->nsandboxes * sizeof(int) + 1);
-    if (!sv.session_fds) {
+    size_t n = sv.conf->nsandboxes + 1;
+    sv.session_fds = malloc(n * sizeof(*sv.session_fds));
+    sv.session_maps = calloc(n, sizeof(*sv.session_maps));
+    if (!sv.session_fds || !sv.session_maps) {
         sandlet_error("out of memory creating the session stores");
         return -1;
     }
@@ -348,8 +363,38 @@ static int create_session_stores(void)
             return -1;
         }
         sv.session_fds[i] = fd;
+        sv.session_maps[i] = sandlet_session_store_attach(fd, 0);
+        if (!sv.session_maps[i]) {
+            sandlet_log_errno(SANDLET_LOG_ERROR, -errno,
+                              "%s:%d: cannot map the session store of sandbox '%s' (%zu "
+                              "bytes); lower session-size or set 'sessions none'",
+                              sv.conf->file, sb->line, sb->name, sb->session_size);
+            return -1;
+        }
     }
     return 0;
+}
+
+/* The rebuild hook: a store whose header is not the one we wrote is made
+ * empty again, so that the sandbox's workers (running ones and new ones)
+ * can use it.  Called before each spawn and every STORE_CHECK_MS. */
+static void check_session_store(size_t i)
+{
+    if (!sv.session_maps || i >= sv.conf->nsandboxes || !sv.session_maps[i] ||
+        sandlet_session_store_intact(sv.session_maps[i]))
+        return;
+    sandlet_session_store_rebuild(sv.session_maps[i]);
+    sandlet_error("sandbox '%s': its session store was written over by one of its workers; "
+                  "rebuilt it empty, every session of the sandbox is lost; a servlet of this "
+                  "sandbox is buggy or hostile (only its workers can write the store)",
+                  sv.conf->sandboxes[i].name);
+}
+
+static void on_stores(uv_timer_t *t)
+{
+    (void)t;
+    for (size_t i = 0; i < sv.conf->nsandboxes; i++)
+        check_session_store(i);
 }
 
 int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
@@ -386,6 +431,8 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
     }
     uv_timer_init(&sv.loop, &sv.grace);
     uv_timer_init(&sv.loop, &sv.quota);
+    uv_timer_init(&sv.loop, &sv.stores);
+    uv_timer_start(&sv.stores, on_stores, STORE_CHECK_MS, STORE_CHECK_MS);
     for (size_t i = 0; i < conf->nsandboxes; i++)
         if (has_quota(&conf->sandboxes[i])) {
             uv_timer_start(&sv.quota, on_quota, QUOTA_CHECK_MS, QUOTA_CHECK_MS);
@@ -400,9 +447,12 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
     }
     uv_run(&sv.loop, UV_RUN_DEFAULT);
     uv_loop_close(&sv.loop);
-    for (size_t i = 0; i < conf->nsandboxes; i++)
+    for (size_t i = 0; i < conf->nsandboxes; i++) {
+        sandlet_session_store_detach(sv.session_maps[i]);
         if (sv.session_fds[i] >= 0)
             close(sv.session_fds[i]);
+    }
+    free(sv.session_maps);
     free(sv.session_fds);
     free(sv.write_blocked);
     return 0;
