@@ -11,10 +11,12 @@
 #include "loop/acceptor.h"
 #include "loop/log.h"
 #include "sandbox/control.h"
+#include "sandbox/identity.h"
 #include "sandbox/supervisor.h"
 #include "sandbox/worker.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -50,16 +53,33 @@ static void usage(FILE *to)
                 "  -V       print the version and exit\n");
 }
 
+static void on_ctl(uv_poll_t *p, int status, int events);
+
+/* Watches the control socket for writability only while messages wait. */
+static void ctl_watch(sandlet_server *srv)
+{
+    if (srv->ctl < 0)
+        return;
+    bool want = srv->ctl_out.head != NULL;
+    if (want == srv->ctl_polling_out)
+        return;
+    srv->ctl_polling_out = want;
+    uv_poll_start(&srv->ctl_poll, UV_READABLE | (want ? UV_WRITABLE : 0), on_ctl);
+}
+
 int sandlet_server_control(sandlet_server *srv, uint32_t type, uint32_t sandbox, uint32_t slot,
-                           uint32_t gen, int fd, int32_t status)
+                           uint32_t gen, int32_t status)
 {
     if (srv->ctl < 0)
         return -EPIPE;
     sandlet_ctl msg = {
         .type = type, .sandbox = sandbox, .slot = slot, .gen = gen, .status = status};
-    int rc = sandlet_ctl_send(srv->ctl, &msg, fd);
+    /* Queued when the socket is full: a KILL that is lost would leave a
+     * hung worker in its slot for ever. */
+    int rc = sandlet_ctl_queue_send(&srv->ctl_out, srv->ctl, &msg, NULL, 0);
     if (rc < 0)
         sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot reach the supervisor");
+    ctl_watch(srv);
     return rc;
 }
 
@@ -105,73 +125,36 @@ static int bind_listener(const sandlet_listen_conf *l, int *out)
     return 0;
 }
 
-static int drop_privileges(const char *user)
+/* Becomes the acceptor's identity (identity.c): never root once started
+ * as root. */
+static int drop_privileges(const sandlet_id *id)
 {
-    if (geteuid() != 0 || !user)
+    if (geteuid() != 0 || id->uid == UINT32_MAX)
         return 0;
-    struct passwd *pw = getpwnam(user);
-    if (!pw) {
-        sandlet_error("user '%s' (from the configuration's 'user' line) does not exist; create "
-                      "it or change the line",
-                      user);
-        return -ENOENT;
-    }
-    if (setgroups(0, NULL) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0)
+    if (setgroups(0, NULL) < 0 || setresgid(id->gid, id->gid, id->gid) < 0 ||
+        setresuid(id->uid, id->uid, id->uid) < 0)
         return -errno;
     if (setuid(0) == 0) {
-        sandlet_error("could drop privileges to '%s' but regain root; refusing to run", user);
+        sandlet_error("could drop privileges to uid %u but regain root; refusing to run", id->uid);
         return -EPERM;
     }
     return 0;
 }
 
-/* Resolves each sandbox's user and group before anything starts, so that
- * a typo stops sandletd with a message instead of a crash-looping sandbox.
- * A sandbox runs as its own user, else the daemon's "user", else as the
- * user sandletd was started as. */
-static int resolve_identities(sandlet_server *srv, const char *self_user)
+/* Checks every identity before anything starts, so that a typo stops
+ * sandletd with a message instead of a crash-looping sandbox.  The
+ * supervisor decides them again from its own copy of the configuration;
+ * the acceptor never learns or sends them. */
+static int check_identities(const sandlet_conf *conf, sandlet_id *acceptor)
 {
-    const sandlet_conf *conf = srv->conf;
-    srv->ids = calloc(conf->nsandboxes ? 2 * conf->nsandboxes : 1, sizeof(uint32_t));
-    if (!srv->ids)
-        return -ENOMEM;
-    bool root = geteuid() == 0;
-    for (size_t i = 0; i < conf->nsandboxes; i++) {
-        const sandlet_sandbox_conf *sb = &conf->sandboxes[i];
-        const char *user = sb->user ? sb->user : self_user;
-        uint32_t uid = UINT32_MAX, gid = UINT32_MAX;
-        if (user) {
-            struct passwd *pw = getpwnam(user);
-            if (!pw) {
-                sandlet_error("%s:%d: sandbox '%s' runs as user '%s', which does not exist; "
-                              "create it or change the 'user' line",
-                              conf->file, sb->line, sb->name, user);
-                return -ENOENT;
-            }
-            uid = pw->pw_uid;
-            gid = pw->pw_gid;
-        }
-        if (sb->group) {
-            struct group *gr = getgrnam(sb->group);
-            if (!gr) {
-                sandlet_error("%s:%d: sandbox '%s' runs as group '%s', which does not exist; "
-                              "create it or change the 'group' line",
-                              conf->file, sb->line, sb->name, sb->group);
-                return -ENOENT;
-            }
-            gid = gr->gr_gid;
-        }
-        if (!root &&
-            ((uid != UINT32_MAX && uid != getuid()) || (gid != UINT32_MAX && gid != getgid()))) {
-            sandlet_error("%s:%d: sandbox '%s' asks for another user or group, but sandletd "
-                          "was not started as root; start it as root or remove the line",
-                          conf->file, sb->line, sb->name);
-            return -EPERM;
-        }
-        srv->ids[2 * i] = uid;
-        srv->ids[2 * i + 1] = gid;
-    }
-    return 0;
+    if (sandlet_identity_acceptor(conf, acceptor) < 0)
+        return -1;
+    sandlet_id *ids = calloc(conf->nsandboxes + 1, sizeof(*ids));
+    if (!ids)
+        return -1;
+    int rc = sandlet_identity_sandboxes(conf, acceptor, ids);
+    free(ids);
+    return rc;
 }
 
 /* ---- stopping ---------------------------------------------------------------- */
@@ -261,6 +244,32 @@ static void on_sigchld(uv_signal_t *s, int signum)
         uv_walk(&m.loop, close_any, NULL);
 }
 
+static void mark_inherited_cloexec(void)
+{
+#ifdef CLOSE_RANGE_CLOEXEC
+    if (close_range(3, ~0u, CLOSE_RANGE_CLOEXEC) == 0)
+        return;
+#endif
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) {
+        /* No /proc: every descriptor number a process may hold. */
+        long max = sysconf(_SC_OPEN_MAX);
+        for (long fd = 3; fd < (max > 0 && max < 65536 ? max : 65536); fd++)
+            fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+        return;
+    }
+    int self = dirfd(d);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long fd = strtol(e->d_name, &end, 10);
+        if (*end || end == e->d_name || fd < 3 || fd == self)
+            continue;
+        fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+    }
+    closedir(d);
+}
+
 static const char *conf_path(const char *p)
 {
     return p ? p : "(none)";
@@ -274,7 +283,7 @@ static void on_sigusr1(uv_signal_t *s, int signum)
     (void)signum;
     sandlet_access_flush(&m.srv);
     if (m.srv.conf->access_log || m.srv.conf->error_log)
-        sandlet_server_control(&m.srv, SANDLET_CTL_REOPEN, 0, 0, 0, -1, 0);
+        sandlet_server_control(&m.srv, SANDLET_CTL_REOPEN, 0, 0, 0, 0);
 }
 
 /* Opens the logs before privileges are dropped: the error log becomes
@@ -307,12 +316,19 @@ static int open_logs(sandlet_server *srv)
 static void on_ctl(uv_poll_t *p, int status, int events)
 {
     (void)p;
-    (void)events;
     sandlet_server *srv = &m.srv;
+    if (status == 0 && (events & UV_WRITABLE)) {
+        int rc = sandlet_ctl_queue_flush(&srv->ctl_out, srv->ctl);
+        if (rc < 0 && rc != -EAGAIN)
+            status = rc;
+        else
+            ctl_watch(srv);
+    }
     for (;;) {
         sandlet_ctl msg;
-        int fd;
-        int rc = status < 0 ? status : sandlet_ctl_recv(srv->ctl, &msg, &fd);
+        int fds[SANDLET_CTL_MAXFD];
+        int rc = status < 0 ? status : sandlet_ctl_recv(srv->ctl, &msg, fds, SANDLET_CTL_MAXFD);
+        int fd = rc > 0 ? fds[0] : -1;
         if (rc == -EAGAIN)
             return;
         if (rc == -EPROTO) {
@@ -322,9 +338,17 @@ static void on_ctl(uv_poll_t *p, int status, int events)
         if (rc <= 0) {
             sandlet_error("lost the supervisor's control socket; stopping");
             uv_poll_stop(&srv->ctl_poll);
+            sandlet_ctl_queue_clear(&srv->ctl_out);
             begin_stop(1);
             return;
         }
+        if (msg.type == SANDLET_CTL_WORKER) {
+            /* pool.c takes both descriptors, whatever it makes of them. */
+            sandlet_pool_worker(srv, &msg, fds[0], fds[1]);
+            continue;
+        }
+        if (fds[1] >= 0)
+            close(fds[1]);
         if (msg.type == SANDLET_CTL_LOGFD && fd >= 0) {
             if (msg.status == 0) {
                 sandlet_access_reopen(srv, fd);
@@ -368,7 +392,6 @@ static int open_self(void)
 static int run(sandlet_conf *conf)
 {
     sandlet_server *srv = &m.srv;
-    srv->confine = !getenv("SANDLET_NO_CONFINEMENT");
     int exe = open_self();
     if (exe < 0) {
         sandlet_log_errno(SANDLET_LOG_ERROR, exe,
@@ -402,8 +425,8 @@ static int run(sandlet_conf *conf)
                          "are ALLOWED and only logged by the kernel (dmesg / audit.log); for "
                          "development only, never in production ***",
                          conf->sandboxes[i].name);
-    if (resolve_identities(srv, conf->user) < 0 || sandlet_files_open(srv) < 0 ||
-        open_logs(srv) < 0)
+    sandlet_id acceptor;
+    if (check_identities(conf, &acceptor) < 0 || sandlet_files_open(srv) < 0 || open_logs(srv) < 0)
         return 1;
     int ctl[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0) {
@@ -432,21 +455,24 @@ static int run(sandlet_conf *conf)
     close(ctl[1]);
     close(exe);
     srv->ctl = ctl[0];
+    /* What the supervisor needs outstanding at most: a KILL per worker
+     * and a REOPEN; the bound only guards against a bug. */
+    srv->ctl_out.max = 64;
+    for (size_t i = 0; i < conf->nsandboxes; i++)
+        srv->ctl_out.max += 2 * (size_t)conf->sandboxes[i].workers;
     srv->supervisor = pid;
     sandlet_log_set_role("acceptor");
 
     /* The acceptor faces the network: never as root.  Without a "user"
-     * line it becomes nobody, as nginx does. */
-    const char *acceptor_user = conf->user;
-    if (!acceptor_user && geteuid() == 0) {
-        acceptor_user = "nobody";
-        sandlet_info("started as root without a 'user' line: the acceptor runs as 'nobody' "
+     * line it gets the first uid of sandletd's reserved range (identity.h),
+     * shared with no other program. */
+    if (geteuid() == 0 && !conf->user)
+        sandlet_info("started as root without a 'user' line: the acceptor runs as uid %u "
                      "(name a user with 'user' in %s to choose)",
-                     conf->file);
-    }
-    int rc = drop_privileges(acceptor_user);
+                     acceptor.uid, conf->file);
+    int rc = drop_privileges(&acceptor);
     if (rc < 0) {
-        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot become user '%s'", acceptor_user);
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot become uid %u", acceptor.uid);
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -494,9 +520,9 @@ static int run(sandlet_conf *conf)
     sandlet_access_flush(srv);
     if (srv->access_fd >= 0)
         close(srv->access_fd);
+    sandlet_ctl_queue_clear(&srv->ctl_out);
     sandlet_pools_free(srv);
     sandlet_files_close(srv);
-    free(srv->ids);
     free(srv->paused);
     free(srv->listeners);
     uv_loop_close(&m.loop);
@@ -507,14 +533,28 @@ static int run(sandlet_conf *conf)
 int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "--worker") == 0) {
-        /* "--write-blocked": the sandbox is over its write quota. */
-        bool blocked = argc == 4 && strcmp(argv[3], "--write-blocked") == 0;
-        if (argc != 3 && !blocked) {
+        /* sandletd --worker SANDBOX --parent PID [--write-blocked]:
+         * "--write-blocked": the sandbox is over its write quota. */
+        bool blocked = argc == 6 && strcmp(argv[5], "--write-blocked") == 0;
+        char *end = NULL;
+        long parent = argc >= 5 && strcmp(argv[3], "--parent") == 0 ? strtol(argv[4], &end, 10) : 0;
+        if ((argc != 5 && !blocked) || parent <= 1 || !end || *end) {
             fprintf(stderr, "sandletd: --worker is internal: started by the supervisor\n");
+            return 2;
+        }
+        /* Dies with the supervisor.  Set here, after the identity change
+         * that would clear it, and checked against the pid the supervisor
+         * gave: if it died before this line we were already adopted. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != (pid_t)parent) {
+            fprintf(stderr, "sandletd: worker of sandbox '%s': the supervisor is gone\n", argv[2]);
             return 2;
         }
         return sandlet_worker_main(argv[2], blocked);
     }
+    /* A descriptor left open by whoever started us (a shell, a service
+     * manager, a careless wrapper) must never reach a worker: every one
+     * above standard error is closed at exec from here on. */
+    mark_inherited_cloexec();
     const char *file = DEFAULT_CONF;
     bool check = false;
     int opt;
