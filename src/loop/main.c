@@ -16,7 +16,6 @@
 #include "sandbox/worker.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -242,32 +241,6 @@ static void on_sigchld(uv_signal_t *s, int signum)
     }
     if (m.srv.supervisor == 0 && m.ctl_closed)
         uv_walk(&m.loop, close_any, NULL);
-}
-
-static void mark_inherited_cloexec(void)
-{
-#ifdef CLOSE_RANGE_CLOEXEC
-    if (close_range(3, ~0u, CLOSE_RANGE_CLOEXEC) == 0)
-        return;
-#endif
-    DIR *d = opendir("/proc/self/fd");
-    if (!d) {
-        /* No /proc: every descriptor number a process may hold. */
-        long max = sysconf(_SC_OPEN_MAX);
-        for (long fd = 3; fd < (max > 0 && max < 65536 ? max : 65536); fd++)
-            fcntl((int)fd, F_SETFD, FD_CLOEXEC);
-        return;
-    }
-    int self = dirfd(d);
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        char *end;
-        long fd = strtol(e->d_name, &end, 10);
-        if (*end || end == e->d_name || fd < 3 || fd == self)
-            continue;
-        fcntl((int)fd, F_SETFD, FD_CLOEXEC);
-    }
-    closedir(d);
 }
 
 static const char *conf_path(const char *p)
@@ -554,7 +527,7 @@ int main(int argc, char **argv)
     /* A descriptor left open by whoever started us (a shell, a service
      * manager, a careless wrapper) must never reach a worker: every one
      * above standard error is closed at exec from here on. */
-    mark_inherited_cloexec();
+    sandlet_cloexec_inherited();
     const char *file = DEFAULT_CONF;
     bool check = false;
     int opt;

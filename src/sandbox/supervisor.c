@@ -25,6 +25,7 @@
 #include "sandbox/quota.h"
 #include "sandbox/session_store.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -611,6 +612,34 @@ static int create_session_stores(void)
     return 0;
 }
 
+/* (See supervisor.h.)  close_range when the kernel has it; else each
+ * descriptor /proc lists. */
+void sandlet_cloexec_inherited(void)
+{
+#ifdef CLOSE_RANGE_CLOEXEC
+    if (close_range(3, ~0u, CLOSE_RANGE_CLOEXEC) == 0)
+        return;
+#endif
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) {
+        /* No /proc: every descriptor number a process may hold. */
+        long max = sysconf(_SC_OPEN_MAX);
+        for (long fd = 3; fd < (max > 0 && max < 65536 ? max : 65536); fd++)
+            fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+        return;
+    }
+    int self = dirfd(d);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long fd = strtol(e->d_name, &end, 10);
+        if (*end || end == e->d_name || fd < 3 || fd == self)
+            continue;
+        fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+    }
+    closedir(d);
+}
+
 /* Every sandbox's identity and session key, and its slots, decided from
  * our own configuration before any worker starts. */
 static int prepare(const sandlet_conf *conf)
@@ -687,6 +716,9 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
     sv.ctl = ctl_fd;
     /* Read from our own environment, never from the acceptor. */
     sv.confine = !getenv("SANDLET_NO_CONFINEMENT");
+    /* Whatever started the daemon (or a test) may have left descriptors
+     * open without close-on-exec: none reaches a worker. */
+    sandlet_cloexec_inherited();
     snprintf(sv.exe, sizeof(sv.exe), "/proc/self/fd/%d", exe_fd);
     snprintf(sv.parent, sizeof(sv.parent), "%d", (int)getpid());
     const char *ld = getenv("LD_LIBRARY_PATH");
