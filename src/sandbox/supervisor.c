@@ -20,6 +20,7 @@
 #include "sandbox/supervisor.h"
 #include "loop/log.h"
 #include "sandbox/control.h"
+#include "sandbox/harden.h"
 #include "sandbox/identity.h"
 #include "sandbox/init.h"
 #include "sandbox/quota.h"
@@ -732,6 +733,13 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
     if (rc == 0)
         rc = create_session_stores();
     if (rc < 0) {
+        cleanup();
+        return 1;
+    }
+    /* Everything needing more is done: the session stores exist, the
+     * identities are resolved.  Sanitizer runs (SANDLET_NO_CONFINEMENT)
+     * keep ptrace and the rest for their tools. */
+    if (sv.confine && sandlet_harden_supervisor() < 0) {
         cleanup();
         return 1;
     }

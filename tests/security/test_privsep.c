@@ -25,6 +25,7 @@
 #include "loop/conf.h"
 #include "sandbox/control.h"
 #include "sandbox/frame.h"
+#include "sandbox/harden.h"
 #include "sandbox/identity.h"
 #include "sandbox/supervisor.h"
 
@@ -385,6 +386,29 @@ static void test_starts_configured_workers(void **state)
         check_worker(&fa.workers[i]);
     }
     assert_int_equal(children_of_supervisor(), 5);
+    /* The supervisor itself keeps only what it needs, under a filter. */
+    if (getenv("SANDLET_NO_CONFINEMENT"))
+        return;
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)fa.sup);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char want[64];
+    snprintf(want, sizeof(want), "CapEff:\t%016llx\n",
+             root() ? (unsigned long long)sandlet_harden_caps() : 0ull);
+    bool nnp = false, seccomp = false, caps = false, bound = !root();
+    while (fgets(line, sizeof(line), f)) {
+        nnp |= strcmp(line, "NoNewPrivs:\t1\n") == 0;
+        seccomp |= strcmp(line, "Seccomp:\t2\n") == 0;
+        caps |= strcmp(line, want) == 0;
+        if (root() && strncmp(line, "CapBnd:", 7) == 0)
+            bound = strtoull(line + 7, NULL, 16) == sandlet_harden_caps();
+    }
+    fclose(f);
+    assert_true(nnp);
+    assert_true(seccomp);
+    assert_true(caps);
+    assert_true(bound);
 }
 
 /* Forged SPAWNs (with an attached socket, as the old protocol had, and
