@@ -365,6 +365,11 @@ static int open_self(void)
 static int run(sandlet_conf *conf)
 {
     sandlet_server *srv = &m.srv;
+    /* Before anything listens: a configuration that would run a servlet
+     * as root or as the acceptor never serves a request. */
+    sandlet_id acceptor;
+    if (check_identities(conf, &acceptor) < 0)
+        return 1;
     int exe = open_self();
     if (exe < 0) {
         sandlet_log_errno(SANDLET_LOG_ERROR, exe,
@@ -398,8 +403,7 @@ static int run(sandlet_conf *conf)
                          "are ALLOWED and only logged by the kernel (dmesg / audit.log); for "
                          "development only, never in production ***",
                          conf->sandboxes[i].name);
-    sandlet_id acceptor;
-    if (check_identities(conf, &acceptor) < 0 || sandlet_files_open(srv) < 0 || open_logs(srv) < 0)
+    if (sandlet_files_open(srv) < 0 || open_logs(srv) < 0)
         return 1;
     int ctl[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0) {

@@ -689,6 +689,82 @@ static void test_two_hundred_each(void **state)
     assert_int_equal(th_stop(&d), 0);
 }
 
+/* Workers die with their supervisor, even as a sandbox's user (the death
+ * signal is set after the identity change, which clears it). */
+static void test_workers_die_with_supervisor(void **state)
+{
+    (void)state;
+    char conf[1024];
+    snprintf(conf, sizeof(conf),
+             "sandbox s { workers 3; %s }\n"
+             "servlet /p/* { library \"%s\"; sandbox s; }\n",
+             root() ? "user nobody; group nogroup;" : "",
+             th_build_path("tests/fixtures/.libs/probe.so"));
+    th_daemon d;
+    assert_int_equal(th_start(&d, conf, false), 0);
+    th_response r;
+    assert_int_equal(th_request(d.port, "GET", "/p/pid", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    pid_t sup, workers[8];
+    assert_int_equal(th_children_of(d.pid, &sup, 1), 1);
+    int n = th_children_of(sup, workers, 8);
+    assert_int_equal(n, 3);
+    /* The acceptor is stopped, so that it cannot close the workers'
+     * channels: only the death signal can end them. */
+    kill(d.pid, SIGSTOP);
+    kill(sup, SIGKILL);
+    /* Orphans come to us (subreaper): gone means reaped or a zombie. */
+    for (int i = 0; i < n; i++) {
+        bool dead = false;
+        for (int t = 0; t < 100 && !dead; t++) {
+            char path[64], st[512] = "";
+            snprintf(path, sizeof(path), "/proc/%d/stat", (int)workers[i]);
+            FILE *f = fopen(path, "r");
+            size_t k = f ? fread(st, 1, sizeof(st) - 1, f) : 0;
+            if (f)
+                fclose(f);
+            st[k] = '\0';
+            const char *rp = strrchr(st, ')');
+            dead = !f || (rp && rp[2] == 'Z');
+            if (!dead)
+                usleep(20000);
+        }
+        assert_true(dead);
+        waitpid(workers[i], NULL, WNOHANG);
+    }
+    kill(d.pid, SIGCONT);
+    th_stop(&d);
+}
+
+/* Started as root, no servlet runs as uid 0 or as the acceptor: such a
+ * configuration does not start. */
+static void test_refused_identities(void **state)
+{
+    (void)state;
+    if (!root()) {
+        printf("SKIP: not root: identities cannot be chosen\n");
+        return;
+    }
+    const char *bad[] = {
+        "sandbox s { workers 1; user root; }\n",
+        "sandbox s { workers 1; user nobody; group root; }\n",
+        "user nobody;\nsandbox s { workers 1; user nobody; group nogroup; }\n",
+    };
+    const char *why[] = {"uid or gid 0", "uid or gid 0", "the acceptor's"};
+    for (size_t i = 0; i < 3; i++) {
+        char conf[1024];
+        snprintf(conf, sizeof(conf), "%sservlet /p/* { library \"%s\"; sandbox s; }\n", bad[i],
+                 th_build_path("tests/fixtures/.libs/probe.so"));
+        th_daemon d;
+        int rc = th_start(&d, conf, false);
+        if (rc == 0)
+            th_stop(&d);
+        assert_int_equal(rc, -1);
+        assert_true(th_log_contains(&d, why[i]));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest fake_acceptor[] = {
@@ -702,6 +778,8 @@ int main(void)
     const struct CMUnitTest daemon[] = {
         cmocka_unit_test(test_servlet_sees_nothing),
         cmocka_unit_test(test_two_hundred_each),
+        cmocka_unit_test(test_workers_die_with_supervisor),
+        cmocka_unit_test(test_refused_identities),
     };
     if (!root())
         printf("SKIP: not root: identities are not checked (everything runs as this user)\n");
