@@ -324,6 +324,12 @@ static void check_worker(const seen *w)
      * loader's search path may be passed (a build tree needs it). */
     snprintf(path, sizeof(path), "/proc/%d/environ", (int)w->pid);
     f = fopen(path, "r");
+    if (!f && errno == EACCES && !root() && !getenv("SANDLET_NO_CONFINEMENT")) {
+        /* A confined worker is not dumpable: its /proc files are root's. */
+        printf("SKIP: not root: worker %d's environment and descriptors were not checked\n",
+               (int)w->pid);
+        return;
+    }
     assert_non_null(f);
     char env[8192];
     size_t n = fread(env, 1, sizeof(env) - 1, f);
@@ -708,7 +714,11 @@ static void test_workers_die_with_supervisor(void **state)
     th_response_free(&r);
     pid_t sup, workers[8];
     assert_int_equal(th_children_of(d.pid, &sup, 1), 1);
-    int n = th_children_of(sup, workers, 8);
+    /* The first one may serve while the supervisor still starts the
+     * others. */
+    int n = 0;
+    for (int t = 0; t < 250 && (n = th_children_of(sup, workers, 8)) < 3; t++)
+        usleep(20000);
     assert_int_equal(n, 3);
     /* The acceptor is stopped, so that it cannot close the workers'
      * channels: only the death signal can end them. */
