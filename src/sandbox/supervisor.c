@@ -667,6 +667,9 @@ static int prepare(const sandlet_conf *conf)
             return rc;
         }
     }
+    /* The keys are made; the secret they come from is of no further use.
+     * (The configuration is ours alone since the fork.) */
+    sodium_memzero(((sandlet_conf *)conf)->session_secret, sizeof(conf->session_secret));
     size_t k = 0;
     for (size_t i = 0; i < conf->nsandboxes; i++)
         for (unsigned j = 0; j < conf->sandboxes[i].workers; j++) {
