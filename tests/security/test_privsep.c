@@ -695,6 +695,54 @@ static void test_two_hundred_each(void **state)
     assert_int_equal(th_stop(&d), 0);
 }
 
+/* The control queue keeps every message, in order, with its
+ * descriptors, whatever the socket's room; and an empty message is not
+ * the end of the stream, a closed peer is. */
+static void test_ctl_queue(void **state)
+{
+    (void)state;
+    int sp[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp), 0);
+    sandlet_ctl_queue q = {.max = 100000};
+    int queued_at = -1;
+    for (int i = 0; i < 5000; i++) {
+        sandlet_ctl m = {.type = SANDLET_CTL_EXITED, .gen = (uint32_t)i};
+        int fd = i % 100 == 0 ? open("/dev/null", O_RDONLY | O_CLOEXEC) : -1;
+        assert_int_equal(sandlet_ctl_queue_send(&q, sp[0], &m, &fd, fd >= 0 ? 1 : 0), 0);
+        if (queued_at < 0 && q.len)
+            queued_at = i;
+    }
+    assert_true(queued_at > 0); /* the socket filled up: the rest waited */
+    uint32_t next = 0;
+    while (next < 5000) {
+        int rc = sandlet_ctl_queue_flush(&q, sp[0]);
+        assert_true(rc == 0 || rc == -EAGAIN);
+        for (;;) {
+            sandlet_ctl m;
+            int fds[SANDLET_CTL_MAXFD];
+            rc = sandlet_ctl_recv(sp[1], &m, fds, SANDLET_CTL_MAXFD);
+            if (rc == -EAGAIN)
+                break;
+            assert_int_equal(rc, 1);
+            assert_int_equal(m.gen, next);
+            assert_int_equal(fds[0] >= 0, next % 100 == 0);
+            if (fds[0] >= 0)
+                close(fds[0]);
+            next++;
+        }
+    }
+    assert_int_equal(q.len, 0);
+    /* Empty messages: refused, not taken for the end. */
+    assert_int_equal(send(sp[0], "", 0, 0), 0);
+    sandlet_ctl m;
+    int fds[SANDLET_CTL_MAXFD];
+    assert_int_equal(sandlet_ctl_recv(sp[1], &m, fds, SANDLET_CTL_MAXFD), -EPROTO);
+    assert_int_equal(sandlet_ctl_recv(sp[1], &m, fds, SANDLET_CTL_MAXFD), -EAGAIN);
+    close(sp[0]);
+    assert_int_equal(sandlet_ctl_recv(sp[1], &m, fds, SANDLET_CTL_MAXFD), 0);
+    close(sp[1]);
+}
+
 /* Workers die with their supervisor, even as a sandbox's user (the death
  * signal is set after the identity change, which clears it). */
 static void test_workers_die_with_supervisor(void **state)
@@ -786,6 +834,7 @@ int main(void)
         cmocka_unit_test(test_acceptor_gone),
     };
     const struct CMUnitTest daemon[] = {
+        cmocka_unit_test(test_ctl_queue),
         cmocka_unit_test(test_servlet_sees_nothing),
         cmocka_unit_test(test_two_hundred_each),
         cmocka_unit_test(test_workers_die_with_supervisor),
