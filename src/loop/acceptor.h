@@ -10,6 +10,7 @@
 #define SANDLET_ACCEPTOR_H
 
 #include "loop/conf.h"
+#include "sandbox/control.h"
 #include "sandbox/frame.h"
 
 #include <llhttp.h>
@@ -191,11 +192,16 @@ struct sandlet_worker {
     enum sandlet_worker_state state; /* W_BUSY while it holds requests */
     uv_pipe_t pipe;
     bool pipe_open;
-    bool reading;    /* off while the first request's client catches up */
-    bool processing; /* worker_process is on the stack */
-    bool writing;    /* the "sending" buffer is being written */
-    bool dirty;      /* out holds frames for the end of this loop turn */
-    bool exited;     /* the supervisor reported its exit */
+    /* The previous worker's pipe handle is still closing: the next one,
+     * handed over meanwhile, waits here until it is closed. */
+    bool pipe_closing;
+    sandlet_ctl next;
+    int next_channel, next_output; /* -1 when none waits */
+    bool reading;                  /* off while the first request's client catches up */
+    bool processing;               /* worker_process is on the stack */
+    bool writing;                  /* the "sending" buffer is being written */
+    bool dirty;                    /* out holds frames for the end of this loop turn */
+    bool exited;                   /* the supervisor reported its exit */
     uv_write_t wreq;
     sandlet_buf in;      /* frames from the worker */
     sandlet_buf out;     /* frames gathered while a write is in flight */
@@ -209,22 +215,16 @@ struct sandlet_worker {
     bool recycling;    /* killed on purpose (client left): not a crash */
     char reqline[160]; /* the first request, kept for the log of its end */
     char servlet[96];
-    uv_timer_t restart;
     uv_timer_t deadline; /* the first request's timeout */
     bool timed_out;
-    uint64_t started;  /* uv_now when the first request became first */
-    unsigned failures; /* consecutive deaths without a served request */
-    uint64_t served;   /* by this incarnation, for max-requests */
+    uint64_t started; /* uv_now when the first request became first */
+    uint64_t served;  /* by this incarnation, for max-requests */
 };
 
 struct sandlet_pool {
     sandlet_server *srv;
     size_t index;
     const sandlet_sandbox_conf *conf;
-    uint32_t uid, gid; /* the workers' identity; UINT32_MAX: keep */
-    /* The sandbox's session key (sandlet_session_key_make), handed only
-     * to this sandbox's workers in INIT (SANDLET_SESSION_KEY_LEN bytes). */
-    uint8_t session_key[32];
     sandlet_worker *workers;
     sandlet_conn *qhead, *qtail;
     size_t queued;
@@ -251,8 +251,17 @@ void sandlet_pool_forget(sandlet_conn *c);
 void sandlet_pool_resume(sandlet_conn *c);
 void sandlet_pools_stop(sandlet_server *srv);
 /* A report from the supervisor about one worker. */
-struct sandlet_ctl;
-void sandlet_pool_control(sandlet_server *srv, const struct sandlet_ctl *m);
+void sandlet_pool_control(sandlet_server *srv, const sandlet_ctl *m);
+/* The supervisor started a worker (WORKER message): channel is its end of
+ * the worker's socketpair with INIT already written, output the read end
+ * of the worker's stdout/stderr pipe (either may be -1).  Takes both. */
+void sandlet_pool_worker(sandlet_server *srv, const sandlet_ctl *m, int channel, int output);
+
+/* ---- workerlog.c -------------------------------------------------------- */
+
+/* Reads worker w's standard output and error from fd (taking it) and
+ * writes them to the error log, line by line, never blocking the loop. */
+int sandlet_workerlog_attach(sandlet_server *srv, sandlet_worker *w, int fd);
 void sandlet_pools_free(sandlet_server *srv);
 /* False (after logging why) when a response header of c's worker may not
  * reach the client: a Set-Cookie for another sandbox's session cookie,
@@ -297,8 +306,9 @@ struct sandlet_server {
     size_t nconns;
     int ctl;
     uv_poll_t ctl_poll;
+    sandlet_ctl_queue ctl_out; /* messages waiting for room on ctl */
+    bool ctl_polling_out;
     pid_t supervisor;
-    bool confine;   /* off only for benchmarks and sanitizer builds */
     int docroot_fd; /* -1: no docroot configured */
     int access_fd;  /* -1: no access log */
     uv_timer_t access_timer;
@@ -307,7 +317,6 @@ struct sandlet_server {
     size_t access_len;
     char access_buf[64 * 1024];
     void *mime;                 /* sandlet_mime */
-    uint32_t *ids;              /* per sandbox: uid, gid pairs resolved at start */
     struct sandlet_wlog *wlogs; /* workers' output pipes being read */
     bool stopping;
     uint32_t next_id;
@@ -317,7 +326,7 @@ struct sandlet_server {
 
 /* Sends a control message to the supervisor; logs and returns the error. */
 int sandlet_server_control(sandlet_server *srv, uint32_t type, uint32_t sandbox, uint32_t slot,
-                           uint32_t gen, int fd, int32_t status);
+                           uint32_t gen, int32_t status);
 /* Called whenever a connection or worker finishes during shutdown. */
 void sandlet_server_check_stopped(sandlet_server *srv);
 

@@ -11,6 +11,7 @@
 #include "loop/acceptor.h"
 #include "loop/log.h"
 #include "sandbox/control.h"
+#include "sandbox/identity.h"
 #include "sandbox/supervisor.h"
 #include "sandbox/worker.h"
 
@@ -25,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -50,16 +52,33 @@ static void usage(FILE *to)
                 "  -V       print the version and exit\n");
 }
 
+static void on_ctl(uv_poll_t *p, int status, int events);
+
+/* Watches the control socket for writability only while messages wait. */
+static void ctl_watch(sandlet_server *srv)
+{
+    if (srv->ctl < 0)
+        return;
+    bool want = srv->ctl_out.head != NULL;
+    if (want == srv->ctl_polling_out)
+        return;
+    srv->ctl_polling_out = want;
+    uv_poll_start(&srv->ctl_poll, UV_READABLE | (want ? UV_WRITABLE : 0), on_ctl);
+}
+
 int sandlet_server_control(sandlet_server *srv, uint32_t type, uint32_t sandbox, uint32_t slot,
-                           uint32_t gen, int fd, int32_t status)
+                           uint32_t gen, int32_t status)
 {
     if (srv->ctl < 0)
         return -EPIPE;
     sandlet_ctl msg = {
         .type = type, .sandbox = sandbox, .slot = slot, .gen = gen, .status = status};
-    int rc = sandlet_ctl_send(srv->ctl, &msg, fd);
+    /* Queued when the socket is full: a KILL that is lost would leave a
+     * hung worker in its slot for ever. */
+    int rc = sandlet_ctl_queue_send(&srv->ctl_out, srv->ctl, &msg, NULL, 0);
     if (rc < 0)
         sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot reach the supervisor");
+    ctl_watch(srv);
     return rc;
 }
 
@@ -105,73 +124,36 @@ static int bind_listener(const sandlet_listen_conf *l, int *out)
     return 0;
 }
 
-static int drop_privileges(const char *user)
+/* Becomes the acceptor's identity (identity.c): never root once started
+ * as root. */
+static int drop_privileges(const sandlet_id *id)
 {
-    if (geteuid() != 0 || !user)
+    if (geteuid() != 0 || id->uid == UINT32_MAX)
         return 0;
-    struct passwd *pw = getpwnam(user);
-    if (!pw) {
-        sandlet_error("user '%s' (from the configuration's 'user' line) does not exist; create "
-                      "it or change the line",
-                      user);
-        return -ENOENT;
-    }
-    if (setgroups(0, NULL) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0)
+    if (setgroups(0, NULL) < 0 || setresgid(id->gid, id->gid, id->gid) < 0 ||
+        setresuid(id->uid, id->uid, id->uid) < 0)
         return -errno;
     if (setuid(0) == 0) {
-        sandlet_error("could drop privileges to '%s' but regain root; refusing to run", user);
+        sandlet_error("could drop privileges to uid %u but regain root; refusing to run", id->uid);
         return -EPERM;
     }
     return 0;
 }
 
-/* Resolves each sandbox's user and group before anything starts, so that
- * a typo stops sandletd with a message instead of a crash-looping sandbox.
- * A sandbox runs as its own user, else the daemon's "user", else as the
- * user sandletd was started as. */
-static int resolve_identities(sandlet_server *srv, const char *self_user)
+/* Checks every identity before anything starts, so that a typo stops
+ * sandletd with a message instead of a crash-looping sandbox.  The
+ * supervisor decides them again from its own copy of the configuration;
+ * the acceptor never learns or sends them. */
+static int check_identities(const sandlet_conf *conf, sandlet_id *acceptor)
 {
-    const sandlet_conf *conf = srv->conf;
-    srv->ids = calloc(conf->nsandboxes ? 2 * conf->nsandboxes : 1, sizeof(uint32_t));
-    if (!srv->ids)
-        return -ENOMEM;
-    bool root = geteuid() == 0;
-    for (size_t i = 0; i < conf->nsandboxes; i++) {
-        const sandlet_sandbox_conf *sb = &conf->sandboxes[i];
-        const char *user = sb->user ? sb->user : self_user;
-        uint32_t uid = UINT32_MAX, gid = UINT32_MAX;
-        if (user) {
-            struct passwd *pw = getpwnam(user);
-            if (!pw) {
-                sandlet_error("%s:%d: sandbox '%s' runs as user '%s', which does not exist; "
-                              "create it or change the 'user' line",
-                              conf->file, sb->line, sb->name, user);
-                return -ENOENT;
-            }
-            uid = pw->pw_uid;
-            gid = pw->pw_gid;
-        }
-        if (sb->group) {
-            struct group *gr = getgrnam(sb->group);
-            if (!gr) {
-                sandlet_error("%s:%d: sandbox '%s' runs as group '%s', which does not exist; "
-                              "create it or change the 'group' line",
-                              conf->file, sb->line, sb->name, sb->group);
-                return -ENOENT;
-            }
-            gid = gr->gr_gid;
-        }
-        if (!root &&
-            ((uid != UINT32_MAX && uid != getuid()) || (gid != UINT32_MAX && gid != getgid()))) {
-            sandlet_error("%s:%d: sandbox '%s' asks for another user or group, but sandletd "
-                          "was not started as root; start it as root or remove the line",
-                          conf->file, sb->line, sb->name);
-            return -EPERM;
-        }
-        srv->ids[2 * i] = uid;
-        srv->ids[2 * i + 1] = gid;
-    }
-    return 0;
+    if (sandlet_identity_acceptor(conf, acceptor) < 0)
+        return -1;
+    sandlet_id *ids = calloc(conf->nsandboxes + 1, sizeof(*ids));
+    if (!ids)
+        return -1;
+    int rc = sandlet_identity_sandboxes(conf, acceptor, ids);
+    free(ids);
+    return rc;
 }
 
 /* ---- stopping ---------------------------------------------------------------- */
@@ -274,42 +256,21 @@ static void on_sigusr1(uv_signal_t *s, int signum)
     (void)signum;
     sandlet_access_flush(&m.srv);
     if (m.srv.conf->access_log || m.srv.conf->error_log)
-        sandlet_server_control(&m.srv, SANDLET_CTL_REOPEN, 0, 0, 0, -1, 0);
-}
-
-/* The user the acceptor runs as: the configuration's "user", or nobody
- * when started as root without one (as nginx does); NULL: stay as we are. */
-static const char *acceptor_user(const sandlet_conf *conf)
-{
-    if (!conf->user && geteuid() == 0)
-        return "nobody";
-    return conf->user;
+        sandlet_server_control(&m.srv, SANDLET_CTL_REOPEN, 0, 0, 0, 0);
 }
 
 /* Opens the logs before privileges are dropped: the error log becomes
  * standard error of the acceptor and the supervisor (never of a worker),
  * the access log stays with the acceptor.  The acceptor's user may own
  * the logs and their folder, never anyone else. */
-static int open_logs(sandlet_server *srv)
+static int open_logs(sandlet_server *srv, const sandlet_id *acceptor)
 {
     srv->access_fd = -1;
     const sandlet_conf *conf = srv->conf;
     if (!conf->error_log && !conf->access_log)
         return 0;
-    uid_t uid = getuid();
-    gid_t gid = getgid();
-    const char *user = geteuid() == 0 ? acceptor_user(conf) : NULL;
-    if (user) {
-        struct passwd *pw = getpwnam(user);
-        if (!pw) {
-            sandlet_error("user '%s' (from the configuration's 'user' line) does not exist; "
-                          "create it or change the line",
-                          user);
-            return -ENOENT;
-        }
-        uid = pw->pw_uid;
-        gid = pw->pw_gid;
-    }
+    uid_t uid = geteuid() == 0 ? (uid_t)acceptor->uid : getuid();
+    gid_t gid = geteuid() == 0 ? (gid_t)acceptor->gid : getgid();
     if (conf->error_log) {
         int fd = sandlet_log_file_open(SANDLET_LOG_ERROR_FILE, conf->error_log, uid, gid);
         if (fd < 0)
@@ -325,31 +286,22 @@ static int open_logs(sandlet_server *srv)
     return 0;
 }
 
-/* SPAWNED carries the read end of the worker's output pipe. */
-static void attach_output(sandlet_server *srv, const sandlet_ctl *msg, int fd)
-{
-    if (!srv->pools || msg->sandbox >= srv->conf->nsandboxes ||
-        msg->slot >= srv->pools[msg->sandbox].conf->workers ||
-        srv->pools[msg->sandbox].workers[msg->slot].gen != msg->gen) {
-        close(fd); /* an earlier incarnation: it is gone or going */
-        return;
-    }
-    int rc = sandlet_workerlog_attach(srv, &srv->pools[msg->sandbox].workers[msg->slot], fd);
-    if (rc < 0)
-        sandlet_log_errno(SANDLET_LOG_ERROR, rc,
-                          "cannot read the output of worker %d of sandbox '%s'", (int)msg->pid,
-                          srv->conf->sandboxes[msg->sandbox].name);
-}
-
 static void on_ctl(uv_poll_t *p, int status, int events)
 {
     (void)p;
-    (void)events;
     sandlet_server *srv = &m.srv;
+    if (status == 0 && (events & UV_WRITABLE)) {
+        int rc = sandlet_ctl_queue_flush(&srv->ctl_out, srv->ctl);
+        if (rc < 0 && rc != -EAGAIN)
+            status = rc;
+        else
+            ctl_watch(srv);
+    }
     for (;;) {
         sandlet_ctl msg;
-        int fd;
-        int rc = status < 0 ? status : sandlet_ctl_recv(srv->ctl, &msg, &fd);
+        int fds[SANDLET_CTL_MAXFD];
+        int rc = status < 0 ? status : sandlet_ctl_recv(srv->ctl, &msg, fds, SANDLET_CTL_MAXFD);
+        int fd = rc > 0 ? fds[0] : -1;
         if (rc == -EAGAIN)
             return;
         if (rc == -EPROTO) {
@@ -359,9 +311,17 @@ static void on_ctl(uv_poll_t *p, int status, int events)
         if (rc <= 0) {
             sandlet_error("lost the supervisor's control socket; stopping");
             uv_poll_stop(&srv->ctl_poll);
+            sandlet_ctl_queue_clear(&srv->ctl_out);
             begin_stop(1);
             return;
         }
+        if (msg.type == SANDLET_CTL_WORKER) {
+            /* pool.c takes both descriptors, whatever it makes of them. */
+            sandlet_pool_worker(srv, &msg, fds[0], fds[1]);
+            continue;
+        }
+        if (fds[1] >= 0)
+            close(fds[1]);
         if (msg.type == SANDLET_CTL_LOGFD && fd >= 0) {
             if (msg.status == SANDLET_LOG_ACCESS) {
                 sandlet_access_reopen(srv, fd);
@@ -374,11 +334,9 @@ static void on_ctl(uv_poll_t *p, int status, int events)
                                                         : conf_path(srv->conf->error_log));
             continue;
         }
+        if (fd >= 0)
+            close(fd); /* only LOGFD and WORKER carry descriptors */
         sandlet_pool_control(srv, &msg);
-        if (fd >= 0 && msg.type == SANDLET_CTL_SPAWNED)
-            attach_output(srv, &msg, fd);
-        else if (fd >= 0)
-            close(fd); /* only LOGFD and SPAWNED carry a descriptor */
     }
 }
 
@@ -408,7 +366,11 @@ static int open_self(void)
 static int run(sandlet_conf *conf)
 {
     sandlet_server *srv = &m.srv;
-    srv->confine = !getenv("SANDLET_NO_CONFINEMENT");
+    /* Before anything listens: a configuration that would run a servlet
+     * as root or as the acceptor never serves a request. */
+    sandlet_id acceptor;
+    if (check_identities(conf, &acceptor) < 0)
+        return 1;
     int exe = open_self();
     if (exe < 0) {
         sandlet_log_errno(SANDLET_LOG_ERROR, exe,
@@ -442,8 +404,7 @@ static int run(sandlet_conf *conf)
                          "are ALLOWED and only logged by the kernel (dmesg / audit.log); for "
                          "development only, never in production ***",
                          conf->sandboxes[i].name);
-    if (resolve_identities(srv, conf->user) < 0 || sandlet_files_open(srv) < 0 ||
-        open_logs(srv) < 0) {
+    if (sandlet_files_open(srv) < 0 || open_logs(srv, &acceptor) < 0) {
         for (size_t i = 0; i < conf->nlistens; i++)
             close(fds[i]);
         free(fds);
@@ -477,6 +438,11 @@ static int run(sandlet_conf *conf)
     close(ctl[1]);
     close(exe);
     srv->ctl = ctl[0];
+    /* What the supervisor needs outstanding at most: a KILL per worker
+     * and a REOPEN; the bound only guards against a bug. */
+    srv->ctl_out.max = 64;
+    for (size_t i = 0; i < conf->nsandboxes; i++)
+        srv->ctl_out.max += 2 * (size_t)conf->sandboxes[i].workers;
     srv->supervisor = pid;
     sandlet_log_set_role("acceptor");
 
@@ -490,16 +456,15 @@ static int run(sandlet_conf *conf)
                           "cannot make log writes non-blocking; a stalled reader of standard "
                           "error would stall the daemon (set error-log to a file)");
     /* The acceptor faces the network: never as root.  Without a "user"
-     * line it becomes nobody, as nginx does. */
-    const char *user = acceptor_user(conf);
-    if (!conf->user && geteuid() == 0) {
-        sandlet_info("started as root without a 'user' line: the acceptor runs as 'nobody' "
+     * line it gets the first uid of sandletd's reserved range (identity.h),
+     * shared with no other program. */
+    if (geteuid() == 0 && !conf->user)
+        sandlet_info("started as root without a 'user' line: the acceptor runs as uid %u "
                      "(name a user with 'user' in %s to choose)",
-                     conf->file);
-    }
-    rc = drop_privileges(user);
+                     acceptor.uid, conf->file);
+    rc = drop_privileges(&acceptor);
     if (rc < 0) {
-        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot become user '%s'", user);
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot become uid %u", acceptor.uid);
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -548,9 +513,9 @@ static int run(sandlet_conf *conf)
     if (srv->access_fd >= 0)
         close(srv->access_fd);
     sandlet_workerlog_free(srv);
+    sandlet_ctl_queue_clear(&srv->ctl_out);
     sandlet_pools_free(srv);
     sandlet_files_close(srv);
-    free(srv->ids);
     free(srv->paused);
     free(srv->listeners);
     uv_loop_close(&m.loop);
@@ -561,14 +526,28 @@ static int run(sandlet_conf *conf)
 int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "--worker") == 0) {
-        /* "--write-blocked": the sandbox is over its write quota. */
-        bool blocked = argc == 4 && strcmp(argv[3], "--write-blocked") == 0;
-        if (argc != 3 && !blocked) {
+        /* sandletd --worker SANDBOX --parent PID [--write-blocked]:
+         * "--write-blocked": the sandbox is over its write quota. */
+        bool blocked = argc == 6 && strcmp(argv[5], "--write-blocked") == 0;
+        char *end = NULL;
+        long parent = argc >= 5 && strcmp(argv[3], "--parent") == 0 ? strtol(argv[4], &end, 10) : 0;
+        if ((argc != 5 && !blocked) || parent <= 1 || !end || *end) {
             fprintf(stderr, "sandletd: --worker is internal: started by the supervisor\n");
+            return 2;
+        }
+        /* Dies with the supervisor.  Set here, after the identity change
+         * that would clear it, and checked against the pid the supervisor
+         * gave: if it died before this line we were already adopted. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != (pid_t)parent) {
+            fprintf(stderr, "sandletd: worker of sandbox '%s': the supervisor is gone\n", argv[2]);
             return 2;
         }
         return sandlet_worker_main(argv[2], blocked);
     }
+    /* A descriptor left open by whoever started us (a shell, a service
+     * manager, a careless wrapper) must never reach a worker: every one
+     * above standard error is closed at exec from here on. */
+    sandlet_cloexec_inherited();
     const char *file = DEFAULT_CONF;
     bool check = false;
     int opt;

@@ -7,7 +7,10 @@
  * checks; a frame that is malformed, unexpected or for another request is
  * the worker's death (the supervisor kills it), never the acceptor's.
  * This file never parses HTTP and never forks: starting and killing
- * processes is the supervisor's job, asked for over the control socket.
+ * processes is the supervisor's job.  The supervisor decides how many
+ * workers there are and what they load, and hands each one over (its
+ * channel, with INIT already written); this side can only ask for a
+ * worker's death over the control socket, or close its channel.
  */
 #include "config.h"
 
@@ -27,10 +30,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define READ_CHUNK     ((size_t)64 * 1024)
-#define RESTART_MAX_MS 30000u
+#define READ_CHUNK ((size_t)64 * 1024)
 
-static void worker_spawn(sandlet_worker *w);
 static void worker_lost(sandlet_worker *w);
 static void worker_lost_status(sandlet_worker *w, int status);
 static void close_pipe(sandlet_worker *w);
@@ -140,7 +141,7 @@ static void flush_or_lose(sandlet_worker *w)
         sandlet_log_errno(SANDLET_LOG_ERROR, rc, "writing to worker %d of sandbox '%s'",
                           (int)w->pid, sandbox_name(w));
         sandlet_server_control(w->pool->srv, SANDLET_CTL_KILL, (uint32_t)w->pool->index, w->slot,
-                               w->gen, -1, SIGKILL);
+                               w->gen, SIGKILL);
         worker_lost(w);
     }
 }
@@ -299,7 +300,7 @@ static void on_deadline(uv_timer_t *t)
     w->timed_out = true;
     w->pool->timeouts++;
     sandlet_server_control(w->pool->srv, SANDLET_CTL_KILL, (uint32_t)w->pool->index, w->slot,
-                           w->gen, -1, SIGKILL);
+                           w->gen, SIGKILL);
     worker_lost_status(w, 504);
 }
 
@@ -516,7 +517,7 @@ static void violation(sandlet_worker *w, const char *why)
                   (int)w->pid, sandbox_name(w), why, w->rcount ? " while serving " : "",
                   w->rcount ? w->reqline : "");
     sandlet_server_control(w->pool->srv, SANDLET_CTL_KILL, (uint32_t)w->pool->index, w->slot,
-                           w->gen, -1, SIGKILL);
+                           w->gen, SIGKILL);
     worker_lost(w);
 }
 
@@ -530,7 +531,7 @@ static void recycle(sandlet_worker *w)
                  (int)w->pid, sandbox_name(w), w->reqline, w->dropped);
     w->recycling = true;
     sandlet_server_control(w->pool->srv, SANDLET_CTL_KILL, (uint32_t)w->pool->index, w->slot,
-                           w->gen, -1, SIGKILL);
+                           w->gen, SIGKILL);
     worker_lost_status(w, 502);
 }
 
@@ -564,7 +565,6 @@ static void request_finished(sandlet_worker *w)
     w->rcount--;
     w->served++;
     w->pool->served++;
-    w->failures = 0;
     unsigned max = w->pool->conf->max_requests;
     if (max && w->served >= max && w->rcount == 0) {
         /* Recycle: closing the socketpair makes the worker run destroy
@@ -593,6 +593,9 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
         if (h->type == SANDLET_FRAME_READY) {
             w->state = W_IDLE;
             w->pool->failing = false;
+            /* The supervisor's back-off is for workers that cannot start. */
+            sandlet_server_control(w->pool->srv, SANDLET_CTL_READY, (uint32_t)w->pool->index,
+                                   w->slot, w->gen, 0);
             sandlet_debug("worker %d of sandbox '%s' is ready", (int)w->pid, sandbox_name(w));
             sandlet_pool_submit(w->pool, NULL);
             return true;
@@ -608,7 +611,7 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
                 w->pool->failing = true;
                 fail_queue(w->pool);
             }
-            /* It exits by itself; the restart backs off from there. */
+            /* It exits by itself; the supervisor backs off its restart. */
             return true;
         }
         violation(w, "expected READY");
@@ -747,7 +750,7 @@ static void worker_resume(sandlet_worker *w)
         sandlet_log_errno(SANDLET_LOG_ERROR, rc, "reading from worker %d of sandbox '%s'",
                           (int)w->pid, sandbox_name(w));
         sandlet_server_control(w->pool->srv, SANDLET_CTL_KILL, (uint32_t)w->pool->index, w->slot,
-                               w->gen, -1, SIGKILL);
+                               w->gen, SIGKILL);
         worker_lost(w);
         return;
     }
@@ -763,9 +766,23 @@ void sandlet_pool_resume(sandlet_conn *c)
 
 /* ---- worker lifecycle ---------------------------------------------------- */
 
+static void take_worker(sandlet_worker *w, const sandlet_ctl *m, int channel, int output);
+
 static void pipe_closed(uv_handle_t *h)
 {
-    (void)h;
+    sandlet_worker *w = h->data;
+    w->pipe_closing = false;
+    if (w->next_channel < 0)
+        return;
+    int channel = w->next_channel, output = w->next_output;
+    w->next_channel = w->next_output = -1;
+    if (w->pool->srv->stopping) {
+        close(channel);
+        if (output >= 0)
+            close(output);
+        return;
+    }
+    take_worker(w, &w->next, channel, output);
 }
 
 static void close_pipe(sandlet_worker *w)
@@ -774,6 +791,7 @@ static void close_pipe(sandlet_worker *w)
         return;
     w->pipe_open = false;
     w->reading = false;
+    w->pipe_closing = true;
     uv_close((uv_handle_t *)&w->pipe, pipe_closed);
 }
 
@@ -821,78 +839,81 @@ static void worker_lost(sandlet_worker *w)
     worker_lost_status(w, w->timed_out ? 504 : 502);
 }
 
-static void on_restart(uv_timer_t *t)
-{
-    worker_spawn(t->data);
-}
-
-static void schedule_restart(sandlet_worker *w)
-{
-    if (w->pool->srv->stopping)
-        return;
-    /* Crash-looping sandboxes back off: 0, 100 ms, 200 ms, ... 30 s. */
-    uint64_t delay = 0;
-    if (w->failures > 1) {
-        unsigned shift = w->failures - 2 > 9 ? 9 : w->failures - 2;
-        delay = 100u << shift;
-        if (delay > RESTART_MAX_MS)
-            delay = RESTART_MAX_MS;
-    }
-    uv_timer_start(&w->restart, on_restart, delay, 0);
-}
-
+/* The supervisor reported the exit of the worker of w's slot; it starts
+ * the next one itself (backing off when the slot crash-loops) and hands
+ * it over with a WORKER message. */
 static void worker_exited(sandlet_worker *w, const sandlet_ctl *m)
 {
     bool busy = w->reqline[0] != '\0';
     if (w->recycling) {
-        /* Killed on purpose, see recycle(): neither a crash nor a reason
-         * to back off. */
+        /* Killed on purpose, see recycle(): not a crash. */
         sandlet_info("worker %d of sandbox '%s' recycled", (int)m->pid, sandbox_name(w));
-        worker_lost(w);
-        w->state = W_DOWN;
-        w->pid = 0;
-        w->reqline[0] = '\0';
-        schedule_restart(w);
-        return;
-    }
-    if (m->signal)
+    } else if (m->signal) {
         sandlet_error("worker %d of sandbox '%s' was killed by signal %d (%s)%s%s%s%s", (int)m->pid,
                       sandbox_name(w), m->signal, strsignal(m->signal),
                       busy ? " while serving " : "", busy ? w->servlet : "", busy ? ": " : "",
                       busy ? w->reqline : "");
-    else if (m->status != 0 || busy)
+    } else if (m->status != 0 || busy) {
         sandlet_error("worker %d of sandbox '%s' exited with status %d%s%s%s%s", (int)m->pid,
                       sandbox_name(w), m->status, busy ? " while serving " : "",
                       busy ? w->servlet : "", busy ? ": " : "", busy ? w->reqline : "");
-    else
+    } else {
         sandlet_info("worker %d of sandbox '%s' exited", (int)m->pid, sandbox_name(w));
+    }
+    if (!w->recycling && (m->signal || m->status != 0 || busy))
+        w->pool->crashes++;
+    if (!w->recycling && m->signal == SIGSYS)
+        w->pool->seccomp_kills++;
     worker_lost(w);
     w->state = W_DOWN;
     w->pid = 0;
     w->reqline[0] = '\0';
-    if (m->signal || m->status != 0 || busy) {
-        w->failures++;
-        w->pool->crashes++;
-    }
-    if (m->signal == SIGSYS)
-        w->pool->seccomp_kills++;
-    schedule_restart(w);
 }
 
-static void worker_spawn(sandlet_worker *w)
+void sandlet_pool_worker(sandlet_server *srv, const sandlet_ctl *m, int channel, int output)
+{
+    if (m->sandbox >= srv->conf->nsandboxes || m->slot >= srv->pools[m->sandbox].conf->workers ||
+        channel < 0 || m->pid <= 0) {
+        sandlet_error("the supervisor handed over an unknown or incomplete worker %u/%u; ignored",
+                      m->sandbox, m->slot);
+        if (channel >= 0)
+            close(channel);
+        if (output >= 0)
+            close(output);
+        return;
+    }
+    sandlet_worker *w = &srv->pools[m->sandbox].workers[m->slot];
+    if (w->pipe_open || w->state != W_DOWN) {
+        /* Its predecessor's exit report was lost or is late: whatever it
+         * held failed. */
+        worker_lost(w);
+    }
+    if (w->next_channel >= 0) {
+        /* Superseded before it was taken (cannot happen while the
+         * supervisor keeps one live worker per slot). */
+        close(w->next_channel);
+        if (w->next_output >= 0)
+            close(w->next_output);
+        w->next_channel = w->next_output = -1;
+    }
+    if (w->pipe_closing) {
+        /* The handle is reused: libuv must be done closing it first. */
+        w->next = *m;
+        w->next_channel = channel;
+        w->next_output = output;
+        return;
+    }
+    take_worker(w, m, channel, output);
+}
+
+static void take_worker(sandlet_worker *w, const sandlet_ctl *m, int channel, int output)
 {
     sandlet_pool *p = w->pool;
     sandlet_server *srv = p->srv;
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-        sandlet_log_errno(SANDLET_LOG_ERROR, -errno, "sandbox '%s': socketpair", p->conf->name);
-        w->failures++;
-        schedule_restart(w);
-        return;
-    }
     if (w->gen > 0)
         p->restarts++;
-    w->gen++;
+    w->gen = m->gen;
+    w->pid = m->pid;
     w->state = W_STARTING;
     w->served = 0;
     w->timed_out = false;
@@ -903,81 +924,25 @@ static void worker_spawn(sandlet_worker *w)
     w->reqline[0] = '\0';
     sandlet_buf_reset(&w->in);
     sandlet_buf_reset(&w->out);
-    int rc = sandlet_server_control(srv, SANDLET_CTL_SPAWN, (uint32_t)p->index, w->slot, w->gen,
-                                    sv[1], 0);
-    close(sv[1]);
-    if (rc == 0)
-        rc = uv_pipe_init(srv->loop, &w->pipe, 0);
+    sandlet_buf_reset(&w->sending);
+    if (output >= 0 && sandlet_workerlog_attach(srv, w, output) < 0)
+        sandlet_warn("worker %d of sandbox '%s': its output cannot be read; it is lost",
+                     (int)w->pid, sandbox_name(w));
+    int rc = uv_pipe_init(srv->loop, &w->pipe, 0);
     if (rc == 0) {
         w->pipe.data = w;
         w->pipe_open = true;
-        rc = uv_pipe_open(&w->pipe, sv[0]);
+        rc = uv_pipe_open(&w->pipe, channel);
     } else {
-        close(sv[0]);
+        close(channel);
     }
-    /* INIT: the servlets of this sandbox with their parameters. */
-    sandlet_buf *b = &w->out;
-    size_t start = sandlet_frame_begin(b, SANDLET_FRAME_INIT, 0);
-    sandlet_buf_put_str(b, p->conf->name, strlen(p->conf->name));
-    uint16_t n = 0;
-    for (size_t i = 0; i < srv->conf->nservlets; i++)
-        n += srv->conf->servlets[i].sandbox == p->index;
-    sandlet_buf_put_u16(b, n);
-    for (size_t i = 0; i < srv->conf->nservlets; i++) {
-        const sandlet_servlet_conf *s = &srv->conf->servlets[i];
-        if (s->sandbox != p->index)
-            continue;
-        sandlet_buf_put_str(b, s->path, strlen(s->path));
-        sandlet_buf_put_str(b, s->library, strlen(s->library));
-        sandlet_buf_put_u16(b, (uint16_t)s->nparams);
-        for (size_t j = 0; j < s->nparams; j++) {
-            sandlet_buf_put_str(b, s->params[j].name, strlen(s->params[j].name));
-            sandlet_buf_put_str(b, s->params[j].value, strlen(s->params[j].value));
-        }
-    }
-    /* How the worker confines itself once its servlets are ready. */
-    const sandlet_sandbox_conf *sb = p->conf;
-    sandlet_buf_put_u8(b, srv->confine);
-    sandlet_buf_put_u32(b, p->uid);
-    sandlet_buf_put_u32(b, p->gid);
-    sandlet_buf_put_u32(b, sb->memory_mib);
-    sandlet_buf_put_u32(b, sb->open_files);
-    sandlet_buf_put_u32(b, sb->cpu_seconds);
-    sandlet_buf_put_u8(b, sb->core_dumps);
-    sandlet_buf_put_u8(b, (uint8_t)sb->syscalls);
-    sandlet_buf_put_u8(b, sb->learn);
-    sandlet_buf_put_u16(b, (uint16_t)sb->nreadable);
-    for (size_t i = 0; i < sb->nreadable; i++)
-        sandlet_buf_put_str(b, sb->readable[i], strlen(sb->readable[i]));
-    sandlet_buf_put_u16(b, (uint16_t)sb->nwritable);
-    for (size_t i = 0; i < sb->nwritable; i++)
-        sandlet_buf_put_str(b, sb->writable[i], strlen(sb->writable[i]));
-    sandlet_buf_put_u64(b, sb->max_file_size);
-    sandlet_buf_put_u8(b, (uint8_t)sb->ndatabase_ports);
-    for (size_t i = 0; i < sb->ndatabase_ports; i++)
-        sandlet_buf_put_u16(b, sb->database_ports[i]);
-    /* Sessions: the store itself reaches the worker from the supervisor
-     * (a shared memfd); these are the settings for using it: the cookie's
-     * name and Path, and last this sandbox's key (no other's). */
-    sandlet_buf_put_u8(b, (uint8_t)sb->sessions);
-    sandlet_buf_put_u32(b, sb->session_timeout);
-    sandlet_buf_put_u8(b, sb->session_cookie_secure);
-    sandlet_buf_put_str(b, sb->session_cookie, strlen(sb->session_cookie));
-    sandlet_buf_put_str(b, sb->session_path, strlen(sb->session_path));
-    sandlet_buf_put(b, p->session_key, sizeof(p->session_key));
-    if (rc == 0)
-        rc = sandlet_frame_finish(b, start, SANDLET_FRAME_END);
-    if (rc == 0)
-        rc = flush_out(w);
     if (rc == 0)
         rc = uv_read_start((uv_stream_t *)&w->pipe, worker_alloc, worker_read);
     if (rc < 0) {
-        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot start a worker of sandbox '%s'",
-                          p->conf->name);
-        /* If the supervisor did start it, its EXITED report restarts it
-         * once it notices the closed socket; otherwise retry later. */
-        close_pipe(w);
-        w->state = W_DYING;
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot read worker %d of sandbox '%s'",
+                          (int)w->pid, sandbox_name(w));
+        sandlet_server_control(srv, SANDLET_CTL_KILL, (uint32_t)p->index, w->slot, w->gen, SIGKILL);
+        worker_lost(w);
         return;
     }
     w->reading = true;
@@ -993,16 +958,10 @@ void sandlet_pool_control(sandlet_server *srv, const sandlet_ctl *m)
     if (m->gen != w->gen)
         return; /* about an earlier incarnation of this slot */
     switch (m->type) {
-    case SANDLET_CTL_SPAWNED: w->pid = m->pid; break;
     case SANDLET_CTL_SPAWN_FAILED:
         sandlet_log_errno(SANDLET_LOG_ERROR, m->status,
-                          "supervisor could not start a worker of "
-                          "sandbox '%s'",
+                          "the supervisor could not start a worker of sandbox '%s'",
                           sandbox_name(w));
-        worker_lost(w);
-        w->state = W_DOWN;
-        w->failures++;
-        schedule_restart(w);
         break;
     case SANDLET_CTL_EXITED: worker_exited(w, m); break;
     default:
@@ -1031,15 +990,6 @@ int sandlet_pools_start(sandlet_server *srv)
         p->srv = srv;
         p->index = i;
         p->conf = &conf->sandboxes[i];
-        p->uid = srv->ids ? srv->ids[2 * i] : UINT32_MAX;
-        p->gid = srv->ids ? srv->ids[2 * i + 1] : UINT32_MAX;
-        int rc = sandlet_session_key_make(conf->session_secret_set ? conf->session_secret : NULL,
-                                          p->conf->name, p->session_key);
-        if (rc < 0) {
-            sandlet_log_errno(SANDLET_LOG_ERROR, rc, "sandbox '%s': cannot make a session key",
-                              p->conf->name);
-            return rc;
-        }
         uv_timer_init(srv->loop, &p->qtimer);
         p->qtimer.data = p;
         uv_check_init(srv->loop, &p->flush);
@@ -1052,24 +1002,20 @@ int sandlet_pools_start(sandlet_server *srv)
             w->pool = p;
             w->slot = j;
             w->state = W_DOWN;
+            w->next_channel = w->next_output = -1;
             sandlet_buf_init(&w->in, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX + READ_CHUNK);
             sandlet_buf_init(&w->out, 0);
             sandlet_buf_init(&w->sending, 0);
             w->ring = calloc(HELD_MAX, sizeof(*w->ring));
             if (!w->ring)
                 return -ENOMEM;
-            uv_timer_init(srv->loop, &w->restart);
-            w->restart.data = w;
             uv_timer_init(srv->loop, &w->deadline);
             w->deadline.data = w;
         }
     }
-    /* Every key is made: the secret they came from is of no further use
-     * to the process that faces the network. */
+    /* The supervisor makes the sessions' keys: the secret they come from
+     * is of no use to the process that faces the network. */
     sodium_memzero(srv->conf->session_secret, sizeof(srv->conf->session_secret));
-    for (size_t i = 0; i < conf->nsandboxes; i++)
-        for (unsigned j = 0; j < srv->pools[i].conf->workers; j++)
-            worker_spawn(&srv->pools[i].workers[j]);
     return 0;
 }
 
@@ -1086,8 +1032,6 @@ void sandlet_pools_stop(sandlet_server *srv)
             /* Closing the socketpair is the worker's signal to run its
              * servlets' destroy and exit. */
             worker_lost(w);
-            if (!uv_is_closing((uv_handle_t *)&w->restart))
-                uv_close((uv_handle_t *)&w->restart, NULL);
             if (!uv_is_closing((uv_handle_t *)&w->deadline))
                 uv_close((uv_handle_t *)&w->deadline, NULL);
         }

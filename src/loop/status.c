@@ -53,6 +53,7 @@ static void metric(sandlet_buf *b, const char *name, const char *help, const cha
         uint64_t v;
         switch (field) {
         case 0: v = p->conf->workers; break;
+        case 9: v = count(p, W_IDLE) + count(p, W_BUSY); break;
         case 1: v = count(p, W_BUSY); break;
         case 2: v = p->queued; break;
         case 3: v = p->served; break;
@@ -60,7 +61,8 @@ static void metric(sandlet_buf *b, const char *name, const char *help, const cha
         case 5: v = p->crashes; break;
         case 6: v = p->timeouts; break;
         case 7: v = p->seccomp_kills; break;
-        default: v = p->rejected; break;
+        case 8: v = p->rejected; break;
+        default: v = 0; break;
         }
         n = snprintf(line, sizeof(line), "sandlet_%s{sandbox=\"", name);
         sandlet_buf_put(b, line, (size_t)n);
@@ -86,6 +88,7 @@ bool sandlet_status_serve(sandlet_conn *c)
     sandlet_buf_init(&b, 1u << 20);
     if (prom) {
         metric(&b, "workers", "Worker processes configured.", "gauge", srv, 0);
+        metric(&b, "ready_workers", "Workers started and ready (idle or busy).", "gauge", srv, 9);
         metric(&b, "busy_workers", "Workers serving a request now.", "gauge", srv, 1);
         metric(&b, "queued_requests", "Requests waiting for a worker.", "gauge", srv, 2);
         metric(&b, "requests_served_total", "Requests answered by a worker.", "counter", srv, 3);

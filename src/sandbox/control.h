@@ -2,24 +2,37 @@
  * control.h - messages between the acceptor and the supervisor.
  *
  * A SOCK_SEQPACKET socketpair carries fixed-size messages, so a message is
- * never split or merged and a wrong size is detectable.  SPAWN carries the
- * worker's end of a fresh socketpair as SCM_RIGHTS.  The acceptor names
- * workers by (sandbox, slot, generation), never by pid, so that it cannot
- * make the privileged supervisor signal an arbitrary process.
+ * never split or merged and a wrong size is detectable.  The supervisor
+ * decides everything about workers: it starts one per (sandbox, slot),
+ * makes its channel and writes its INIT frame, then hands the acceptor the
+ * channel and the read end of the worker's output pipe (WORKER, two
+ * descriptors as SCM_RIGHTS).  The acceptor may only ask for a worker's
+ * death (KILL, named by sandbox, slot and generation, never by pid, so
+ * that it cannot make the privileged supervisor signal an arbitrary
+ * process), for the logs to be reopened (REOPEN), and say that a worker
+ * started (READY: its slot's crash-loop back-off resets; once per
+ * generation, and it can only make restarts faster, which KILL can too).  The supervisor
+ * treats every message from the acceptor as hostile: wrong size, unknown
+ * type, attached descriptors or an empty message are refused, KILL only
+ * reaches a live child of that generation, REOPEN is rate-limited.
+ * Neither side ever drops a message on a full socket: both queue
+ * (sandlet_ctl_queue) and retry when the socket is writable.
  */
 #ifndef SANDLET_CONTROL_H
 #define SANDLET_CONTROL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 enum sandlet_ctl_type {
-    SANDLET_CTL_SPAWN = 1,    /* acceptor→supervisor, with the worker's fd */
+    SANDLET_CTL_SPAWN = 1,    /* retired: refused (the acceptor spawns nothing) */
     SANDLET_CTL_KILL,         /* acceptor→supervisor: status = SIGKILL */
-    SANDLET_CTL_SPAWNED,      /* supervisor→acceptor: pid */
+    SANDLET_CTL_WORKER,       /* supervisor→acceptor: pid; fds: channel, output pipe */
     SANDLET_CTL_SPAWN_FAILED, /* supervisor→acceptor: status = -errno */
     SANDLET_CTL_EXITED,       /* supervisor→acceptor: status, signal */
     SANDLET_CTL_REOPEN,       /* acceptor→supervisor: reopen the log files */
     SANDLET_CTL_LOGFD,        /* supervisor→acceptor: status 0 access, 1 error log; fd */
+    SANDLET_CTL_READY,        /* acceptor→supervisor: that worker said READY */
 };
 
 typedef struct sandlet_ctl {
@@ -33,13 +46,49 @@ typedef struct sandlet_ctl {
     int32_t core;   /* non-zero when it dumped core */
 } sandlet_ctl;
 
-/* Sends m, with fd attached when fd >= 0.  Returns 0 or -errno (-EAGAIN
- * when the socket is non-blocking and full). */
-int sandlet_ctl_send(int sock, const sandlet_ctl *m, int fd);
-/* Receives one message; *fd gets an attached descriptor or -1.  Returns
- * 1 for a message, 0 at end of stream, -EAGAIN when none is waiting,
- * -EPROTO for a message of the wrong size or with unexpected ancillary
- * data (any descriptors received are closed), or another -errno. */
-int sandlet_ctl_recv(int sock, sandlet_ctl *m, int *fd);
+/* Most descriptors one message carries (WORKER: channel and output). */
+#define SANDLET_CTL_MAXFD 2
+
+/* Sends m with the nfd descriptors of fds attached.  Returns 0 or -errno
+ * (-EAGAIN when the socket is non-blocking and full). */
+int sandlet_ctl_send(int sock, const sandlet_ctl *m, const int *fds, size_t nfd);
+/* Receives one message; fds[0..maxfd) get attached descriptors or -1.
+ * Returns 1 for a message, 0 at end of stream (the peer closed: an empty
+ * message is not the end), -EAGAIN when none is waiting, -EPROTO for a
+ * message of the wrong size (an empty one included), with unexpected
+ * ancillary data or more than maxfd descriptors (any received are closed),
+ * or another -errno. */
+int sandlet_ctl_recv(int sock, sandlet_ctl *m, int *fds, size_t maxfd);
+
+/* Messages waiting for room on the socket, in order, owning their
+ * descriptors.  Bounded: past max, push refuses (and closes the
+ * descriptors); callers size max from what can be outstanding. */
+typedef struct sandlet_ctl_out {
+    sandlet_ctl m;
+    int fds[SANDLET_CTL_MAXFD];
+    size_t nfd;
+    struct sandlet_ctl_out *next;
+} sandlet_ctl_out;
+
+typedef struct sandlet_ctl_queue {
+    sandlet_ctl_out *head, *tail;
+    size_t len, max;
+} sandlet_ctl_queue;
+
+/* Sends m now if nothing waits before it and the socket takes it, else
+ * queues it.  Takes ownership of the descriptors either way.  Returns 0
+ * (sent or queued), -ENOBUFS or -ENOMEM (dropped), or another -errno when
+ * the socket failed. */
+int sandlet_ctl_queue_send(sandlet_ctl_queue *q, int sock, const sandlet_ctl *m, const int *fds,
+                           size_t nfd);
+/* Sends what waits.  Returns 0 when the queue is empty, -EAGAIN when the
+ * socket is full again, or another -errno. */
+int sandlet_ctl_queue_flush(sandlet_ctl_queue *q, int sock);
+/* Removes the queued messages for which drop(m, arg) is true, closing
+ * their descriptors; returns how many. */
+size_t sandlet_ctl_queue_drop(sandlet_ctl_queue *q, int (*drop)(const sandlet_ctl *m, void *arg),
+                              void *arg);
+/* Drops everything, closing the descriptors. */
+void sandlet_ctl_queue_clear(sandlet_ctl_queue *q);
 
 #endif /* SANDLET_CONTROL_H */

@@ -13,4 +13,8 @@
  * such as valgrind.  Returns the process exit status. */
 int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd);
 
+/* Marks every descriptor above standard error close-on-exec: one left
+ * open by whoever started sandletd must never reach a worker. */
+void sandlet_cloexec_inherited(void);
+
 #endif /* SANDLET_SUPERVISOR_H */

@@ -386,14 +386,19 @@ static void load_servlets(const char *sandbox, bool write_blocked)
         gap = sandlet_confine_kernel_gaps(&w.confine, w.gaps, sizeof(w.gaps));
         if (sandlet_confine_begin(&w.confine, NULL, err, sizeof(err)) < 0)
             fail("%s", err);
-        if (geteuid() == 0)
-            sandlet_warn("sandbox '%s': servlets run as root (no 'user' for the sandbox or the "
-                         "daemon); give the sandbox a 'user' and 'group'",
-                         sandbox);
     } else {
         sandlet_warn("confinement is OFF (SANDLET_NO_CONFINEMENT is set): for "
                      "benchmarks only, never in production");
     }
+    /* The supervisor starts workers as their sandbox's own uid; a worker
+     * that finds itself root was started by something else, and no
+     * servlet code runs as root, confined or not. */
+    uid_t ruid, euid, suid;
+    if (getresuid(&ruid, &euid, &suid) < 0 || ruid == 0 || euid == 0 || suid == 0)
+        fail("sandbox '%s': this worker runs as root, and servlets never do; start sandletd "
+             "itself (its supervisor gives every sandbox a uid of its own) rather than "
+             "'sandletd --worker'",
+             sandbox);
     die_with_supervisor();
 
     for (size_t i = 0; i < w.nservlets; i++) {

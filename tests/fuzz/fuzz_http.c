@@ -104,24 +104,39 @@ static void invariant(bool ok, const char *what)
 static void on_worker(uv_poll_t *h, int status, int events);
 
 int sandlet_server_control(sandlet_server *srv, uint32_t type, uint32_t sandbox, uint32_t slot,
-                           uint32_t gen, int fd, int32_t status)
+                           uint32_t gen, int32_t status)
 {
     (void)srv, (void)sandbox, (void)slot, (void)gen, (void)status;
-    if (type == SANDLET_CTL_SPAWN) {
-        invariant(g.wfd < 0, "a second worker started while the first is up");
-        g.wfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-        invariant(g.wfd >= 0, "cannot keep the worker's socket");
-        uv_poll_init(&g.loop, &g.wpoll, g.wfd);
-        uv_poll_start(&g.wpoll, UV_READABLE, on_worker);
-        g.wpoll_on = true;
-        g.gathering = false;
-        g.pending = 0;
-        sandlet_buf_reset(&g.win);
-        return 0;
-    }
     /* A played worker answers every request correctly and in time. */
     invariant(type != SANDLET_CTL_KILL, "the acceptor killed a worker that behaved");
     return 0;
+}
+
+static void worker_send(const sandlet_buf *b);
+
+/* What the supervisor does: make the worker's channel and hand the
+ * acceptor its end (the played worker says READY at once, as a real one
+ * does after the INIT the supervisor wrote). */
+static void start_worker(sandlet_server *srv)
+{
+    int sv[2];
+    invariant(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0, "no socketpair");
+    g.wfd = sv[0];
+    uv_poll_init(&g.loop, &g.wpoll, g.wfd);
+    uv_poll_start(&g.wpoll, UV_READABLE, on_worker);
+    g.wpoll_on = true;
+    g.gathering = false;
+    g.pending = 0;
+    sandlet_buf_reset(&g.win);
+    sandlet_buf b;
+    sandlet_buf_init(&b, 0);
+    size_t start = sandlet_frame_begin(&b, SANDLET_FRAME_READY, 0);
+    sandlet_frame_finish(&b, start, SANDLET_FRAME_END);
+    worker_send(&b);
+    sandlet_buf_free(&b);
+    sandlet_ctl m = {
+        .type = SANDLET_CTL_WORKER, .sandbox = 0, .slot = 0, .gen = 1, .pid = (int32_t)getpid()};
+    sandlet_pool_worker(srv, &m, sv[1], -1);
 }
 
 void sandlet_server_check_stopped(sandlet_server *srv)
@@ -250,14 +265,7 @@ static void worker_frames(void)
             break;
         const uint8_t *payload = g.win.data + off + SANDLET_FRAME_HEADER;
         bool end = h.flags & SANDLET_FRAME_END;
-        if (h.type == SANDLET_FRAME_INIT) {
-            sandlet_buf b;
-            sandlet_buf_init(&b, 0);
-            size_t start = sandlet_frame_begin(&b, SANDLET_FRAME_READY, 0);
-            sandlet_frame_finish(&b, start, SANDLET_FRAME_END);
-            worker_send(&b);
-            sandlet_buf_free(&b);
-        } else if (h.type == SANDLET_FRAME_REQUEST && !g.gathering) {
+        if (h.type == SANDLET_FRAME_REQUEST && !g.gathering) {
             g.pending++;
             if (end) {
                 respond(h.id, payload, h.length, NULL, 0);
@@ -614,7 +622,6 @@ static void setup(void)
     srv->loop = &g.loop;
     srv->conf = conf;
     srv->ctl = -1;
-    srv->confine = false;
     invariant(sandlet_files_open(srv) == 0, "cannot open the docroot");
     srv->access_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
     sandlet_access_start(srv);
@@ -635,6 +642,7 @@ static void setup(void)
     srv->nlisteners = 1;
     srv->paused = g.paused;
     invariant(sandlet_pools_start(srv) == 0, "cannot start the sandbox");
+    start_worker(srv);
     /* Until the played worker said READY. */
     while (!worker_idle())
         uv_run(&g.loop, UV_RUN_ONCE);

@@ -212,24 +212,25 @@ static void test_worker_status(void **state)
         return;
     }
     /* Started as root without a "user" line: the acceptor, which faces
-     * the network, runs as nobody with no capability left. */
+     * the network, runs as the first uid of sandletd's reserved range
+     * (not nobody, which other daemons share), with no capability left. */
     snprintf(path, sizeof(path), "/proc/%d/status", (int)d.pid);
     f = fopen(path, "r");
     assert_non_null(f);
-    bool uid_nobody = false, no_eff = false, no_prm = false, no_groups = false;
+    bool uid_reserved = false, no_eff = false, no_prm = false, no_groups = false;
     while (fgets(line, sizeof(line), f)) {
-        uid_nobody |= strcmp(line, "Uid:\t65534\t65534\t65534\t65534\n") == 0;
+        uid_reserved |= strcmp(line, "Uid:\t61184\t61184\t61184\t61184\n") == 0;
         no_eff |= strcmp(line, "CapEff:\t0000000000000000\n") == 0;
         no_prm |= strcmp(line, "CapPrm:\t0000000000000000\n") == 0;
         if (strncmp(line, "Groups:", 7) == 0)
             no_groups = strspn(line + 7, " \t\n") == strlen(line + 7);
     }
     fclose(f);
-    assert_true(uid_nobody);
+    assert_true(uid_reserved);
     assert_true(no_eff);
     assert_true(no_prm);
     assert_true(no_groups);
-    assert_true(th_log_contains(&d, "the acceptor runs as 'nobody'"));
+    assert_true(th_log_contains(&d, "the acceptor runs as uid 61184"));
 }
 
 static void test_forbidden_syscalls(void **state)

@@ -514,7 +514,7 @@ static void test_reopen_no_links(void **state)
     snprintf(secret, sizeof(secret), "%s/secret", dir);
     assert_int_equal(mkdir(logs, 0755), 0);
     assert_int_equal(mkdir(secret, 0700), 0);
-    /* Started as root without 'user': the acceptor runs as nobody. */
+    /* The acceptor runs as nobody ('user nobody'), who owns the folder. */
     assert_int_equal(chown(logs, 65534, 65534), 0);
     char log[128], old[128], target[128], victim[128];
     snprintf(log, sizeof(log), "%s/error.log", logs);
@@ -524,7 +524,7 @@ static void test_reopen_no_links(void **state)
     int fd = open(victim, O_WRONLY | O_CREAT | O_EXCL, 0600);
     assert_true(fd >= 0);
     close(fd);
-    snprintf(extra, sizeof(extra), "error-log %s;\n", log);
+    snprintf(extra, sizeof(extra), "user nobody;\nerror-log %s;\n", log);
 
     th_daemon e;
     char body[3072];

@@ -1,0 +1,151 @@
+/*
+ * identity.c - resolves the acceptor's and the sandboxes' uids and gids
+ * (see identity.h for the rules).  It only reads the configuration and
+ * the user and group databases; it never changes an identity itself.
+ */
+#include "config.h"
+
+#include "sandbox/identity.h"
+#include "loop/log.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdbool.h>
+#include <unistd.h>
+
+uint32_t sandlet_identity_dynamic_uid(const char *sandbox)
+{
+    /* FNV-1a of the name: a sandbox keeps its uid across restarts and
+     * reorderings of the file, so that what it wrote stays its own. */
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)sandbox; *p; p++)
+        h = (h ^ *p) * 16777619u;
+    uint32_t span = SANDLET_DYNAMIC_UID_LAST - SANDLET_DYNAMIC_UID_FIRST;
+    return SANDLET_DYNAMIC_UID_FIRST + 1 + h % span;
+}
+
+/* A dynamic id must belong to nobody else on the system. */
+static int check_free(const sandlet_conf *conf, int line, const char *who, uint32_t id)
+{
+    struct passwd *pw = getpwuid((uid_t)id);
+    struct group *gr = pw ? NULL : getgrgid((gid_t)id);
+    if (!pw && !gr)
+        return 0;
+    sandlet_error("%s:%d: %s would run as uid and gid %u (sandletd's reserved range %u-%u), but "
+                  "%s '%s' already has that id; name a user for it with a 'user' line",
+                  conf->file, line, who, id, SANDLET_DYNAMIC_UID_FIRST, SANDLET_DYNAMIC_UID_LAST,
+                  pw ? "user" : "group", pw ? pw->pw_name : gr->gr_name);
+    return -EEXIST;
+}
+
+int sandlet_identity_acceptor(const sandlet_conf *conf, sandlet_id *out)
+{
+    out->uid = out->gid = UINT32_MAX;
+    if (geteuid() != 0)
+        return 0;
+    if (!conf->user) {
+        /* Not "nobody": that uid is shared with NFS and other daemons,
+         * whose files and processes it could then reach. */
+        int rc = check_free(conf, 0, "the acceptor", SANDLET_DYNAMIC_UID_FIRST);
+        if (rc < 0)
+            return rc;
+        out->uid = out->gid = SANDLET_DYNAMIC_UID_FIRST;
+        return 0;
+    }
+    struct passwd *pw = getpwnam(conf->user);
+    if (!pw) {
+        sandlet_error("%s: user '%s' (from the 'user' line) does not exist; create it or change "
+                      "the line",
+                      conf->file, conf->user);
+        return -ENOENT;
+    }
+    if (pw->pw_uid == 0 || pw->pw_gid == 0) {
+        sandlet_error("%s: 'user %s' has uid or gid 0: the acceptor faces the network and never "
+                      "runs as root; name an unprivileged user",
+                      conf->file, conf->user);
+        return -EPERM;
+    }
+    out->uid = pw->pw_uid;
+    out->gid = pw->pw_gid;
+    return 0;
+}
+
+static int sandbox_identity(const sandlet_conf *conf, size_t i, const sandlet_id *acceptor,
+                            sandlet_id *id)
+{
+    const sandlet_sandbox_conf *sb = &conf->sandboxes[i];
+    bool root = geteuid() == 0;
+    id->uid = id->gid = UINT32_MAX;
+    if (sb->user) {
+        struct passwd *pw = getpwnam(sb->user);
+        if (!pw) {
+            sandlet_error("%s:%d: sandbox '%s' runs as user '%s', which does not exist; create "
+                          "it or change the 'user' line",
+                          conf->file, sb->line, sb->name, sb->user);
+            return -ENOENT;
+        }
+        id->uid = pw->pw_uid;
+        id->gid = pw->pw_gid;
+    } else if (root) {
+        id->uid = id->gid = sandlet_identity_dynamic_uid(sb->name);
+        int rc = check_free(conf, sb->line, "sandbox", id->uid);
+        if (rc < 0)
+            return rc;
+    }
+    if (sb->group) {
+        struct group *gr = getgrnam(sb->group);
+        if (!gr) {
+            sandlet_error("%s:%d: sandbox '%s' runs as group '%s', which does not exist; create "
+                          "it or change the 'group' line",
+                          conf->file, sb->line, sb->name, sb->group);
+            return -ENOENT;
+        }
+        id->gid = gr->gr_gid;
+    }
+    if (!root) {
+        if ((id->uid != UINT32_MAX && id->uid != getuid()) ||
+            (id->gid != UINT32_MAX && id->gid != getgid())) {
+            sandlet_error("%s:%d: sandbox '%s' asks for another user or group, but sandletd was "
+                          "not started as root; start it as root or remove the line",
+                          conf->file, sb->line, sb->name);
+            return -EPERM;
+        }
+        id->uid = id->gid = UINT32_MAX;
+        return 0;
+    }
+    if (id->uid == 0 || id->gid == 0) {
+        sandlet_error("%s:%d: sandbox '%s' would run servlets as uid or gid 0; name an "
+                      "unprivileged user and group (or none: it then gets a uid of its own)",
+                      conf->file, sb->line, sb->name);
+        return -EPERM;
+    }
+    if (id->uid == acceptor->uid) {
+        sandlet_error("%s:%d: sandbox '%s' runs as uid %u, the acceptor's: its servlets could "
+                      "trace the process that holds every client's connection; give it another "
+                      "user (or none: it then gets a uid of its own)",
+                      conf->file, sb->line, sb->name, id->uid);
+        return -EPERM;
+    }
+    return 0;
+}
+
+int sandlet_identity_sandboxes(const sandlet_conf *conf, const sandlet_id *acceptor,
+                               sandlet_id *ids)
+{
+    for (size_t i = 0; i < conf->nsandboxes; i++) {
+        int rc = sandbox_identity(conf, i, acceptor, &ids[i]);
+        if (rc < 0)
+            return rc;
+        for (size_t j = 0; j < i; j++)
+            if (!conf->sandboxes[i].user && !conf->sandboxes[j].user && ids[i].uid != UINT32_MAX &&
+                ids[i].uid == ids[j].uid) {
+                sandlet_error("%s:%d: sandboxes '%s' and '%s' would get the same uid %u from "
+                              "the reserved range; rename one or give it a 'user' line",
+                              conf->file, conf->sandboxes[i].line, conf->sandboxes[j].name,
+                              conf->sandboxes[i].name, ids[i].uid);
+                return -EEXIST;
+            }
+    }
+    return 0;
+}

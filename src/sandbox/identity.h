@@ -1,0 +1,39 @@
+/*
+ * identity.h - which uid and gid each process of sandletd runs as.
+ *
+ * Decided from the configuration alone, the same way by the starting
+ * process (for the acceptor, and to refuse a bad configuration before
+ * anything starts) and by the supervisor (for workers).  Started as root,
+ * no servlet ever runs as uid or gid 0 and no sandbox shares the
+ * acceptor's uid: a sandbox without "user" gets a uid of its own from the
+ * reserved range below, as does the acceptor without "user".  Started as
+ * anyone else, everything runs as that user (developers' make check).
+ */
+#ifndef SANDLET_IDENTITY_H
+#define SANDLET_IDENTITY_H
+
+#include "loop/conf.h"
+
+#include <stdint.h>
+
+/* The range systemd reserves for DynamicUser=: no distribution allocates
+ * from it.  The first uid is the acceptor's, the rest the sandboxes'. */
+#define SANDLET_DYNAMIC_UID_FIRST 61184u
+#define SANDLET_DYNAMIC_UID_LAST  65519u
+
+/* UINT32_MAX in both: keep the identity we were started with. */
+typedef struct sandlet_id {
+    uint32_t uid, gid;
+} sandlet_id;
+
+/* The acceptor's identity.  Returns 0 or -errno after logging why. */
+int sandlet_identity_acceptor(const sandlet_conf *conf, sandlet_id *out);
+/* Each sandbox's identity into ids[conf->nsandboxes]; acceptor is the
+ * result of sandlet_identity_acceptor.  Returns 0 or -errno after logging
+ * which line to change. */
+int sandlet_identity_sandboxes(const sandlet_conf *conf, const sandlet_id *acceptor,
+                               sandlet_id *ids);
+/* The uid a sandbox without "user" gets when started as root. */
+uint32_t sandlet_identity_dynamic_uid(const char *sandbox);
+
+#endif /* SANDLET_IDENTITY_H */

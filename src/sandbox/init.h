@@ -1,0 +1,25 @@
+/*
+ * init.h - the INIT frame a worker reads first: its sandbox's servlets,
+ * their parameters, its confinement and its session settings.
+ *
+ * Only the supervisor encodes it, from its own parsed configuration:
+ * what a worker loads and how it is confined is never the acceptor's to
+ * say.  The layout is frame.h's INIT; worker.c decodes it.
+ */
+#ifndef SANDLET_INIT_H
+#define SANDLET_INIT_H
+
+#include "loop/conf.h"
+#include "sandbox/frame.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Appends sandbox's INIT frame to b.  uid and gid are what the worker
+ * already runs as (UINT32_MAX: unchanged), key the sandbox's session key
+ * (SANDLET_SESSION_KEY_LEN bytes).  Returns 0 or -errno (-EMSGSIZE when
+ * the frame would exceed SANDLET_FRAME_MAX). */
+int sandlet_init_encode(sandlet_buf *b, const sandlet_conf *conf, size_t sandbox, bool confine,
+                        uint32_t uid, uint32_t gid, const uint8_t *key);
+
+#endif /* SANDLET_INIT_H */
