@@ -100,7 +100,7 @@ static struct {
     sandlet_ctl_queue out; /* to the acceptor, waiting for room */
     char exe[32];          /* "/proc/self/fd/N" */
     char parent[16];       /* our pid, for the workers' argv */
-    char *ld_path;         /* "LD_LIBRARY_PATH=..." or NULL */
+    char *env[5];          /* what a worker's environment holds, NULL-ended */
     bool confine;
     sandlet_id acceptor;
     sandlet_id *ids; /* per sandbox */
@@ -322,13 +322,6 @@ static void spawn(slot *s)
     char *args[] = {"sandletd", "--worker", sb->name,
                     "--parent", sv.parent,  sv.write_blocked[s->sandbox] ? blocked : NULL,
                     NULL};
-    /* Nothing of our environment reaches a servlet (a database password
-     * in it would be every servlet's), except the dynamic loader's search
-     * path when sandletd itself was started with one: the worker is this
-     * binary, which needs it to find libsandlet (a build tree, an
-     * unusual prefix).  It is no secret and gives nothing new: the
-     * supervisor itself was loaded with it. */
-    char *env[] = {sv.ld_path, NULL};
     /* Descriptor 4: the sandbox's session store, shared by its workers so
      * that a session is found whichever worker serves the request. */
     int store = sv.session_fds ? sv.session_fds[s->sandbox] : -1;
@@ -347,7 +340,7 @@ static void spawn(slot *s)
          * and none of our memory. */
         .file = sv.exe,
         .args = args,
-        .env = env,
+        .env = sv.env,
         .stdio_count = store >= 0 ? 5 : 4,
         .stdio = stdio,
     };
@@ -748,6 +741,41 @@ static int prepare(const sandlet_conf *conf)
     return 0;
 }
 
+/* Nothing of our environment reaches a servlet (a database password in
+ * it would be every servlet's), except the dynamic loader's search path
+ * when sandletd itself was started with one: the worker is this binary,
+ * which needs it to find libsandlet (a build tree, an unusual prefix); it
+ * is no secret and gives nothing new, the supervisor itself was loaded
+ * with it.  A sanitizer build also passes the sanitizers' options, so
+ * that its workers crash as the tests expect. */
+static int worker_environment(void)
+{
+    static const char *const passed[] = {
+        "LD_LIBRARY_PATH",
+#ifdef SANDLET_SANITIZERS
+        "ASAN_OPTIONS",
+        "UBSAN_OPTIONS",
+        "LSAN_OPTIONS",
+#endif
+    };
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof(passed) / sizeof(passed[0]); i++) {
+        const char *v = getenv(passed[i]);
+        if (!v || !*v)
+            continue;
+        size_t len = strlen(passed[i]) + 1 + strlen(v) + 1;
+        char *e = malloc(len);
+        if (!e) {
+            sandlet_error("out of memory preparing the workers' environment");
+            return -ENOMEM;
+        }
+        snprintf(e, len, "%s=%s", passed[i], v);
+        sv.env[n++] = e;
+    }
+    sv.env[n] = NULL;
+    return 0;
+}
+
 static void cleanup(void)
 {
     sandlet_ctl_queue_clear(&sv.out);
@@ -765,7 +793,8 @@ static void cleanup(void)
     free(sv.ids);
     free(sv.keys);
     free(sv.slots);
-    free(sv.ld_path);
+    for (size_t i = 0; i < sizeof(sv.env) / sizeof(sv.env[0]); i++)
+        free(sv.env[i]);
 }
 
 int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
@@ -792,12 +821,9 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
     sandlet_cloexec_inherited();
     snprintf(sv.exe, sizeof(sv.exe), "/proc/self/fd/%d", exe_fd);
     snprintf(sv.parent, sizeof(sv.parent), "%d", (int)getpid());
-    const char *ld = getenv("LD_LIBRARY_PATH");
-    if (ld && *ld) {
-        size_t n = strlen(ld) + sizeof("LD_LIBRARY_PATH=");
-        sv.ld_path = malloc(n);
-        if (sv.ld_path)
-            snprintf(sv.ld_path, n, "LD_LIBRARY_PATH=%s", ld);
+    if (worker_environment() < 0) {
+        cleanup();
+        return 1;
     }
     int rc = prepare(conf);
     if (rc == 0)
