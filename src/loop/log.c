@@ -30,6 +30,9 @@
 #define LOG_LINE_MAX PIPE_BUF
 
 static char role[48] = "sandletd";
+/* A worker's lines go to a pipe the acceptor reads and stamps with the
+ * time, the pid and the sandbox: the worker adds only the level. */
+static bool bare;
 static enum sandlet_log_level max_level = SANDLET_LOG_INFO;
 /* Standard error is a socket: send(MSG_DONTWAIT) leaves its flags alone. */
 static bool err_is_socket;
@@ -39,6 +42,11 @@ static unsigned long long lost;
  * before anything else, so that lines stay whole. */
 static char tail[LOG_LINE_MAX];
 static size_t tail_len;
+
+void sandlet_log_set_bare(bool on)
+{
+    bare = on;
+}
 
 void sandlet_log_set_role(const char *r)
 {
@@ -126,6 +134,10 @@ static bool put_line(const char *p, size_t n)
 /* Fills line with the time, process, role and level; returns its length. */
 static size_t head(char *line, size_t cap, const char *level)
 {
+    if (bare) {
+        int b = snprintf(line, cap, "%s: ", level);
+        return b > 0 && (size_t)b < cap ? (size_t)b : 0;
+    }
     struct timespec ts;
     struct tm tm;
     clock_gettime(CLOCK_REALTIME, &ts);

@@ -10,12 +10,16 @@
 #define SANDLET_LOG_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <sys/types.h>
 
 enum sandlet_log_level { SANDLET_LOG_ERROR, SANDLET_LOG_WARN, SANDLET_LOG_INFO, SANDLET_LOG_DEBUG };
 
 /* Names the process in every line: "acceptor", "supervisor", "worker shop". */
 void sandlet_log_set_role(const char *role);
+/* Lines carry only their level, for a process whose standard error is
+ * read and stamped by the acceptor (a worker). */
+void sandlet_log_set_bare(bool on);
 void sandlet_log_set_level(enum sandlet_log_level max);
 void sandlet_log(enum sandlet_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

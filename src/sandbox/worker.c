@@ -541,6 +541,7 @@ int sandlet_worker_main(const char *sandbox, bool write_blocked)
     char role[64];
     snprintf(role, sizeof(role), "worker %s", sandbox);
     sandlet_log_set_role(role);
+    sandlet_log_set_bare(true);
     memset(&w, 0, sizeof(w));
     w.fd = SANDLET_WORKER_FD;
     /* Our parent at exec is the supervisor, which is the one that would
