@@ -189,6 +189,63 @@ bool sandlet_lib_header_valid(const char *name, size_t name_len, const char *val
 /* Headers the server writes itself and servlets may not set. */
 bool sandlet_lib_header_reserved(const char *name, size_t name_len);
 
+/* ---- servlet_run.c ---------------------------------------------------- */
+
+/* A servlet as a driver holds it: where it came from, its parameters and
+ * whether init ran (so that destroy runs only then). */
+typedef struct sandlet_lib_servlet {
+    void *handle; /* dlopen handle, or NULL for a linked-in descriptor */
+    const sl_servlet *servlet;
+    sl_context ctx; /* the parameters init sees */
+    bool initialised;
+} sandlet_lib_servlet;
+
+/* Opens the shared object lib (RTLD_NOW | RTLD_LOCAL) into s (its
+ * parameters are kept) and checks it declares a servlet of this ABI (host
+ * names the checker in the ABI message: "sandletd", "library") and, with
+ * need_handler, that it has a handler.  Returns 0, or with nothing left
+ * open and a sentence naming lib in err (the caller says whose servlet it
+ * was): -ENOENT (dlopen failed), -ENOEXEC (no SL_SERVLET), -EPROTO
+ * (another ABI), -EINVAL (no handler). */
+int sandlet_lib_servlet_open(sandlet_lib_servlet *s, const char *lib, const char *host,
+                             bool need_handler, char *err, size_t errlen);
+/* Holds a descriptor linked into the program instead (no library). */
+void sandlet_lib_servlet_use(sandlet_lib_servlet *s, const sl_servlet *servlet);
+/* The parameters init sees; not copied, they must outlive the servlet. */
+void sandlet_lib_servlet_params(sandlet_lib_servlet *s, const sandlet_lib_header *params,
+                                size_t nparams);
+/* Runs init (if any): 0, or init's negative return (s stays uninitialised). */
+int sandlet_lib_servlet_init(sandlet_lib_servlet *s);
+/* Runs destroy when init ran. */
+void sandlet_lib_servlet_destroy(sandlet_lib_servlet *s);
+/* dlcloses the library, if s came from one. */
+void sandlet_lib_servlet_close(sandlet_lib_servlet *s);
+
+/* One request as a driver hands it over: the strings are not copied and
+ * must outlive the run; next_header (may be NULL) yields the headers one
+ * at a time and returns false after the last. */
+typedef struct sandlet_lib_call {
+    const char *method;
+    const char *target;
+    size_t target_len;
+    const char *peer;
+    int version; /* 10, 11 */
+    bool (*next_header)(void *ctx, const char **name, const char **value);
+    void *ctx;
+    const void *body;
+    size_t body_len;
+} sandlet_lib_call;
+
+/* Resets rq and rs, builds the request from call and runs servlet on it
+ * (sandlet_lib_run): 0 with the run's result in *result, or a negative
+ * errno when the request could not be built (memory), in which case the
+ * servlet did not run and rs holds nothing. */
+int sandlet_lib_serve(const sl_servlet *servlet, sl_request *rq, sl_response *rs,
+                      const sandlet_lib_call *call, int *result);
+/* A request ended: clears rq and rs (the response body's bytes wiped) so
+ * that nothing of it reaches the next. */
+void sandlet_lib_serve_end(sl_request *rq, sl_response *rs);
+
 /* ---- cookie.c --------------------------------------------------------- */
 
 /* Parses every Cookie header of rq (once); 0 or -ENOMEM. */

@@ -25,7 +25,6 @@
 #include "sandbox/frame.h"
 #include "sandbox/session_store.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
 #include <sodium.h>
@@ -39,10 +38,7 @@
 
 typedef struct loaded {
     const char *path; /* route, for logs */
-    const sl_servlet *servlet;
-    void *handle;
-    sl_context ctx;
-    bool initialised;
+    sandlet_lib_servlet run;
 } loaded;
 
 static struct {
@@ -293,7 +289,7 @@ static void session_settings(sandlet_reader *r, const char *sandbox)
 static void session_configure(const char *sandbox)
 {
     for (size_t i = 0; i < w.nservlets; i++) {
-        sl_session_mode want = w.servlets[i].servlet->session;
+        sl_session_mode want = w.servlets[i].run.servlet->session;
         if (want == SL_SESSION_MEMORY && w.session_mode != 1)
             fail("servlet %s wants memory sessions but sandbox '%s' has 'sessions none'; "
                  "set 'sessions memory' in its sandbox block",
@@ -367,10 +363,11 @@ static void load_servlets(const char *sandbox, bool write_blocked)
             params[j].name = sandlet_read_str(&r, NULL);
             params[j].value = sandlet_read_str(&r, NULL);
         }
-        s->ctx.params = params;
-        if (r.bad)
+        if (r.bad) {
+            sandlet_lib_servlet_params(&s->run, params, 0);
             break;
-        s->ctx.nparams = np;
+        }
+        sandlet_lib_servlet_params(&s->run, params, np);
     }
     confine_settings(&r, sandbox, libs, write_blocked);
     session_settings(&r, sandbox);
@@ -403,33 +400,24 @@ static void load_servlets(const char *sandbox, bool write_blocked)
 
     for (size_t i = 0; i < w.nservlets; i++) {
         loaded *s = &w.servlets[i];
-        const char *lib = libs[i];
-        s->handle = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-        if (!s->handle)
-            fail("servlet %s: cannot load %s: %s%s", s->path, lib, dlerror(),
+        rc = sandlet_lib_servlet_open(&s->run, libs[i], "sandletd", true, err, sizeof(err));
+        if (rc == -ENOENT)
+            fail("servlet %s: %s%s", s->path, err,
                  w.confine_on ? " (a library it needs outside the system's library directories "
                                 "and its RUNPATH must be among the sandbox's readable paths)"
                               : "");
-        const unsigned *abi = dlsym(s->handle, "sl_servlet_abi");
-        s->servlet = dlsym(s->handle, "sl_servlet_descriptor");
-        if (!abi || !s->servlet)
-            fail("servlet %s: %s defines no servlet (declare one with SL_SERVLET)", s->path, lib);
-        if (*abi != SL_ABI_VERSION)
-            fail("servlet %s: %s was built for servlet ABI %u, this sandletd has %u; rebuild it",
-                 s->path, lib, *abi, SL_ABI_VERSION);
-        if (!sandlet_lib_servlet_runnable(s->servlet))
-            fail("servlet %s: %s has no handler; set .service, or a per-method handler such "
-                 "as .get or .post, in its SL_SERVLET descriptor",
-                 s->path, lib);
+        if (rc == -EPROTO)
+            fail("servlet %s: %s; rebuild it", s->path, err);
+        if (rc < 0)
+            fail("servlet %s: %s", s->path, err);
     }
     session_configure(sandbox);
     /* Init only after every library loaded, so that a load failure never
      * leaves a half-initialised set behind. */
     for (size_t i = 0; i < w.nservlets; i++) {
         loaded *s = &w.servlets[i];
-        if (s->servlet->init && (rc = s->servlet->init(&s->ctx)) < 0)
+        if ((rc = sandlet_lib_servlet_init(&s->run)) < 0)
             fail("servlet %s: init returned %d", s->path, rc);
-        s->initialised = true;
     }
     /* Servlets are loaded and initialised (database connections opened,
      * files read, threads started): from here on the worker only serves,
@@ -452,8 +440,7 @@ static void load_servlets(const char *sandbox, bool write_blocked)
 static void destroy_servlets(void)
 {
     for (size_t i = w.nservlets; i-- > 0;)
-        if (w.servlets[i].initialised && w.servlets[i].servlet->destroy)
-            w.servlets[i].servlet->destroy();
+        sandlet_lib_servlet_destroy(&w.servlets[i].run);
 }
 
 /* Overwrites the stack below the caller, where the servlet's frames were
@@ -479,9 +466,25 @@ static void request_wipe(sl_request *rq, sl_response *rs)
     sandlet_buf_reset(&w.reqhead);
     sandlet_buf_wipe(&w.body, 0, w.body.len);
     sandlet_buf_reset(&w.body);
-    sandlet_lib_response_reset(rs);
-    sandlet_lib_request_reset(rq);
+    sandlet_lib_serve_end(rq, rs);
     wipe_stack();
+}
+
+/* The request's headers as the frame holds them, handed out one by one. */
+typedef struct wire_headers {
+    sandlet_reader it;
+    uint16_t left;
+} wire_headers;
+
+static bool next_wire_header(void *ctx, const char **name, const char **value)
+{
+    wire_headers *hs = ctx;
+    sandlet_wire_header hd;
+    if (!sandlet_wire_headers_next(&hs->it, &hs->left, &hd))
+        return false;
+    *name = hd.name;
+    *value = hd.value;
+    return true;
 }
 
 static int serve(const uint8_t *payload, size_t len, const uint8_t *body, size_t body_len,
@@ -494,21 +497,23 @@ static int serve(const uint8_t *payload, size_t len, const uint8_t *body, size_t
         body = wr.body;
         body_len = wr.body_len;
     }
-    sandlet_lib_request_reset(rq);
-    sandlet_lib_response_reset(rs);
-    int rc = sandlet_lib_request_set(rq, wr.method, wr.target, wr.target_len, wr.peer,
-                                     wr.http_major * 10 + wr.http_minor);
-    sandlet_wire_header hd;
-    uint16_t left = wr.nheaders;
-    while (rc == 0 && sandlet_wire_headers_next(&wr.headers, &left, &hd))
-        rc = sandlet_lib_request_add_header(rq, hd.name, hd.value);
-    sandlet_lib_request_set_body(rq, body, body_len);
-    if (rc < 0) {
+    wire_headers hs = {wr.headers, wr.nheaders};
+    sandlet_lib_call call = {.method = wr.method,
+                             .target = wr.target,
+                             .target_len = wr.target_len,
+                             .peer = wr.peer,
+                             .version = wr.http_major * 10 + wr.http_minor,
+                             .next_header = next_wire_header,
+                             .ctx = &hs,
+                             .body = body,
+                             .body_len = body_len};
+    int result = 0;
+    if (sandlet_lib_serve(w.servlets[wr.servlet].run.servlet, rq, rs, &call, &result) < 0) {
         /* Out of memory before the servlet ran: answer for it. */
         sandlet_lib_response_reset(rs);
         return sandlet_lib_response_finish(rs, 500);
     }
-    return sandlet_lib_run(w.servlets[wr.servlet].servlet, rq, rs);
+    return result;
 }
 
 /* A worker has only what it was given: standard input, output and error,

@@ -16,7 +16,6 @@
 #include <sandlet/test.h>
 
 #include <ctype.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -47,12 +46,9 @@ typedef struct keeplist {
 } keeplist;
 
 struct sl_test {
-    const sl_servlet *servlet;
-    void *handle; /* dlopen handle, or NULL for a linked-in descriptor */
+    sandlet_lib_servlet run; /* loaded and initialised as a worker does */
     kvlist params;
     sandlet_lib_header *ctx_params;
-    sl_context ctx;
-    bool initialised;
     sandlet_session_store *store;
     uint8_t key[SANDLET_SESSION_KEY_LEN]; /* this sl_test's sandbox key */
     kvlist jar;
@@ -265,7 +261,7 @@ sl_test *sl_test_new(const sl_servlet *servlet, const char *const *params)
         errno = ENOMEM;
         return NULL;
     }
-    t->servlet = servlet;
+    sandlet_lib_servlet_use(&t->run, servlet);
     sandlet_lib_request_init(&t->rq);
     sandlet_lib_response_init(&t->rs, &t->rq, capture, NULL);
     t->rq_ready = true;
@@ -292,8 +288,7 @@ sl_test *sl_test_new(const sl_servlet *servlet, const char *const *params)
         t->ctx_params[i].name = t->params.v[i].name;
         t->ctx_params[i].value = t->params.v[i].value;
     }
-    t->ctx.params = t->ctx_params;
-    t->ctx.nparams = t->params.n;
+    sandlet_lib_servlet_params(&t->run, t->ctx_params, t->params.n);
 
     int fd = sandlet_session_key_make(NULL, SL_TEST_SANDBOX, t->key);
     if (fd == 0)
@@ -314,13 +309,12 @@ sl_test *sl_test_new(const sl_servlet *servlet, const char *const *params)
         return NULL;
     }
     use_store(t);
-    if (servlet->init && (rc = servlet->init(&t->ctx)) < 0) {
+    if ((rc = sandlet_lib_servlet_init(&t->run)) < 0) {
         fprintf(stderr, "sl_test: the servlet's init returned %d\n", rc);
         sl_test_free(t);
         errno = ECANCELED;
         return NULL;
     }
-    t->initialised = true;
     return t;
 }
 
@@ -330,35 +324,24 @@ sl_test *sl_test_load(const char *path, const char *const *params)
         errno = EINVAL;
         return NULL;
     }
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        fprintf(stderr, "sl_test: cannot load %s: %s\n", path, dlerror());
-        errno = ENOENT;
+    /* No handler check, as in sl_test_new. */
+    sandlet_lib_servlet lib = {0};
+    char err[512];
+    int rc = sandlet_lib_servlet_open(&lib, path, "library", false, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "sl_test: %s\n", err);
+        errno = rc == -EPROTO ? EPROTO : ENOENT;
         return NULL;
     }
-    const unsigned *abi = dlsym(h, "sl_servlet_abi");
-    const sl_servlet *s = dlsym(h, "sl_servlet_descriptor");
-    if (!abi || !s) {
-        fprintf(stderr, "sl_test: %s defines no servlet (declare one with SL_SERVLET)\n", path);
-        dlclose(h);
-        errno = ENOENT;
-        return NULL;
-    }
-    if (*abi != SL_ABI_VERSION) {
-        fprintf(stderr, "sl_test: %s was built for servlet ABI %u, this library has %u\n", path,
-                *abi, (unsigned)SL_ABI_VERSION);
-        dlclose(h);
-        errno = EPROTO;
-        return NULL;
-    }
-    sl_test *t = sl_test_new(s, params);
+    sl_test *t = sl_test_new(lib.servlet, params);
     if (!t) {
         int saved = errno;
-        dlclose(h);
+        sandlet_lib_servlet_close(&lib);
         errno = saved;
         return NULL;
     }
-    t->handle = h;
+    /* Closed with the sl_test, after the servlet's destroy. */
+    t->run.handle = lib.handle;
     return t;
 }
 
@@ -366,9 +349,9 @@ void sl_test_free(sl_test *t)
 {
     if (!t)
         return;
-    if (t->initialised && t->servlet->destroy) {
+    if (t->run.initialised && t->run.servlet->destroy) {
         use_store(t);
-        t->servlet->destroy();
+        sandlet_lib_servlet_destroy(&t->run);
     }
     while (t->requests)
         sl_test_request_free(t->requests);
@@ -381,8 +364,7 @@ void sl_test_free(sl_test *t)
     }
     if (t->store)
         sandlet_session_store_detach(t->store);
-    if (t->handle)
-        dlclose(t->handle);
+    sandlet_lib_servlet_close(&t->run);
     kv_free(&t->params);
     kv_free(&t->jar);
     keep_free(&t->keep);
@@ -697,6 +679,30 @@ static void jar_update(sl_test *t, const sl_test_response *rs)
     }
 }
 
+/* The request's headers, then the Cookie header the jar makes. */
+typedef struct header_walk {
+    const sl_test_request *r;
+    const char *cookies; /* NULL: none */
+    size_t i;
+} header_walk;
+
+static bool next_header(void *ctx, const char **name, const char **value)
+{
+    header_walk *hw = ctx;
+    size_t i = hw->i++;
+    if (i < hw->r->headers.n) {
+        *name = hw->r->headers.v[i].name;
+        *value = hw->r->headers.v[i].value;
+        return true;
+    }
+    if (i == hw->r->headers.n && hw->cookies) {
+        *name = "Cookie";
+        *value = hw->cookies;
+        return true;
+    }
+    return false;
+}
+
 sl_test_response *sl_test_run(sl_test_request *r)
 {
     if (!r) {
@@ -713,23 +719,21 @@ sl_test_response *sl_test_run(sl_test_request *r)
     char *cookies = cookie_header(t, r);
     sl_request *rq = &t->rq;
     sl_response *out = &t->rs;
-    sandlet_lib_request_reset(rq);
-    sandlet_lib_response_reset(out);
     out->sink_ctx = rs;
-    int rc =
-        sandlet_lib_request_set(rq, r->method, r->target, strlen(r->target), r->peer, r->version);
-    for (size_t i = 0; i < r->headers.n && rc == 0; i++)
-        rc = sandlet_lib_request_add_header(rq, r->headers.v[i].name, r->headers.v[i].value);
-    if (rc == 0 && cookies)
-        rc = sandlet_lib_request_add_header(rq, "Cookie", cookies);
-    sandlet_lib_request_set_body(rq, r->body, r->body_len);
-    if (rc == 0) {
-        use_store(t);
-        rs->result = sandlet_lib_run(t->servlet, rq, out);
-    }
+    header_walk hw = {r, cookies, 0};
+    sandlet_lib_call call = {.method = r->method,
+                             .target = r->target,
+                             .target_len = strlen(r->target),
+                             .peer = r->peer,
+                             .version = r->version,
+                             .next_header = next_header,
+                             .ctx = &hw,
+                             .body = r->body,
+                             .body_len = r->body_len};
+    use_store(t);
+    int rc = sandlet_lib_serve(t->run.servlet, rq, out, &call, &rs->result);
     /* Nothing of the run may be reached through them any more. */
-    sandlet_lib_request_reset(rq);
-    sandlet_lib_response_reset(out);
+    sandlet_lib_serve_end(rq, out);
     out->sink_ctx = NULL;
     free(cookies);
     if (rc < 0) {

@@ -28,6 +28,30 @@ typedef struct th_response {
     bool closed; /* the server closed the connection after it */
 } th_response;
 
+/* True when SANDLET_NO_CONFINEMENT is set (the sanitizer run), in which
+ * case a confinement test has nothing to check; with untested, prints
+ * "SKIP: ..." naming what was not tested (NULL: silent, for teardowns). */
+bool th_confinement_off(const char *untested);
+/* th_confinement_off with the usual SKIP line: "confinement not tested". */
+bool th_unconfined(void);
+/* A group's teardown: stops d (0 if it exited 0, else -1); 0 when
+ * confinement is off, as the group's setup then started nothing. */
+int th_stop_group(th_daemon *d);
+/* Path of the built test fixture servlet name (tests/fixtures/name.c). */
+const char *th_fixture(const char *name);
+/* True when this process is not root; with why, prints "SKIP: not root"
+ * and why (what was not checked). */
+bool th_skip_unless_root(const char *why);
+/* What a test that starts daemons does first: become the reaper of their
+ * orphans (th_become_subreaper) and survive writes to closed sockets. */
+void th_prepare(void);
+/* Makes a fresh directory /tmp/sandlet-<tag>-XXXXXX into dir (cap bytes)
+ * and, unless mode is 0, gives it mode.  0, or -1 with errno. */
+int th_tempdir(char *dir, size_t cap, const char *tag, mode_t mode);
+/* The whole file at path (also /proc files), NUL-terminated, malloc'd;
+ * its length in *len (may be NULL).  NULL when unreadable. */
+char *th_slurp(const char *path, size_t *len);
+
 /* Path of a built file: SANDLET_BUILDDIR + rel. */
 const char *th_build_path(const char *rel);
 /* Makes this process the reaper of orphans, so that leftovers of a
@@ -36,6 +60,11 @@ void th_become_subreaper(void);
 /* Writes conf (with "@PORT@" left out: listen lines are added) and starts
  * sandletd; returns 0 once it listens.  extra_listen adds [::1]:0. */
 int th_start(th_daemon *d, const char *conf_body, bool ipv6);
+/* th_start, with in_child(ctx) run in the daemon's process just before
+ * it execs sandletd (descriptors above stderr closed already), for tests
+ * of what a careless starter leaves behind. */
+int th_start_with(th_daemon *d, const char *conf_body, bool ipv6, void (*in_child)(void *),
+                  void *ctx);
 /* SIGTERM and wait; returns the exit status, or -1 on timeout/signal. */
 int th_stop(th_daemon *d);
 bool th_log_contains(const th_daemon *d, const char *needle);

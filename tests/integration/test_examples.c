@@ -79,13 +79,10 @@ static char *example_conf(void)
 static int group_setup(void **state)
 {
     (void)state;
-    th_become_subreaper();
-    signal(SIGPIPE, SIG_IGN);
-    snprintf(msgdir, sizeof(msgdir), "/tmp/sandlet-board-XXXXXX");
-    if (!mkdtemp(msgdir))
-        return -1;
+    th_prepare();
     /* Workers of a daemon started as root run as nobody. */
-    chmod(msgdir, 01777);
+    if (th_tempdir(msgdir, sizeof(msgdir), "board", 01777) < 0)
+        return -1;
     char *conf = example_conf();
     if (!conf || !strstr(conf, msgdir) || !strstr(conf, "servlet /cart"))
         return -1;

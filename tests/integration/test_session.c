@@ -40,9 +40,8 @@ static const char *cookie_for(const char *target)
 static int group_setup(void **state)
 {
     (void)state;
-    th_become_subreaper();
-    signal(SIGPIPE, SIG_IGN);
-    const char *so = th_build_path("tests/fixtures/.libs/session.so");
+    th_prepare();
+    const char *so = th_fixture("session");
     char conf[2048];
     snprintf(conf, sizeof(conf),
              "sandbox shop { workers 2; session-size 64k; }\n"
@@ -596,8 +595,8 @@ static int check_conf(const char *conf, char *out, size_t cap)
 static void test_secret_file(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/test_session-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[64];
+    assert_int_equal(th_tempdir(dir, sizeof(dir), "session", 0), 0);
     char secret[128], conf[128], body[1024], out[1024];
     snprintf(secret, sizeof(secret), "%s/session.key", dir);
     snprintf(conf, sizeof(conf), "%s/sandlet.conf", dir);
@@ -610,7 +609,7 @@ static void test_secret_file(void **state)
              "session-secret-file %s;\n"
              "sandbox keyed { workers 1; session-size 64k; }\n"
              "servlet /keyed { library \"%s\"; sandbox keyed; }\n",
-             secret, th_build_path("tests/fixtures/.libs/session.so"));
+             secret, th_fixture("session"));
     f = fopen(conf, "w");
     assert_non_null(f);
     fputs(body, f);
@@ -651,7 +650,7 @@ static void test_sessions_none_refused(void **state)
     snprintf(conf, sizeof(conf),
              "sandbox bare { workers 1; sessions none; }\n"
              "servlet /session { library \"%s\"; sandbox bare; }\n",
-             th_build_path("tests/fixtures/.libs/session.so"));
+             th_fixture("session"));
     assert_int_equal(th_start(&nd, conf, false), 0);
     th_response r;
     assert_int_equal(th_request(nd.port, "GET", "/session", NULL, NULL, 0, &r), 0);

@@ -45,26 +45,15 @@ static int tcp_listener(unsigned *port)
     return fd;
 }
 
-static bool confinement_off(void)
-{
-    if (getenv("SANDLET_NO_CONFINEMENT")) {
-        printf("SKIP: SANDLET_NO_CONFINEMENT is set (sanitizer run); confinement not tested\n");
-        return true;
-    }
-    return false;
-}
-
 static int group_setup(void **state)
 {
     (void)state;
-    if (confinement_off())
+    if (th_unconfined())
         return 0;
-    th_become_subreaper();
-    signal(SIGPIPE, SIG_IGN);
-    snprintf(dir_a, sizeof(dir_a), "/tmp/sandlet-a-XXXXXX");
-    snprintf(dir_b, sizeof(dir_b), "/tmp/sandlet-b-XXXXXX");
-    snprintf(dir_q, sizeof(dir_q), "/tmp/sandlet-q-XXXXXX");
-    if (!mkdtemp(dir_a) || !mkdtemp(dir_b) || !mkdtemp(dir_q))
+    th_prepare();
+    if (th_tempdir(dir_a, sizeof(dir_a), "a", 0) < 0 ||
+        th_tempdir(dir_b, sizeof(dir_b), "b", 0) < 0 ||
+        th_tempdir(dir_q, sizeof(dir_q), "q", 0) < 0)
         return -1;
     snprintf(secret_b, sizeof(secret_b), "%s/secret", dir_b);
     FILE *f = fopen(secret_b, "w");
@@ -99,7 +88,7 @@ static int group_setup(void **state)
         listen(abstract_listener, 8) < 0)
         return -1;
 
-    const char *hostile = th_build_path("tests/fixtures/.libs/hostile.so");
+    const char *hostile = th_fixture("hostile");
     char conf[8192];
     snprintf(conf, sizeof(conf),
              "status-page /status;\n"
@@ -119,17 +108,16 @@ static int group_setup(void **state)
              "sandbox quota { workers 1; syscalls files; writable \"%s\"; write-quota 1m;\n"
              "                max-file-size 768k; }\n"
              "servlet /quota { library \"%s\"; sandbox quota; }\n",
-             th_build_path("tests/fixtures/.libs/probe.so"), hostile, dir_a, hostile,
-             root ? "user nobody; group nogroup;" : "", dir_b, hostile,
-             th_build_path("tests/fixtures/.libs/probe.so"), listen_port, hostile, hostile, dir_q,
-             hostile);
+             th_fixture("probe"), hostile, dir_a, hostile,
+             root ? "user nobody; group nogroup;" : "", dir_b, hostile, th_fixture("probe"),
+             listen_port, hostile, hostile, dir_q, hostile);
     return th_start(&d, conf, false);
 }
 
 static int group_teardown(void **state)
 {
     (void)state;
-    if (getenv("SANDLET_NO_CONFINEMENT"))
+    if (th_confinement_off(NULL))
         return 0;
     if (listener >= 0)
         close(listener);
@@ -182,7 +170,7 @@ static void attack_dies(const char *path, const char *what, const char *arg, int
 static void test_worker_status(void **state)
 {
     (void)state;
-    if (confinement_off())
+    if (th_unconfined())
         skip();
     th_response r;
     get("/other-probe/pid", &r);
@@ -206,11 +194,9 @@ static void test_worker_status(void **state)
     assert_true(seccomp);
     assert_true(capeff);
     assert_true(uid_ok);
-    if (geteuid() != 0) {
-        printf("SKIP: not root: the other-uid check of sandbox 'other' and the acceptor's "
-               "dropped privileges were not checked\n");
+    if (th_skip_unless_root(": the other-uid check of sandbox 'other' and the acceptor's "
+                            "dropped privileges were not checked"))
         return;
-    }
     /* Started as root without a "user" line: the acceptor, which faces
      * the network, runs as the first uid of sandletd's reserved range
      * (not nobody, which other daemons share), with no capability left. */
@@ -236,7 +222,7 @@ static void test_worker_status(void **state)
 static void test_forbidden_syscalls(void **state)
 {
     (void)state;
-    if (confinement_off())
+    if (th_unconfined())
         skip();
     attack_dies("/evil", "exec", "", 502, "forbidden system call execve");
     attack_dies("/evil", "fork", "", 502, "forbidden system call clone");
@@ -278,7 +264,7 @@ static void test_forbidden_syscalls(void **state)
 static void test_runaway_servlets(void **state)
 {
     (void)state;
-    if (confinement_off())
+    if (th_unconfined())
         skip();
     /* An endless loop: killed at the timeout, 504. */
     attack_dies("/evil", "spin", "", 504, "ran past its timeout");
@@ -294,7 +280,7 @@ static void test_runaway_servlets(void **state)
 static void test_files_fenced(void **state)
 {
     (void)state;
-    if (confinement_off())
+    if (th_unconfined())
         skip();
     th_response r;
     char target[256];
@@ -342,7 +328,7 @@ static long rss_kb(pid_t pid)
 static void test_broken_streams(void **state)
 {
     (void)state;
-    if (confinement_off())
+    if (th_unconfined())
         skip();
     /* A worker that drops its socketpair mid-response: the client sees a
      * cut connection, never a response that looks complete. */
@@ -388,7 +374,7 @@ static void expect_body(const char *target, const char *body)
 static void test_database_group(void **state)
 {
     (void)state;
-    if (confinement_off())
+    if (th_unconfined())
         skip();
     char target[128], want[64];
     /* Its database port: allowed. */
@@ -418,7 +404,7 @@ static void test_database_group(void **state)
 static void test_wx_bypass(void **state)
 {
     (void)state;
-    if (confinement_off())
+    if (th_unconfined())
         skip();
     attack_dies("/evil", "mremap_alias", "", 502, "forbidden system call mremap");
     attack_dies("/evil", "mremap_dontunmap", "", 502, "forbidden system call mremap");
@@ -433,7 +419,7 @@ static void test_wx_bypass(void **state)
 static void test_default_memory(void **state)
 {
     (void)state;
-    if (confinement_off())
+    if (th_unconfined())
         skip();
     expect_body("/nolimit?do=alloc", "survived: malloc failed at the limit");
     assert_good_alive();
@@ -444,7 +430,7 @@ static void test_default_memory(void **state)
 static void test_file_size(void **state)
 {
     (void)state;
-    if (confinement_off())
+    if (th_unconfined())
         skip();
     char target[256], want[64];
     snprintf(target, sizeof(target), "/files?do=fill&arg=%s/big&n=%lld", dir_a,
@@ -483,7 +469,7 @@ static bool quota_wait(const char *want)
 static void test_write_quota(void **state)
 {
     (void)state;
-    if (confinement_off())
+    if (th_unconfined())
         skip();
     char target[256], want[64];
     /* Two files under max-file-size, together over write-quota 1m. */

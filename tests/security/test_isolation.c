@@ -24,23 +24,13 @@
 
 static th_daemon d;
 
-static bool confinement_off(void)
-{
-    if (getenv("SANDLET_NO_CONFINEMENT")) {
-        printf("SKIP: SANDLET_NO_CONFINEMENT is set (sanitizer run); confinement not tested\n");
-        return true;
-    }
-    return false;
-}
-
 static int group_setup(void **state)
 {
     (void)state;
-    if (confinement_off())
+    if (th_unconfined())
         return 0;
-    th_become_subreaper();
-    signal(SIGPIPE, SIG_IGN);
-    const char *iso = th_build_path("tests/fixtures/.libs/isolation.so");
+    th_prepare();
+    const char *iso = th_fixture("isolation");
     char conf[2048];
     /* No "timeout" for iso: the default applies (a flood that survived
      * would end there, well after the test's bounds). */
@@ -49,16 +39,14 @@ static int group_setup(void **state)
              "servlet /good/* { library \"%s\"; sandbox good; }\n"
              "sandbox iso { workers 1; }\n"
              "servlet /iso { library \"%s\"; sandbox iso; }\n",
-             th_build_path("tests/fixtures/.libs/probe.so"), iso);
+             th_fixture("probe"), iso);
     return th_start(&d, conf, false);
 }
 
 static int group_teardown(void **state)
 {
     (void)state;
-    if (getenv("SANDLET_NO_CONFINEMENT"))
-        return 0;
-    return th_stop(&d) == 0 ? 0 : -1;
+    return th_stop_group(&d);
 }
 
 static void get(const char *target, const char *headers, th_response *r)
@@ -84,7 +72,7 @@ static void assert_good_fast(void)
 static void test_non_final_status(void **state)
 {
     (void)state;
-    if (confinement_off())
+    if (th_unconfined())
         return;
     /* 0 last: for "interim" it means no status set (200), so skipped. */
     static const char *const statuses[] = {"100", "101", "103", "199", "99", "600", "0"};
@@ -128,7 +116,7 @@ static void test_non_final_status(void **state)
 static void test_no_read_ahead(void **state)
 {
     (void)state;
-    if (confinement_off())
+    if (th_unconfined())
         return;
     th_conn *a = th_connect(d.port, false);
     assert_non_null(a);
@@ -160,7 +148,7 @@ static void test_no_read_ahead(void **state)
 static void test_no_leftovers(void **state)
 {
     (void)state;
-    if (confinement_off())
+    if (th_unconfined())
         return;
     /* Padding puts the secret deep in the input buffer, past where the
      * (shorter) scanning request would overwrite it. */
@@ -211,7 +199,7 @@ static bool log_count_wait(const char *needle, int before, int ms)
 static void test_empty_frame_flood(void **state)
 {
     (void)state;
-    if (confinement_off())
+    if (th_unconfined())
         return;
     static const char needle[] = "empty BODY frame that does not end the response";
     for (int left = 0; left < 2; left++) {
@@ -248,7 +236,7 @@ static void test_empty_frame_flood(void **state)
 static void test_tiny_frames_discarded(void **state)
 {
     (void)state;
-    if (confinement_off())
+    if (th_unconfined())
         return;
     static const char needle[] = "of sandbox 'iso' recycled";
     int before = log_count(needle);

@@ -50,7 +50,7 @@ static void unstray(pid_t pid)
 static const char *conf_body(void)
 {
     static char conf[2048];
-    const char *lib = th_build_path("tests/fixtures/.libs/logger.so");
+    const char *lib = th_fixture("logger");
     snprintf(conf, sizeof(conf),
              "sandbox logs { workers 1; syscalls files; timeout 30000; }\n"
              "servlet /log { library \"%s\"; sandbox logs; }\n"
@@ -60,43 +60,10 @@ static const char *conf_body(void)
     return conf;
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
-    /* Read to the end: /proc files report no size. */
-    size_t cap = 64 * 1024, n = 0;
-    char *b = malloc(cap + 1);
-    while (b) {
-        ssize_t k = read(fd, b + n, cap - n);
-        if (k <= 0)
-            break;
-        n += (size_t)k;
-        if (n == cap) {
-            char *nb = realloc(b, cap * 2 + 1);
-            if (!nb) {
-                free(b);
-                b = NULL;
-                break;
-            }
-            b = nb;
-            cap *= 2;
-        }
-    }
-    close(fd);
-    if (b) {
-        b[n] = '\0';
-        if (len)
-            *len = n;
-    }
-    return b;
-}
-
 static bool file_wait(const char *path, const char *needle, int ms)
 {
     for (int waited = 0; waited <= ms; waited += 20) {
-        char *s = slurp(path, NULL);
+        char *s = th_slurp(path, NULL);
         bool found = s && strstr(s, needle);
         free(s);
         if (found)
@@ -115,7 +82,7 @@ static off_t file_size(const char *path)
 /* The whole log line holding needle, copied into out; false if none. */
 static bool log_line(const char *needle, char *out, size_t cap)
 {
-    char *s = slurp(d.log, NULL);
+    char *s = th_slurp(d.log, NULL);
     const char *p = s ? strstr(s, needle) : NULL;
     if (p) {
         const char *b = p;
@@ -147,8 +114,7 @@ static void expect(unsigned port, const char *target, int status, const char *bo
 static int group_setup(void **state)
 {
     (void)state;
-    th_become_subreaper();
-    signal(SIGPIPE, SIG_IGN);
+    th_prepare();
     return th_start(&d, conf_body(), false);
 }
 
@@ -177,7 +143,7 @@ static void test_prefixed_and_escaped(void **state)
     assert_true(th_log_wait(&d, "FORGED-LINE", 3000));
     assert_true(th_log_wait(&d, "BAD h\xc3\xa9llo", 3000));
     size_t len;
-    char *s = slurp(d.log, &len);
+    char *s = th_slurp(d.log, &len);
     assert_non_null(s);
     /* Every line begins with the writer's own time stamp and pid. */
     for (const char *p = s; p < s + len; p = strchr(p, '\n') + 1) {
@@ -232,7 +198,7 @@ static void test_fd_tricks(void **state)
     usleep(200000);
     assert_true(file_size(d.log) >= before);
     assert_true(th_log_contains(&d, "listening on 127.0.0.1:"));
-    char *s = slurp(d.log, NULL);
+    char *s = th_slurp(d.log, NULL);
     assert_non_null(s);
     assert_false(strncmp(s, "OVERWRITTEN-HISTORY", 19) == 0);
     free(s);
@@ -243,7 +209,7 @@ static void usage_of(pid_t pid, unsigned long long *cpu_ms, unsigned long long *
 {
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    char *s = slurp(path, NULL);
+    char *s = th_slurp(path, NULL);
     assert_non_null(s);
     const char *rp = strrchr(s, ')');
     assert_non_null(rp);
@@ -254,7 +220,7 @@ static void usage_of(pid_t pid, unsigned long long *cpu_ms, unsigned long long *
     free(s);
     *cpu_ms = (ut + st) * 1000ull / (unsigned long long)sysconf(_SC_CLK_TCK);
     snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    s = slurp(path, NULL);
+    s = th_slurp(path, NULL);
     assert_non_null(s);
     const char *rss = strstr(s, "VmRSS:");
     assert_non_null(rss);
@@ -319,9 +285,8 @@ static void test_flood(void **state)
 static void test_stderr_unread(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/sandlet-logs-XXXXXX", conf[128];
-    assert_non_null(mkdtemp(dir));
-    chmod(dir, 0755);
+    char dir[32], conf[128];
+    assert_int_equal(th_tempdir(dir, sizeof(dir), "logs", 0755), 0);
     snprintf(conf, sizeof(conf), "%s/sandlet.conf", dir);
     FILE *f = fopen(conf, "w");
     assert_non_null(f);
@@ -461,7 +426,7 @@ static char *refused(const char *dir, const char *conf_extra)
     int st = 0;
     for (int waited = 0; waited < 5000; waited += 20) {
         if (waitpid(pid, &st, WNOHANG) == pid)
-            return WIFEXITED(st) && WEXITSTATUS(st) == 1 ? slurp(out, NULL) : NULL;
+            return WIFEXITED(st) && WEXITSTATUS(st) == 1 ? th_slurp(out, NULL) : NULL;
         usleep(20000);
     }
     kill(pid, SIGTERM);
@@ -473,9 +438,8 @@ static char *refused(const char *dir, const char *conf_extra)
 static void test_folder_checked(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/sandlet-logs-XXXXXX", logs[64], extra[256];
-    assert_non_null(mkdtemp(dir));
-    chmod(dir, 0755);
+    char dir[32], logs[64], extra[256];
+    assert_int_equal(th_tempdir(dir, sizeof(dir), "logs", 0755), 0);
     snprintf(logs, sizeof(logs), "%s/logs", dir);
     assert_int_equal(mkdir(logs, 0777), 0);
     chmod(logs, 0777);
@@ -503,13 +467,10 @@ static void test_folder_checked(void **state)
 static void test_reopen_no_links(void **state)
 {
     (void)state;
-    if (geteuid() != 0) {
-        printf("SKIP: not root; the reopen is only privileged when sandletd starts as root\n");
+    if (th_skip_unless_root("; the reopen is only privileged when sandletd starts as root"))
         skip();
-    }
-    char dir[] = "/tmp/sandlet-logs-XXXXXX", logs[64], secret[64], extra[256];
-    assert_non_null(mkdtemp(dir));
-    chmod(dir, 0755);
+    char dir[32], logs[64], secret[64], extra[256];
+    assert_int_equal(th_tempdir(dir, sizeof(dir), "logs", 0755), 0);
     snprintf(logs, sizeof(logs), "%s/logs", dir);
     snprintf(secret, sizeof(secret), "%s/secret", dir);
     assert_int_equal(mkdir(logs, 0755), 0);

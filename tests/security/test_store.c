@@ -30,12 +30,7 @@ static th_daemon d;
 
 static bool skipped(void)
 {
-    if (getenv("SANDLET_NO_CONFINEMENT")) {
-        printf("SKIP: SANDLET_NO_CONFINEMENT is set (sanitizer run); the fixture's memory "
-               "scan is not for sanitizers\n");
-        return true;
-    }
-    return false;
+    return th_confinement_off("the fixture's memory scan is not for sanitizers");
 }
 
 static int group_setup(void **state)
@@ -43,10 +38,9 @@ static int group_setup(void **state)
     (void)state;
     if (skipped())
         return 0;
-    th_become_subreaper();
-    signal(SIGPIPE, SIG_IGN);
-    const char *sess = th_build_path("tests/fixtures/.libs/session.so");
-    const char *hostile = th_build_path("tests/fixtures/.libs/store_attack.so");
+    th_prepare();
+    const char *sess = th_fixture("session");
+    const char *hostile = th_fixture("store_attack");
     char conf[2048];
     snprintf(conf, sizeof(conf),
              "sandbox shop { workers 2; session-size 64k; }\n"
@@ -61,9 +55,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
-    if (getenv("SANDLET_NO_CONFINEMENT"))
-        return 0;
-    return th_stop(&d) == 0 ? 0 : -1;
+    return th_stop_group(&d);
 }
 
 typedef struct answer {

@@ -37,15 +37,6 @@ static char dir[64]; /* allowed.txt, secret.txt, w/ */
 static char allowed[128], secret[128], writable[128];
 static bool root;
 
-static bool confinement_off(void)
-{
-    if (getenv("SANDLET_NO_CONFINEMENT")) {
-        printf("SKIP: SANDLET_NO_CONFINEMENT is set (sanitizer run); confinement not tested\n");
-        return true;
-    }
-    return false;
-}
-
 static bool have_landlock(void)
 {
     return syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) >= 1;
@@ -62,21 +53,18 @@ static void write_text(const char *path, const char *text)
 
 static const char *so(void)
 {
-    return th_build_path("tests/fixtures/.libs/workerstart.so");
+    return th_fixture("workerstart");
 }
 
 static int group_setup(void **state)
 {
     (void)state;
-    if (confinement_off())
+    if (th_unconfined())
         return 0;
-    th_become_subreaper();
-    signal(SIGPIPE, SIG_IGN);
+    th_prepare();
     root = geteuid() == 0;
-    snprintf(dir, sizeof(dir), "/tmp/sandlet-ws-XXXXXX");
-    if (!mkdtemp(dir))
+    if (th_tempdir(dir, sizeof(dir), "ws", 0755) < 0)
         return -1;
-    chmod(dir, 0755);
     snprintf(allowed, sizeof(allowed), "%s/allowed.txt", dir);
     snprintf(secret, sizeof(secret), "%s/secret.txt", dir);
     snprintf(writable, sizeof(writable), "%s/w", dir);
@@ -100,7 +88,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
-    if (getenv("SANDLET_NO_CONFINEMENT"))
+    if (th_confinement_off(NULL))
         return 0;
     int rc = th_stop(&d);
     /* Left behind only when an attack succeeded (the old order). */
@@ -147,7 +135,7 @@ static void expect_refused(const char *body, const char *name)
 static void test_constructor_and_init(void **state)
 {
     (void)state;
-    if (confinement_off())
+    if (th_unconfined())
         skip();
     th_response r;
     get(d.port, "/ws/report", &r);
@@ -185,7 +173,7 @@ static void test_constructor_and_init(void **state)
 static void test_thread_read(void **state)
 {
     (void)state;
-    if (confinement_off())
+    if (th_unconfined())
         skip();
     if (!have_landlock()) {
         printf("SKIP: no Landlock: the thread's read is not fenced\n");
@@ -202,7 +190,7 @@ static void test_thread_read(void **state)
 static void test_thread_syscall(void **state)
 {
     (void)state;
-    if (confinement_off())
+    if (th_unconfined())
         skip();
     th_response r;
     get(d.port, "/ws/thread-syscall", &r);
@@ -225,71 +213,21 @@ static void test_thread_syscall(void **state)
 
 /* ---- a daemon of its own per test below --------------------------------- */
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return NULL;
-    static char buf[65536];
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return buf;
-}
-
-/* th_start, but with descriptors left open for sandletd as a careless
+/* th_start_with's hook: descriptors left open for sandletd as a careless
  * starter would: fd 4 (where a worker's session store goes) and fd 20,
  * both a root-only file, neither close-on-exec. */
+static void leave_strays(void *stray)
+{
+    int s = open(stray, O_RDONLY); /* no O_CLOEXEC: the point */
+    if (s < 0 || dup2(s, 4) != 4 || dup2(s, 20) != 20)
+        _exit(126);
+    if (s != 4 && s != 20)
+        close(s);
+}
+
 static int start_with_strays(th_daemon *dm, const char *body, const char *stray)
 {
-    memset(dm, 0, sizeof(*dm));
-    snprintf(dm->dir, sizeof(dm->dir), "/tmp/sandlet-test-XXXXXX");
-    if (!mkdtemp(dm->dir))
-        return -1;
-    chmod(dm->dir, 0755);
-    snprintf(dm->conf, sizeof(dm->conf), "%s/sandlet.conf", dm->dir);
-    snprintf(dm->log, sizeof(dm->log), "%s/error.log", dm->dir);
-    FILE *f = fopen(dm->conf, "w");
-    if (!f)
-        return -1;
-    fprintf(f, "listen 127.0.0.1:0;\n%s", body);
-    fclose(f);
-    const char *exe = getenv("SANDLETD");
-    if (!exe)
-        exe = "./sandletd";
-    dm->pid = fork();
-    if (dm->pid < 0)
-        return -1;
-    if (dm->pid == 0) {
-        int fd = open(dm->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (fd >= 0) {
-            dup2(fd, STDERR_FILENO);
-            dup2(fd, STDOUT_FILENO);
-        }
-        close_range(3, ~0U, 0);
-        int s = open(stray, O_RDONLY); /* no O_CLOEXEC: the point */
-        if (s < 0 || dup2(s, 4) != 4 || dup2(s, 20) != 20)
-            _exit(126);
-        if (s != 4 && s != 20)
-            close(s);
-        execl(exe, "sandletd", "-d", "-c", dm->conf, (char *)NULL);
-        _exit(127);
-    }
-    for (int waited = 0; waited < 10000; waited += 20) {
-        const char *s = slurp(dm->log);
-        const char *p = s ? strstr(s, "listening on 127.0.0.1:") : NULL;
-        if (p) {
-            dm->port = (unsigned)atoi(p + strlen("listening on 127.0.0.1:"));
-            return dm->port ? 0 : -1;
-        }
-        int st;
-        if (waitpid(dm->pid, &st, WNOHANG) == dm->pid) {
-            dm->pid = 0;
-            return -1;
-        }
-        usleep(20000);
-    }
-    return -1;
+    return th_start_with(dm, body, false, leave_strays, (void *)stray);
 }
 
 static void remove_dir(const char *path)
@@ -304,12 +242,10 @@ static void remove_dir(const char *path)
 static void test_no_stray_descriptors(void **state)
 {
     (void)state;
-    if (confinement_off())
+    if (th_unconfined())
         skip();
-    if (!root) {
-        printf("SKIP: not root: a confined worker's /proc/PID/fd is readable by root only\n");
+    if (th_skip_unless_root(": a confined worker's /proc/PID/fd is readable by root only"))
         skip();
-    }
     char stray[128];
     snprintf(stray, sizeof(stray), "%s/root-only.txt", dir);
     write_text(stray, "root only\n");
@@ -319,7 +255,7 @@ static void test_no_stray_descriptors(void **state)
     snprintf(conf, sizeof(conf),
              "sandbox p { workers 1; user nobody; group nogroup; }\n"
              "servlet /p/* { library \"%s\"; sandbox p; }\n",
-             th_build_path("tests/fixtures/.libs/probe.so"));
+             th_fixture("probe"));
     assert_int_equal(start_with_strays(&dm, conf, stray), 0);
     th_response r;
     get(dm.port, "/p/pid", &r);
@@ -360,9 +296,11 @@ static bool gone(pid_t pid)
         return true;
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    const char *s = slurp(path);
+    char *s = th_slurp(path, NULL);
     const char *rp = s ? strrchr(s, ')') : NULL;
-    return !rp || rp[2] == 'Z' || rp[2] == 'X';
+    bool dead = !rp || rp[2] == 'Z' || rp[2] == 'X';
+    free(s);
+    return dead;
 }
 
 /* kill -9 of the supervisor takes its workers with it, a busy one (which
@@ -371,12 +309,10 @@ static bool gone(pid_t pid)
 static void test_workers_die_with_supervisor(void **state)
 {
     (void)state;
-    if (confinement_off())
+    if (th_unconfined())
         skip();
-    if (!root) {
-        printf("SKIP: not root: workers run as the daemon's user, the case this guards\n");
+    if (th_skip_unless_root(": workers run as the daemon's user, the case this guards"))
         skip();
-    }
     th_daemon dm;
     char conf[1024];
     snprintf(conf, sizeof(conf),

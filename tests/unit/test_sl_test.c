@@ -126,6 +126,27 @@ static void test_params_init_and_destroy(void **state)
     assert_null(sl_test_new(&sl_servlet_descriptor, odd));
     assert_null(sl_test_load("/nonexistent/servlet.so", NULL));
     assert_int_equal(errno, ENOENT);
+    /* A library that loads but declares no servlet. */
+    assert_null(sl_test_load("libm.so.6", NULL));
+    assert_int_equal(errno, ENOENT);
+}
+
+/* sl_test_load opens a servlet through libsandlet's loader, as a worker
+ * does, but loads one without a handler (a worker refuses it): what a
+ * missing handler means shows in the run (405, as for any method the
+ * servlet does not handle). */
+static void test_load_without_handler(void **state)
+{
+    (void)state;
+    const char *dir = getenv("SANDLET_BUILDDIR");
+    char path[512];
+    snprintf(path, sizeof(path), "%s/tests/fixtures/.libs/nohandler.so", dir ? dir : ".");
+    sl_test *t = sl_test_load(path, NULL);
+    assert_non_null(t);
+    sl_test_response *rs = sl_test_get(t, "/");
+    assert_non_null(rs);
+    assert_int_equal(sl_test_status(rs), 405);
+    sl_test_free(t);
 }
 
 static void test_request_fields_and_binary_body(void **state)
@@ -284,6 +305,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_params_init_and_destroy),
+        cmocka_unit_test(test_load_without_handler),
         cmocka_unit_test(test_request_fields_and_binary_body),
         cmocka_unit_test(test_headers_and_cookie_jar),
         cmocka_unit_test(test_sessions_across_requests),
