@@ -132,6 +132,16 @@ int sandlet_conn_write(sandlet_conn *c, const void *a, size_t alen, const void *
 void sandlet_conn_request_done(sandlet_conn *c);
 /* The value of the first request header called name (any case), or NULL. */
 const char *sandlet_conn_header(const sandlet_conn *c, const char *name);
+/* The one writer of response heads: status line, Date, Server, the
+ * caller's extra header lines (each ending in CRLF, already valid), the
+ * body's framing and the Connection decision, then body_len bytes of body
+ * in the same write.  length is the body's Content-Length,
+ * SANDLET_LENGTH_UNKNOWN for a body streamed after (chunked for 1.1, ended
+ * by the close for 1.0), or SANDLET_LENGTH_NONE for no length line (a
+ * worker's 204/304).  0 or a negative errno (-EMSGSIZE: head too large). */
+#define SANDLET_LENGTH_NONE (UINT64_MAX - 1)
+int sandlet_conn_respond(sandlet_conn *c, int status, const char *extra, size_t extra_len,
+                         uint64_t length, const void *body, size_t body_len);
 /* Response side, called by pool.c with what the worker sent. */
 int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, bool end);
 int sandlet_conn_response_body(sandlet_conn *c, const uint8_t *data, size_t len, bool end);

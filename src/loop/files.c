@@ -86,24 +86,10 @@ void sandlet_files_close(sandlet_server *srv)
     }
 }
 
-static const char *connection(const sandlet_conn *c)
-{
-    if (!c->keep_alive)
-        return "Connection: close\r\n";
-    return c->http_minor == 0 ? "Connection: keep-alive\r\n" : "";
-}
-
 /* A body-less answer with extra header lines (Allow, Location). */
-static void bodyless(sandlet_conn *c, int code, const char *status, const char *extra)
+static void bodyless(sandlet_conn *c, int code, const char *extra)
 {
-    c->resp_status = code;
-    char head[1024 + SANDLET_STATIC_PATH_MAX];
-    int n = snprintf(head, sizeof(head),
-                     "HTTP/1.1 %s\r\nDate: %s\r\n" SANDLET_SERVER_HEADER
-                     "%sContent-Length: 0\r\n%s\r\n",
-                     status, sandlet_http_date(c->srv), extra, connection(c));
-    if (n < 0 || (size_t)n >= sizeof(head) ||
-        sandlet_conn_write(c, head, (size_t)n, NULL, 0, NULL, 0) < 0) {
+    if (sandlet_conn_respond(c, code, extra, strlen(extra), 0, NULL, 0) < 0) {
         sandlet_conn_fail(c, 500);
         return;
     }
@@ -285,11 +271,11 @@ void sandlet_files_serve(sandlet_conn *c)
         return;
     }
     if (method == HTTP_OPTIONS) {
-        bodyless(c, 204, "204 No Content", ALLOW);
+        bodyless(c, 204, ALLOW);
         return;
     }
     if (method != HTTP_GET && method != HTTP_HEAD) {
-        bodyless(c, 405, "405 Method Not Allowed", ALLOW);
+        bodyless(c, 405, ALLOW);
         return;
     }
     const char *target = (const char *)c->head.data + c->target;
@@ -325,7 +311,7 @@ void sandlet_files_serve(sandlet_conn *c)
                 sandlet_conn_fail(c, 414);
                 return;
             }
-            bodyless(c, 301, "301 Moved Permanently", loc);
+            bodyless(c, 301, loc);
             return;
         }
         if (rc < 0) {
@@ -346,39 +332,33 @@ void sandlet_files_serve(sandlet_conn *c)
     if (sandlet_static_not_modified(sandlet_conn_header(c, "if-none-match"),
                                     sandlet_conn_header(c, "if-modified-since"), etag, mtime)) {
         drop_fd(fd);
-        bodyless(c, 304, "304 Not Modified", validators);
+        bodyless(c, 304, validators);
         return;
     }
     uint64_t start = 0, length = size;
     int rc =
         sandlet_static_range(sandlet_conn_header(c, "range"), sandlet_conn_header(c, "if-range"),
                              etag, mtime, size, &start, &length);
-    char status[32] = "200 OK", range[96] = "";
+    char range[96] = "";
     if (rc == -ERANGE) {
         drop_fd(fd);
         snprintf(range, sizeof(range), "Content-Range: bytes */%" PRIu64 "\r\n", size);
-        bodyless(c, 416, "416 Range Not Satisfiable", range);
+        bodyless(c, 416, range);
         return;
     }
-    if (rc == 1) {
-        snprintf(status, sizeof(status), "206 Partial Content");
+    if (rc == 1)
         snprintf(range, sizeof(range),
                  "Content-Range: bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64 "\r\n", start,
                  start + length - 1, size);
-    }
-    char head[1024];
-    int n =
-        snprintf(head, sizeof(head),
-                 "HTTP/1.1 %s\r\nDate: %s\r\n" SANDLET_SERVER_HEADER
-                 "Content-Type: %s\r\nContent-Length: %" PRIu64 "\r\n%s%s"
-                 "Accept-Ranges: bytes\r\n%s\r\n",
-                 status, sandlet_http_date(srv), mime, length, validators, range, connection(c));
-    if (n < 0 || (size_t)n >= sizeof(head)) {
+    char extra[1024];
+    int n = snprintf(extra, sizeof(extra), "Content-Type: %s\r\n%s%sAccept-Ranges: bytes\r\n", mime,
+                     validators, range);
+    if (n < 0 || (size_t)n >= sizeof(extra)) {
         drop_fd(fd);
         sandlet_conn_fail(c, 500);
         return;
     }
-    c->resp_status = rc == 1 ? 206 : 200;
+    int code = rc == 1 ? 206 : 200;
     c->resp_bytes = c->head_only ? 0 : length;
     if (c->head_only || length == 0 || length <= SMALL) {
         /* The common case: head and whole body in one write. */
@@ -395,13 +375,14 @@ void sandlet_files_serve(sandlet_conn *c)
             body = buf;
         }
         drop_fd(fd);
-        if (sandlet_conn_write(c, head, (size_t)n, body, body ? (size_t)length : 0, NULL, 0) < 0)
+        if (sandlet_conn_respond(c, code, extra, (size_t)n, length, body,
+                                 body ? (size_t)length : 0) < 0)
             sandlet_conn_fail(c, 500);
         else
             sandlet_conn_request_done(c);
         return;
     }
-    if (sandlet_conn_write(c, head, (size_t)n, NULL, 0, NULL, 0) < 0) {
+    if (sandlet_conn_respond(c, code, extra, (size_t)n, length, NULL, 0) < 0) {
         drop_fd(fd);
         sandlet_conn_fail(c, 500);
         return;

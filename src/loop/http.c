@@ -14,6 +14,7 @@
 #include "loop/acceptor.h"
 #include "lib/servlet.h"
 #include "loop/log.h"
+#include "loop/static.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -49,9 +50,7 @@ const char *sandlet_http_date(sandlet_server *srv)
 {
     time_t now = time(NULL);
     if (now != srv->date_sec) {
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        strftime(srv->date, sizeof(srv->date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        sandlet_static_http_date(now, srv->date, sizeof(srv->date));
         srv->date_sec = now;
     }
     return srv->date;
@@ -363,6 +362,61 @@ void sandlet_conn_request_done(sandlet_conn *c)
         process_input(c);
 }
 
+/* The Connection line, the one place that decides it: HTTP/1.1 keeps the
+ * connection unless told otherwise, HTTP/1.0 only when asked, and then the
+ * answer must say so or the client takes the close as the end. */
+static const char *connection_line(const sandlet_conn *c, size_t *len)
+{
+    if (!c->keep_alive) {
+        *len = 19;
+        return "Connection: close\r\n";
+    }
+    if (c->http_minor == 0) {
+        *len = 24;
+        return "Connection: keep-alive\r\n";
+    }
+    *len = 0;
+    return "";
+}
+
+int sandlet_conn_respond(sandlet_conn *c, int status, const char *extra, size_t extra_len,
+                         uint64_t length, const void *body, size_t body_len)
+{
+    /* One loop thread, and the head is copied out (or written) before the
+     * function returns: one buffer serves every response, no malloc. */
+    static sandlet_buf head = {.limit = SANDLET_MAX_RESPONSE_HEAD};
+    sandlet_buf *h = &head;
+    sandlet_buf_reset(h);
+    char line[128];
+    int n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\nDate: %s\r\n" SANDLET_SERVER_HEADER,
+                     status, reason(status), sandlet_http_date(c->srv));
+    if (n < 0 || (size_t)n >= sizeof(line))
+        return -EMSGSIZE;
+    sandlet_buf_put(h, line, (size_t)n);
+    sandlet_buf_put(h, extra, extra_len);
+    c->chunked = false;
+    if (length == SANDLET_LENGTH_UNKNOWN) {
+        if (c->http_major == 1 && c->http_minor >= 1) {
+            c->chunked = true;
+            sandlet_buf_put(h, "Transfer-Encoding: chunked\r\n", 28);
+        } else {
+            /* HTTP/1.0 without a length: the end of the body is the close. */
+            c->keep_alive = false;
+        }
+    } else if (length != SANDLET_LENGTH_NONE) {
+        n = snprintf(line, sizeof(line), "Content-Length: %" PRIu64 "\r\n", length);
+        sandlet_buf_put(h, line, (size_t)n);
+    }
+    size_t cl;
+    const char *conn = connection_line(c, &cl);
+    sandlet_buf_put(h, conn, cl);
+    sandlet_buf_put(h, "\r\n", 2);
+    if (h->error)
+        return h->error;
+    c->resp_status = status;
+    return sandlet_conn_write(c, h->data, h->len, body, body_len, NULL, 0);
+}
+
 /* A response written by the acceptor itself: error pages, 404. */
 static void simple_response(sandlet_conn *c, int status, bool close)
 {
@@ -374,22 +428,16 @@ static void simple_response(sandlet_conn *c, int status, bool close)
         blen = 0;
     if (close)
         c->keep_alive = false;
-    char head[512];
-    int hlen = snprintf(head, sizeof(head),
-                        "HTTP/1.1 %d %s\r\nDate: %s\r\n" SANDLET_SERVER_HEADER
-                        "Content-Type: text/html; charset=utf-8\r\nContent-Length: %d\r\n%s%s\r\n",
-                        status, reason(status), sandlet_http_date(c->srv), blen,
-                        status == 503 ? "Retry-After: 1\r\n" : "",
-                        c->keep_alive ? (c->http_minor == 0 ? "Connection: keep-alive\r\n" : "")
-                                      : "Connection: close\r\n");
-    if (hlen < 0 || (size_t)hlen >= sizeof(head)) {
+    char extra[128];
+    int elen = snprintf(extra, sizeof(extra), "Content-Type: text/html; charset=utf-8\r\n%s",
+                        status == 503 ? "Retry-After: 1\r\n" : "");
+    if (elen < 0 || (size_t)elen >= sizeof(extra)) {
         conn_close(c);
         return;
     }
-    c->resp_status = status;
     c->resp_bytes = c->head_only ? 0 : (uint64_t)blen;
-    if (sandlet_conn_write(c, head, (size_t)hlen, body, c->head_only ? 0 : (size_t)blen, NULL, 0) <
-        0) {
+    if (sandlet_conn_respond(c, status, extra, (size_t)elen, (uint64_t)blen, body,
+                             c->head_only ? 0 : (size_t)blen) < 0) {
         conn_close(c);
         return;
     }
@@ -413,15 +461,11 @@ void sandlet_conn_fail(sandlet_conn *c, int status)
 
 int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, bool end)
 {
-    /* One loop thread and the head is copied out (or written) before the
-     * function returns: one buffer serves every response, no malloc. */
-    static sandlet_buf head = {.limit = SANDLET_MAX_RESPONSE_HEAD};
-    sandlet_buf *h = &head;
+    /* The worker's header lines, checked one by one; one buffer serves
+     * every response (one loop thread, copied out before returning). */
+    static sandlet_buf extra = {.limit = SANDLET_MAX_RESPONSE_HEAD};
+    sandlet_buf *h = &extra;
     sandlet_buf_reset(h);
-    char line[128];
-    int n = snprintf(line, sizeof(line), "HTTP/1.1 %u %s\r\nDate: %s\r\n" SANDLET_SERVER_HEADER,
-                     r->status, reason(r->status), sandlet_http_date(c->srv));
-    sandlet_buf_put(h, line, (size_t)n);
     sandlet_reader it = r->headers;
     uint16_t left = r->nheaders;
     sandlet_wire_header wh;
@@ -437,6 +481,8 @@ int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, 
         sandlet_buf_put(h, wh.value, vl);
         sandlet_buf_put(h, "\r\n", 2);
     }
+    if (h->error)
+        return h->error == -EMSGSIZE ? -EPROTO : h->error;
     bool has_body = body_allowed(r->status);
     /* A length is only believed when the whole body is in this frame: a
      * worker that announced N bytes and sent another number would
@@ -446,40 +492,22 @@ int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, 
     if (bad_length || (!has_body && r->body_len)) {
         return -EPROTO;
     }
-    c->chunked = false;
-    if (has_body && end) {
-        n = snprintf(line, sizeof(line), "Content-Length: %zu\r\n", r->body_len);
-        sandlet_buf_put(h, line, (size_t)n);
-    } else if (has_body && c->http_minor >= 1 && c->http_major == 1) {
-        c->chunked = true;
-        sandlet_buf_put(h, "Transfer-Encoding: chunked\r\n", 28);
-    } else if (has_body) {
-        /* HTTP/1.0 without a length: the end of the body is the close. */
-        c->keep_alive = false;
-    }
-    if (!c->keep_alive)
-        sandlet_buf_put(h, "Connection: close\r\n", 19);
-    else if (c->http_minor == 0)
-        sandlet_buf_put(h, "Connection: keep-alive\r\n", 24);
-    sandlet_buf_put(h, "\r\n", 2);
-    if (h->error) {
-        int err = h->error;
-        return err == -EMSGSIZE ? -EPROTO : err;
-    }
+    uint64_t length = !has_body ? SANDLET_LENGTH_NONE
+                      : end     ? (uint64_t)r->body_len
+                                : SANDLET_LENGTH_UNKNOWN;
     c->state = CONN_SENDING;
-    c->resp_status = r->status;
     int rc;
-    if (c->chunked || c->head_only || !has_body) {
-        rc = sandlet_conn_write(c, h->data, h->len, NULL, 0, NULL, 0);
-        if (rc == 0 && has_body)
-            rc = sandlet_conn_response_body(c, r->body, r->body_len, end);
-        else if (rc == 0 && end)
-            sandlet_conn_request_done(c);
-        return rc;
-    }
-    /* The common case: head and whole body in one write. */
-    c->resp_bytes = r->body_len;
-    rc = sandlet_conn_write(c, h->data, h->len, r->body, r->body_len, NULL, 0);
+    /* The common case, head and whole body in one write; a streamed body
+     * (chunked) and HEAD go through sandlet_conn_response_body. */
+    bool whole = has_body && end && !c->head_only;
+    if (whole)
+        c->resp_bytes = r->body_len;
+    rc = sandlet_conn_respond(c, (int)r->status, (const char *)h->data, h->len, length,
+                              whole ? r->body : NULL, whole ? r->body_len : 0);
+    if (rc == -EMSGSIZE)
+        return -EPROTO;
+    if (rc == 0 && has_body && !whole)
+        return sandlet_conn_response_body(c, r->body, r->body_len, end);
     if (rc == 0 && end)
         sandlet_conn_request_done(c);
     return rc;

@@ -118,18 +118,13 @@ bool sandlet_status_serve(sandlet_conn *c)
             sandlet_buf_put(&b, line, (size_t)n);
         }
     }
-    char head[512];
-    int n =
-        snprintf(head, sizeof(head),
-                 "HTTP/1.1 200 OK\r\nDate: %s\r\n" SANDLET_SERVER_HEADER
-                 "Content-Type: %s\r\nCache-Control: no-store\r\nContent-Length: %zu\r\n%s\r\n",
-                 sandlet_http_date(srv),
-                 prom ? "text/plain; version=0.0.4; charset=utf-8" : "text/plain; charset=utf-8",
-                 b.len, c->keep_alive ? "" : "Connection: close\r\n");
-    c->resp_status = 200;
+    const char *extra = prom ? "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+                               "Cache-Control: no-store\r\n"
+                             : "Content-Type: text/plain; charset=utf-8\r\n"
+                               "Cache-Control: no-store\r\n";
     c->resp_bytes = c->head_only ? 0 : b.len;
-    if (b.error || n < 0 || (size_t)n >= sizeof(head) ||
-        sandlet_conn_write(c, head, (size_t)n, b.data, c->head_only ? 0 : b.len, NULL, 0) < 0) {
+    if (b.error || sandlet_conn_respond(c, 200, extra, strlen(extra), b.len, b.data,
+                                        c->head_only ? 0 : b.len) < 0) {
         sandlet_buf_free(&b);
         sandlet_conn_fail(c, 500);
         return true;
