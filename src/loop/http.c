@@ -878,13 +878,6 @@ static void set_reading(sandlet_conn *c, bool on)
     c->reading = on;
 }
 
-static bool is_tchar(unsigned char ch)
-{
-    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9'))
-        return true;
-    return ch != '\0' && strchr("!#$%&'*+-.^_`|~", ch) != NULL;
-}
-
 /* llhttp says HPE_INVALID_METHOD both for a method it does not know and
  * for bytes that are no method at all (binary input, "G@T", a TLS
  * ClientHello).  Only the first is 501 (RFC 9110 9.1): the request starts,
@@ -897,7 +890,7 @@ static int bad_method_status(const sandlet_conn *c)
     while (i < n && (d[i] == '\r' || d[i] == '\n'))
         i++;
     size_t token = i;
-    while (i < n && is_tchar(d[i]))
+    while (i < n && sandlet_lib_tchar(d[i]))
         i++;
     return i > token && (i == n || d[i] == ' ') ? 501 : 400;
 }
