@@ -10,6 +10,7 @@
 #define SANDLET_ACCEPTOR_H
 
 #include "loop/conf.h"
+#include "loop/conn.h"
 #include "sandbox/control.h"
 #include "sandbox/frame.h"
 
@@ -36,8 +37,6 @@
 #define SANDLET_SHUTDOWN_MS   10000
 #define SANDLET_SERVER_HEADER "Server: sandlet/" PACKAGE_VERSION "\r\n"
 
-typedef struct sandlet_server sandlet_server;
-typedef struct sandlet_conn sandlet_conn;
 typedef struct sandlet_pool sandlet_pool;
 typedef struct sandlet_worker sandlet_worker;
 
@@ -108,54 +107,21 @@ struct sandlet_conn {
     /* Response framing. */
     bool chunked;
     bool head_only;   /* HEAD request: no body bytes go out */
-    int file_fd;      /* static file being sent, -1 when none */
     uint64_t started; /* uv_hrtime at the request's first byte */
     int resp_status;  /* for the access log; 0 until a response began */
     uint64_t resp_bytes;
-    uint64_t file_off, file_left;
-    /* A large file's sendfile running on libuv's thread pool: it counts
-     * as a pending write, so the socket stays open until it is back. */
-    uv_work_t file_work;
-    bool file_job;
-    int file_job_err; /* its errno, 0 when it stopped for no error */
-    uint64_t file_job_sent;
+    sandlet_file_send file; /* files.c's, see conn.h */
     size_t pending_writes;
     char peer[64];
     char reqline[160]; /* "GET /path HTTP/1.1", truncated, for logs */
 };
 
 void sandlet_http_accept(uv_stream_t *listener, int status);
-/* Queues bytes (three pieces, one write) to the client. */
-int sandlet_conn_write(sandlet_conn *c, const void *a, size_t alen, const void *b, size_t blen,
-                       const void *d, size_t dlen);
-/* The response to the current request is fully queued. */
-void sandlet_conn_request_done(sandlet_conn *c);
-/* The value of the first request header called name (any case), or NULL. */
-const char *sandlet_conn_header(const sandlet_conn *c, const char *name);
-/* The one writer of response heads: status line, Date, Server, the
- * caller's extra header lines (each ending in CRLF, already valid), the
- * body's framing and the Connection decision, then body_len bytes of body
- * in the same write.  length is the body's Content-Length,
- * SANDLET_LENGTH_UNKNOWN for a body streamed after (chunked for 1.1, ended
- * by the close for 1.0), or SANDLET_LENGTH_NONE for no length line (a
- * worker's 204/304).  0 or a negative errno (-EMSGSIZE: head too large). */
-#define SANDLET_LENGTH_NONE (UINT64_MAX - 1)
-int sandlet_conn_respond(sandlet_conn *c, int status, const char *extra, size_t extra_len,
-                         uint64_t length, const void *body, size_t body_len);
 /* Response side, called by pool.c with what the worker sent. */
 int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, bool end);
 int sandlet_conn_response_body(sandlet_conn *c, const uint8_t *data, size_t len, bool end);
-/* Answers with a short error page (when nothing was sent yet) or cuts the
- * connection (when a response was under way). */
-void sandlet_conn_fail(sandlet_conn *c, int status);
-/* The thread-pool sendfile of c is back; false when c is closing (it is
- * then finished and must not be touched further). */
-bool sandlet_conn_job_done(sandlet_conn *c);
-/* Bytes queued to the client but not yet written. */
-size_t sandlet_conn_write_backlog(const sandlet_conn *c);
 /* Closes idle connections and marks busy ones to close when done. */
 void sandlet_http_shutdown(sandlet_server *srv);
-const char *sandlet_http_date(sandlet_server *srv);
 
 /* ---- accesslog.c ------------------------------------------------------- */
 

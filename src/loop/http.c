@@ -117,6 +117,76 @@ size_t sandlet_conn_write_backlog(const sandlet_conn *c)
     return uv_stream_get_write_queue_size((const uv_stream_t *)&c->tcp);
 }
 
+/* ---- what the connection tells the code answering on it (conn.h) -------- */
+
+sandlet_server *sandlet_conn_server(const sandlet_conn *c)
+{
+    return c->srv;
+}
+
+const char *sandlet_conn_peer(const sandlet_conn *c)
+{
+    return c->peer;
+}
+
+const char *sandlet_conn_target(const sandlet_conn *c, size_t *len, size_t *path_len)
+{
+    const char *t = c->target_len ? (const char *)c->head.data + c->target : "";
+    const char *q = memchr(t, '?', c->target_len);
+    *len = c->target_len;
+    if (path_len)
+        *path_len = q ? (size_t)(q - t) : c->target_len;
+    return t;
+}
+
+int sandlet_conn_method(const sandlet_conn *c)
+{
+    return c->parser.method;
+}
+
+const char *sandlet_conn_method_name(const sandlet_conn *c)
+{
+    return llhttp_method_name((llhttp_method_t)c->parser.method);
+}
+
+void sandlet_conn_version(const sandlet_conn *c, unsigned *major, unsigned *minor)
+{
+    *major = c->http_major;
+    *minor = c->http_minor;
+}
+
+bool sandlet_conn_head_only(const sandlet_conn *c)
+{
+    return c->head_only;
+}
+
+void sandlet_conn_outcome(const sandlet_conn *c, int *status, uint64_t *bytes, uint64_t *started)
+{
+    *status = c->resp_status;
+    *bytes = c->resp_bytes;
+    *started = c->started;
+}
+
+void sandlet_conn_sending(sandlet_conn *c)
+{
+    c->state = CONN_SENDING;
+}
+
+sandlet_file_send *sandlet_conn_file(sandlet_conn *c)
+{
+    return &c->file;
+}
+
+int sandlet_conn_socket(const sandlet_conn *c, uv_os_fd_t *fd)
+{
+    return uv_fileno((const uv_handle_t *)&c->tcp, fd);
+}
+
+void sandlet_conn_job_begin(sandlet_conn *c)
+{
+    c->pending_writes++;
+}
+
 /* ---- writing ------------------------------------------------------------ */
 
 static void on_closed(uv_handle_t *h);
@@ -164,7 +234,7 @@ static void on_send_timeout(uv_timer_t *t)
     sandlet_conn *c = t->data;
     if (c->pending_writes == 0 || uv_is_closing((uv_handle_t *)&c->tcp))
         return;
-    if (c->file_job) {
+    if (c->file.job) {
         /* The thread pool holds c until its sendfile is back (it does not
          * block: the socket is non-blocking); look again then. */
         uv_timer_start(&c->send_timer, on_send_timeout, c->srv->conf->send_timeout, 0);
@@ -198,7 +268,7 @@ static void after_write(uv_write_t *req, int status)
     }
     if (c->worker && sandlet_conn_write_backlog(c) < SANDLET_WRITE_HIGH_WATER / 2)
         sandlet_pool_resume(c);
-    if (c->file_fd >= 0 && sandlet_conn_write_backlog(c) < SANDLET_WRITE_HIGH_WATER / 2)
+    if (c->file.fd >= 0 && sandlet_conn_write_backlog(c) < SANDLET_WRITE_HIGH_WATER / 2)
         sandlet_files_pump(c);
     if (c->out_blocked && !c->parsing && c->state == CONN_READING &&
         sandlet_conn_write_backlog(c) < SANDLET_WRITE_HIGH_WATER / 2) {
@@ -414,6 +484,8 @@ int sandlet_conn_respond(sandlet_conn *c, int status, const char *extra, size_t 
     if (h->error)
         return h->error;
     c->resp_status = status;
+    if (length != SANDLET_LENGTH_UNKNOWN && length != SANDLET_LENGTH_NONE)
+        c->resp_bytes = c->head_only ? 0 : length;
     return sandlet_conn_write(c, h->data, h->len, body, body_len, NULL, 0);
 }
 
@@ -435,7 +507,6 @@ static void simple_response(sandlet_conn *c, int status, bool close)
         conn_close(c);
         return;
     }
-    c->resp_bytes = c->head_only ? 0 : (uint64_t)blen;
     if (sandlet_conn_respond(c, status, extra, (size_t)elen, (uint64_t)blen, body,
                              c->head_only ? 0 : (size_t)blen) < 0) {
         conn_close(c);
@@ -500,8 +571,6 @@ int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, 
     /* The common case, head and whole body in one write; a streamed body
      * (chunked) and HEAD go through sandlet_conn_response_body. */
     bool whole = has_body && end && !c->head_only;
-    if (whole)
-        c->resp_bytes = r->body_len;
     rc = sandlet_conn_respond(c, (int)r->status, (const char *)h->data, h->len, length,
                               whole ? r->body : NULL, whole ? r->body_len : 0);
     if (rc == -EMSGSIZE)
@@ -984,8 +1053,8 @@ static void on_closed(uv_handle_t *h)
     if (c->next)
         c->next->prev = c->prev;
     srv->nconns--;
-    if (c->file_fd >= 0)
-        close(c->file_fd);
+    if (c->file.fd >= 0)
+        close(c->file.fd);
     sandlet_buf_free(&c->in);
     sandlet_buf_free(&c->head);
     sandlet_buf_free(&c->body);
@@ -1048,7 +1117,7 @@ void sandlet_http_accept(uv_stream_t *listener, int status)
         return;
     }
     c->srv = srv;
-    c->file_fd = -1;
+    c->file.fd = -1;
     c->started = uv_hrtime();
     uv_tcp_init(srv->loop, &c->tcp);
     c->tcp.data = c;

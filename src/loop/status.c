@@ -74,16 +74,18 @@ static void metric(sandlet_buf *b, const char *name, const char *help, const cha
 
 bool sandlet_status_serve(sandlet_conn *c)
 {
-    sandlet_server *srv = c->srv;
+    sandlet_server *srv = sandlet_conn_server(c);
     const char *page = srv->conf->status_page;
-    if (!page || !loopback(c->peer))
+    if (!page || !loopback(sandlet_conn_peer(c)))
         return false;
-    const char *target = (const char *)c->head.data + c->target;
-    const char *q = memchr(target, '?', c->target_len);
-    size_t plen = q ? (size_t)(q - target) : c->target_len;
+    size_t tlen, plen;
+    const char *target = sandlet_conn_target(c, &tlen, &plen);
     if (plen != strlen(page) || memcmp(target, page, plen) != 0)
         return false;
-    bool prom = q && strstr(q, "format=prometheus");
+    /* The query is not NUL-ended: look for the switch within it. */
+    bool prom = false;
+    for (size_t i = plen; i + 17 <= tlen && !prom; i++)
+        prom = memcmp(target + i, "format=prometheus", 17) == 0;
     sandlet_buf b;
     sandlet_buf_init(&b, 1u << 20);
     if (prom) {
@@ -122,9 +124,8 @@ bool sandlet_status_serve(sandlet_conn *c)
                                "Cache-Control: no-store\r\n"
                              : "Content-Type: text/plain; charset=utf-8\r\n"
                                "Cache-Control: no-store\r\n";
-    c->resp_bytes = c->head_only ? 0 : b.len;
     if (b.error || sandlet_conn_respond(c, 200, extra, strlen(extra), b.len, b.data,
-                                        c->head_only ? 0 : b.len) < 0) {
+                                        sandlet_conn_head_only(c) ? 0 : b.len) < 0) {
         sandlet_buf_free(&b);
         sandlet_conn_fail(c, 500);
         return true;
