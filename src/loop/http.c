@@ -11,7 +11,7 @@
  */
 #include "config.h"
 
-#include "loop/acceptor.h"
+#include "loop/conn_private.h"
 #include "lib/servlet.h"
 #include "loop/log.h"
 #include "loop/static.h"
@@ -1177,4 +1177,11 @@ void sandlet_http_shutdown(sandlet_server *srv)
         if (c->state == CONN_READING && c->in.len == 0 && c->head.len == 0)
             conn_close(c);
     }
+}
+
+void sandlet_http_fail_all(sandlet_server *srv, int status)
+{
+    for (sandlet_conn *c = srv->conns; c; c = c->next)
+        if (!uv_is_closing((uv_handle_t *)&c->tcp))
+            sandlet_conn_fail(c, status);
 }
