@@ -66,8 +66,8 @@ void sandlet_access_reopen(sandlet_server *srv, int fd);
 
 /* ---- status.c --------------------------------------------------------- */
 
-/* Answers the status page when c asks for it; false when c is not for it. */
-bool sandlet_status_serve(sandlet_conn *c);
+/* Answers the status page (route.c decided c is for it). */
+void sandlet_status_serve(sandlet_conn *c);
 
 /* ---- files.c ---------------------------------------------------------- */
 

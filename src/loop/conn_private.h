@@ -12,6 +12,7 @@
 #define SANDLET_LOOP_CONN_PRIVATE_H
 
 #include "loop/acceptor.h"
+#include "loop/route.h"
 
 typedef struct sandlet_hdr_ref {
     uint32_t name, name_len, value, value_len; /* offsets into conn->head */
@@ -65,6 +66,7 @@ struct sandlet_conn {
     unsigned nhost; /* Host headers seen */
     bool expect_continue;
     sandlet_buf body;
+    enum sandlet_route_kind route; /* who answers it (route.c) */
     const sandlet_servlet_conf *servlet;
     size_t servlet_index;
     int error_status; /* set by a parser callback to answer with an error */

@@ -399,6 +399,7 @@ static void reset_request(sandlet_conn *c)
     c->nhost = 0;
     c->expect_continue = false;
     c->servlet = NULL;
+    c->route = SANDLET_ROUTE_FILES;
     c->error_status = 0;
     c->worker = NULL;
     c->pool = NULL;
@@ -823,7 +824,9 @@ static int on_headers_complete(llhttp_t *p)
              c->http_minor);
     const char *q = memchr(target, '?', c->target_len);
     size_t plen = q ? (size_t)(q - target) : c->target_len;
-    c->servlet = sandlet_conf_route(c->srv->conf, target, plen);
+    sandlet_route route = sandlet_route_request(c->srv->conf, c->peer, target, plen);
+    c->route = route.kind;
+    c->servlet = route.servlet;
     if (c->servlet) {
         c->servlet_index = (size_t)(c->servlet - c->srv->conf->servlets);
         /* Its REQUEST frame must fit one frame: head strings (NUL ended,
@@ -909,14 +912,12 @@ static void init_settings(void)
 
 static void dispatch(sandlet_conn *c)
 {
-    if (!c->servlet) {
-        c->state = CONN_WAITING;
-        if (!sandlet_status_serve(c))
-            sandlet_files_serve(c);
-        return;
-    }
     c->state = CONN_WAITING;
-    sandlet_pool_submit(&c->srv->pools[c->servlet->sandbox], c);
+    switch (c->route) {
+    case SANDLET_ROUTE_SERVLET: sandlet_pool_submit(&c->srv->pools[c->servlet->sandbox], c); break;
+    case SANDLET_ROUTE_STATUS: sandlet_status_serve(c); break;
+    case SANDLET_ROUTE_FILES: sandlet_files_serve(c); break;
+    }
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
