@@ -86,7 +86,5 @@ int sandlet_conn_socket(const sandlet_conn *c, uv_os_fd_t *fd);
  * is closing (it is then finished and must not be touched further). */
 void sandlet_conn_job_begin(sandlet_conn *c);
 bool sandlet_conn_job_done(sandlet_conn *c);
-/* The IMF-fixdate of now, cached per second. */
-const char *sandlet_http_date(sandlet_server *srv);
 
 #endif

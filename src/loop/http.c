@@ -46,7 +46,8 @@ static void set_phase(sandlet_conn *c, enum sandlet_conn_phase phase);
 
 /* ---- small helpers ----------------------------------------------------- */
 
-const char *sandlet_http_date(sandlet_server *srv)
+/* The Date of every response: formatted once per second. */
+static const char *http_date(sandlet_server *srv)
 {
     time_t now = time(NULL);
     if (now != srv->date_sec) {
@@ -460,7 +461,7 @@ int sandlet_conn_respond(sandlet_conn *c, int status, const char *extra, size_t 
     sandlet_buf_reset(h);
     char line[128];
     int n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\nDate: %s\r\n" SANDLET_SERVER_HEADER,
-                     status, reason(status), sandlet_http_date(c->srv));
+                     status, reason(status), http_date(c->srv));
     if (n < 0 || (size_t)n >= sizeof(line))
         return -EMSGSIZE;
     sandlet_buf_put(h, line, (size_t)n);
