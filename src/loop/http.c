@@ -568,15 +568,15 @@ int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, 
     uint64_t length = !has_body ? SANDLET_LENGTH_NONE
                       : end     ? (uint64_t)r->body_len
                                 : SANDLET_LENGTH_UNKNOWN;
-    c->state = CONN_SENDING;
-    int rc;
     /* The common case, head and whole body in one write; a streamed body
      * (chunked) and HEAD go through sandlet_conn_response_body. */
     bool whole = has_body && end && !c->head_only;
-    rc = sandlet_conn_respond(c, (int)r->status, (const char *)h->data, h->len, length,
-                              whole ? r->body : NULL, whole ? r->body_len : 0);
+    int rc = sandlet_conn_respond(c, (int)r->status, (const char *)h->data, h->len, length,
+                                  whole ? r->body : NULL, whole ? r->body_len : 0);
+    /* A head too large went nowhere: the client can still get a 502. */
     if (rc == -EMSGSIZE)
         return -EPROTO;
+    c->state = CONN_SENDING;
     if (rc == 0 && has_body && !whole)
         return sandlet_conn_response_body(c, r->body, r->body_len, end);
     if (rc == 0 && end)
