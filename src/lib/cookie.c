@@ -19,23 +19,6 @@
 #include <strings.h>
 #include <time.h>
 
-static bool is_tchar(unsigned char c)
-{
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
-        return true;
-    return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
-
-static bool is_token(const char *s, size_t len)
-{
-    if (len == 0)
-        return false;
-    for (size_t i = 0; i < len; i++)
-        if (!is_tchar((unsigned char)s[i]))
-            return false;
-    return true;
-}
-
 /* RFC 6265 cookie-octet: visible ASCII but '"', ',', ';' and '\'. */
 static bool is_cookie_octet(unsigned char c)
 {
@@ -68,7 +51,7 @@ static int parse_header(sl_request *rq, const char *s, size_t *cap)
         const char *v = eq + 1;
         while (v < q && is_ows(*v))
             v++;
-        if (!is_token(p, (size_t)(ne - p)))
+        if (!sandlet_lib_token(p, (size_t)(ne - p)))
             continue;
         if (q - v >= 2 && *v == '"' && q[-1] == '"') {
             v++;
@@ -165,20 +148,13 @@ static bool domain_valid(const char *s)
     return true;
 }
 
-/* IMF-fixdate (RFC 9110), with English names whatever the locale. */
+/* IMF-fixdate (RFC 9110); browsers take no Expires before 1601. */
 static int format_date(char *out, size_t size, long long t)
 {
-    static const char days[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
-    static const char months[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
-                                       "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
-    time_t tt = (time_t)t;
-    struct tm tm;
-    if ((long long)tt != t || !gmtime_r(&tt, &tm) || tm.tm_year + 1900 > 9999 ||
-        tm.tm_year + 1900 < 1601)
+    const long long y1601 = -11644473600LL; /* 1601-01-01T00:00:00Z */
+    if (t < y1601)
         return -EINVAL;
-    int n = snprintf(out, size, "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday], tm.tm_mday,
-                     months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
-    return n > 0 && (size_t)n < size ? 0 : -EINVAL;
+    return sandlet_lib_http_date(t, out, size);
 }
 
 int sl_set_cookie(sl_response *rs, const char *name, const char *value,
@@ -189,7 +165,7 @@ int sl_set_cookie(sl_response *rs, const char *name, const char *value,
         return -EINVAL;
     if (!opt)
         opt = &none;
-    if (!is_token(name, strlen(name)) || !value_valid(value) ||
+    if (!sandlet_lib_token(name, strlen(name)) || !value_valid(value) ||
         (opt->path && !path_valid(opt->path)) || (opt->domain && !domain_valid(opt->domain)) ||
         opt->same_site < SL_SAME_SITE_UNSET || opt->same_site > SL_SAME_SITE_NONE ||
         (opt->same_site == SL_SAME_SITE_NONE && !opt->secure))

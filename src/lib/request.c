@@ -171,17 +171,6 @@ const void *sl_body(const sl_request *rq, size_t *len)
     return rq->body ? (const void *)rq->body : (const void *)"";
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 char *sandlet_lib_url_decode(sandlet_arena *a, const char *s, size_t len, size_t *out_len)
 {
     if (len == SIZE_MAX)
@@ -194,8 +183,9 @@ char *sandlet_lib_url_decode(sandlet_arena *a, const char *s, size_t len, size_t
         int hi, lo;
         if (s[i] == '+') {
             out[o++] = ' ';
-        } else if (s[i] == '%' && len - i > 2 && (hi = hexval(s[i + 1])) >= 0 &&
-                   (lo = hexval(s[i + 2])) >= 0) {
+        } else if (s[i] == '%' && len - i > 2 &&
+                   (hi = sandlet_lib_hexval((unsigned char)s[i + 1])) >= 0 &&
+                   (lo = sandlet_lib_hexval((unsigned char)s[i + 2])) >= 0) {
             out[o++] = (char)(hi << 4 | lo);
             i += 2;
         } else {

@@ -59,22 +59,11 @@ void sandlet_lib_response_free(sl_response *rs)
     rs->body_len = 0;
 }
 
-static bool is_tchar(unsigned char c)
-{
-    /* RFC 9110 token characters. */
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
-        return true;
-    return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
-
 bool sandlet_lib_header_valid(const char *name, size_t name_len, const char *value,
                               size_t value_len)
 {
-    if (name_len == 0)
+    if (!sandlet_lib_token(name, name_len))
         return false;
-    for (size_t i = 0; i < name_len; i++)
-        if (!is_tchar((unsigned char)name[i]))
-            return false;
     for (size_t i = 0; i < value_len; i++) {
         unsigned char c = (unsigned char)value[i];
         if (c == '\r' || c == '\n' || c == '\0' || (c < 0x20 && c != '\t') || c == 0x7f)

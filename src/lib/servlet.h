@@ -246,6 +246,17 @@ int sandlet_lib_serve(const sl_servlet *servlet, sl_request *rq, sl_response *rs
  * that nothing of it reaches the next. */
 void sandlet_lib_serve_end(sl_request *rq, sl_response *rs);
 
+/* ---- syntax.c --------------------------------------------------------- */
+
+/* RFC 9110 tchar; a token is one or more of them. */
+bool sandlet_lib_tchar(unsigned char c);
+bool sandlet_lib_token(const char *s, size_t len);
+/* The value of a hex digit, or -1. */
+int sandlet_lib_hexval(unsigned char c);
+/* t as an IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT", 29 bytes and the
+ * NUL); -EINVAL when the year is outside 0..9999 or size is too small. */
+int sandlet_lib_http_date(long long t, char *out, size_t size);
+
 /* ---- cookie.c --------------------------------------------------------- */
 
 /* Parses every Cookie header of rq (once); 0 or -ENOMEM. */

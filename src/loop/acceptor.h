@@ -10,6 +10,7 @@
 #define SANDLET_ACCEPTOR_H
 
 #include "loop/conf.h"
+#include "loop/conn.h"
 #include "sandbox/control.h"
 #include "sandbox/frame.h"
 
@@ -36,116 +37,23 @@
 #define SANDLET_SHUTDOWN_MS   10000
 #define SANDLET_SERVER_HEADER "Server: sandlet/" PACKAGE_VERSION "\r\n"
 
-typedef struct sandlet_server sandlet_server;
-typedef struct sandlet_conn sandlet_conn;
 typedef struct sandlet_pool sandlet_pool;
 typedef struct sandlet_worker sandlet_worker;
 
 /* ---- http.c ----------------------------------------------------------- */
 
-typedef struct sandlet_hdr_ref {
-    uint32_t name, name_len, value, value_len; /* offsets into conn->head */
-} sandlet_hdr_ref;
-
-enum sandlet_conn_state {
-    CONN_READING, /* reading a request (or idle between requests) */
-    CONN_WAITING, /* request handed to a pool: queued or at a worker */
-    CONN_SENDING, /* response head sent, body streaming from a worker */
-    CONN_CLOSING,
-};
-
-enum sandlet_conn_phase { PHASE_IDLE, PHASE_HEADERS, PHASE_BODY, PHASE_DONE };
-
-struct sandlet_conn {
-    uv_tcp_t tcp;
-    uv_timer_t timer; /* the read timeout of the current phase */
-    /* send-timeout: runs while output waits for the client, restarted
-     * whenever a write completes; a client that stalls is cut, which also
-     * frees a worker streaming to it. */
-    uv_timer_t send_timer;
-    int open_handles; /* tcp and both timers: freed when all are closed */
-    enum sandlet_conn_phase phase;
-    sandlet_server *srv;
-    sandlet_conn *prev, *next; /* all connections, for shutdown */
-    enum sandlet_conn_state state;
-    llhttp_t parser;
-    sandlet_buf in;   /* received, not yet parsed */
-    bool reading;     /* uv_read_start is in effect */
-    bool peer_closed; /* EOF seen */
-    /* process_input is on the stack: a response completed inside it does
-     * not call it again but lets its loop take the next request. */
-    bool parsing;
-    /* Parsing paused between pipelined requests until the client takes
-     * its queued responses (write backlog under half the high-water). */
-    bool out_blocked;
-    /* The request being parsed or served. */
-    sandlet_buf head; /* method, target and header strings, NUL-separated */
-    sandlet_hdr_ref hdrs[SANDLET_MAX_HEADERS];
-    unsigned nhdrs;
-    /* Headers before the body; those parsed after a chunked body are
-     * trailer fields, checked and dropped. */
-    unsigned nhead;
-    /* Fields whose name and value are complete (NUL-terminated in head). */
-    unsigned nterminated;
-    uint32_t target, target_len;
-    bool in_value; /* last header callback was a value */
-    /* The input parsed so far ends in a line feed and optional blanks: a
-     * header value piece right after it is an obs-fold continuation. */
-    bool lf_ws;
-    unsigned nhost; /* Host headers seen */
-    bool expect_continue;
-    sandlet_buf body;
-    const sandlet_servlet_conf *servlet;
-    size_t servlet_index;
-    int error_status; /* set by a parser callback to answer with an error */
-    bool keep_alive;
-    uint8_t http_major, http_minor;
-    /* Queue link while waiting for a worker. */
-    sandlet_conn *qnext;
-    uint64_t queued_at; /* uv_now when queued */
-    sandlet_pool *pool;
-    sandlet_worker *worker;
-    /* Response framing. */
-    bool chunked;
-    bool head_only;   /* HEAD request: no body bytes go out */
-    int file_fd;      /* static file being sent, -1 when none */
-    uint64_t started; /* uv_hrtime at the request's first byte */
-    int resp_status;  /* for the access log; 0 until a response began */
-    uint64_t resp_bytes;
-    uint64_t file_off, file_left;
-    /* A large file's sendfile running on libuv's thread pool: it counts
-     * as a pending write, so the socket stays open until it is back. */
-    uv_work_t file_work;
-    bool file_job;
-    int file_job_err; /* its errno, 0 when it stopped for no error */
-    uint64_t file_job_sent;
-    size_t pending_writes;
-    char peer[64];
-    char reqline[160]; /* "GET /path HTTP/1.1", truncated, for logs */
-};
+/* The connection's struct is http.c's (src/loop/conn_private.h); the
+ * code answering on a connection uses conn.h. */
 
 void sandlet_http_accept(uv_stream_t *listener, int status);
-/* Queues bytes (three pieces, one write) to the client. */
-int sandlet_conn_write(sandlet_conn *c, const void *a, size_t alen, const void *b, size_t blen,
-                       const void *d, size_t dlen);
-/* The response to the current request is fully queued. */
-void sandlet_conn_request_done(sandlet_conn *c);
-/* The value of the first request header called name (any case), or NULL. */
-const char *sandlet_conn_header(const sandlet_conn *c, const char *name);
 /* Response side, called by pool.c with what the worker sent. */
 int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, bool end);
 int sandlet_conn_response_body(sandlet_conn *c, const uint8_t *data, size_t len, bool end);
-/* Answers with a short error page (when nothing was sent yet) or cuts the
- * connection (when a response was under way). */
-void sandlet_conn_fail(sandlet_conn *c, int status);
-/* The thread-pool sendfile of c is back; false when c is closing (it is
- * then finished and must not be touched further). */
-bool sandlet_conn_job_done(sandlet_conn *c);
-/* Bytes queued to the client but not yet written. */
-size_t sandlet_conn_write_backlog(const sandlet_conn *c);
 /* Closes idle connections and marks busy ones to close when done. */
 void sandlet_http_shutdown(sandlet_server *srv);
-const char *sandlet_http_date(sandlet_server *srv);
+/* Shutdown ran out of time: every connection still open is answered
+ * status (or cut, when a response is under way). */
+void sandlet_http_fail_all(sandlet_server *srv, int status);
 
 /* ---- accesslog.c ------------------------------------------------------- */
 
@@ -158,8 +66,8 @@ void sandlet_access_reopen(sandlet_server *srv, int fd);
 
 /* ---- status.c --------------------------------------------------------- */
 
-/* Answers the status page when c asks for it; false when c is not for it. */
-bool sandlet_status_serve(sandlet_conn *c);
+/* Answers the status page (route.c decided c is for it). */
+void sandlet_status_serve(sandlet_conn *c);
 
 /* ---- files.c ---------------------------------------------------------- */
 

@@ -104,8 +104,11 @@ static size_t put_field(char *out, size_t len, size_t cap, const char *v)
 
 void sandlet_access_log(sandlet_conn *c)
 {
-    sandlet_server *srv = c->srv;
-    if (srv->access_fd < 0 || c->resp_status == 0)
+    sandlet_server *srv = sandlet_conn_server(c);
+    int status;
+    uint64_t bytes, started;
+    sandlet_conn_outcome(c, &status, &bytes, &started);
+    if (srv->access_fd < 0 || status == 0)
         return;
     time_t now = time(NULL);
     if (now != srv->access_sec) {
@@ -116,24 +119,28 @@ void sandlet_access_log(sandlet_conn *c)
     }
     char line[LINE_MAX_BYTES];
     /* The peer is "ip:port" or "[ip]:port"; the log wants the address. */
-    size_t plen = strlen(c->peer);
-    const char *colon = strrchr(c->peer, ':');
+    const char *peer = sandlet_conn_peer(c);
+    size_t plen = strlen(peer);
+    const char *colon = strrchr(peer, ':');
     if (colon)
-        plen = (size_t)(colon - c->peer);
-    int n = snprintf(line, sizeof(line), "%.*s - - [%s] \"", (int)plen, c->peer, srv->access_time);
+        plen = (size_t)(colon - peer);
+    int n = snprintf(line, sizeof(line), "%.*s - - [%s] \"", (int)plen, peer, srv->access_time);
     if (n < 0 || (size_t)n >= sizeof(line))
         return;
     size_t len = (size_t)n;
-    if (c->target_len) {
-        const char *m = llhttp_method_name(llhttp_get_method(&c->parser));
+    size_t tlen;
+    const char *target = sandlet_conn_target(c, &tlen, NULL);
+    if (tlen) {
+        const char *m = sandlet_conn_method_name(c);
         len = put_escaped(line, len, sizeof(line), m, strlen(m));
         if (len)
             len = put_escaped(line, len, sizeof(line), " ", 1);
         if (len)
-            len = put_escaped(line, len, sizeof(line), (const char *)c->head.data + c->target,
-                              c->target_len);
+            len = put_escaped(line, len, sizeof(line), target, tlen);
+        unsigned major, minor;
+        sandlet_conn_version(c, &major, &minor);
         char ver[16];
-        snprintf(ver, sizeof(ver), " HTTP/%u.%u", c->http_major, c->http_minor);
+        snprintf(ver, sizeof(ver), " HTTP/%u.%u", major, minor);
         if (len)
             len = put_escaped(line, len, sizeof(line), ver, strlen(ver));
     } else {
@@ -141,9 +148,8 @@ void sandlet_access_log(sandlet_conn *c)
     }
     if (len == 0)
         return;
-    uint64_t us = (uv_hrtime() - c->started) / 1000;
-    n = snprintf(line + len, sizeof(line) - len, "\" %d %" PRIu64 " ", c->resp_status,
-                 c->resp_bytes);
+    uint64_t us = (uv_hrtime() - started) / 1000;
+    n = snprintf(line + len, sizeof(line) - len, "\" %d %" PRIu64 " ", status, bytes);
     if (n < 0 || (size_t)n >= sizeof(line) - len)
         return;
     len += (size_t)n;

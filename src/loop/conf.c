@@ -1669,26 +1669,3 @@ void sandlet_conf_free(sandlet_conf *conf)
     sodium_memzero(conf->session_secret, sizeof(conf->session_secret));
     free(conf);
 }
-
-const sandlet_servlet_conf *sandlet_conf_route(const sandlet_conf *conf, const char *path,
-                                               size_t len)
-{
-    const sandlet_servlet_conf *best = NULL;
-    size_t bestlen = 0;
-
-    if (!conf || (!path && len))
-        return NULL;
-    for (size_t i = 0; i < conf->nservlets; i++) {
-        const sandlet_servlet_conf *s = &conf->servlets[i];
-        size_t n = strlen(s->path);
-        if (n > len || memcmp(s->path, path, n) != 0)
-            continue;
-        if (!s->prefix && n == len)
-            return s;
-        if (s->prefix && (!best || n > bestlen)) {
-            best = s;
-            bestlen = n;
-        }
-    }
-    return best;
-}

@@ -214,7 +214,7 @@ int sandlet_conf_parse(const char *text, size_t len, const char *name, const cha
 int sandlet_conf_load(const char *path, sandlet_conf **out, char *err, size_t errlen);
 void sandlet_conf_free(sandlet_conf *conf);
 
-/* The servlet serving path (the request path before '?'), or NULL.
+/* (route.c) The servlet serving path (the request path before '?'), or NULL.
  * Exact routes win over prefix routes; the longest prefix wins. */
 const sandlet_servlet_conf *sandlet_conf_route(const sandlet_conf *conf, const char *path,
                                                size_t len);

@@ -86,24 +86,10 @@ void sandlet_files_close(sandlet_server *srv)
     }
 }
 
-static const char *connection(const sandlet_conn *c)
-{
-    if (!c->keep_alive)
-        return "Connection: close\r\n";
-    return c->http_minor == 0 ? "Connection: keep-alive\r\n" : "";
-}
-
 /* A body-less answer with extra header lines (Allow, Location). */
-static void bodyless(sandlet_conn *c, int code, const char *status, const char *extra)
+static void bodyless(sandlet_conn *c, int code, const char *extra)
 {
-    c->resp_status = code;
-    char head[1024 + SANDLET_STATIC_PATH_MAX];
-    int n = snprintf(head, sizeof(head),
-                     "HTTP/1.1 %s\r\nDate: %s\r\n" SANDLET_SERVER_HEADER
-                     "%sContent-Length: 0\r\n%s\r\n",
-                     status, sandlet_http_date(c->srv), extra, connection(c));
-    if (n < 0 || (size_t)n >= sizeof(head) ||
-        sandlet_conn_write(c, head, (size_t)n, NULL, 0, NULL, 0) < 0) {
+    if (sandlet_conn_respond(c, code, extra, strlen(extra), 0, NULL, 0) < 0) {
         sandlet_conn_fail(c, 500);
         return;
     }
@@ -141,19 +127,21 @@ static char buf[SMALL > CHUNK ? SMALL : CHUNK];
  * be met, so the connection must end here. */
 static void file_failed(sandlet_conn *c, int err)
 {
+    sandlet_file_send *f = sandlet_conn_file(c);
     sandlet_log_errno(SANDLET_LOG_WARN, err,
-                      "%s: sending a static file failed at offset %" PRIu64 "; closing", c->peer,
-                      c->file_off);
-    close(c->file_fd);
-    c->file_fd = -1;
+                      "%s: sending a static file failed at offset %" PRIu64 "; closing",
+                      sandlet_conn_peer(c), f->off);
+    close(f->fd);
+    f->fd = -1;
     sandlet_conn_fail(c, 500);
 }
 
 /* Copies one chunk through libuv's write queue. */
 static int copy_chunk(sandlet_conn *c)
 {
-    size_t want = c->file_left < CHUNK ? (size_t)c->file_left : CHUNK;
-    ssize_t n = pread(c->file_fd, buf, want, (off_t)c->file_off);
+    sandlet_file_send *f = sandlet_conn_file(c);
+    size_t want = f->left < CHUNK ? (size_t)f->left : CHUNK;
+    ssize_t n = pread(f->fd, buf, want, (off_t)f->off);
     if (n <= 0) {
         file_failed(c, n < 0 ? -errno : -ENODATA);
         return -1;
@@ -162,8 +150,8 @@ static int copy_chunk(sandlet_conn *c)
         sandlet_conn_fail(c, 500); /* under way: cuts the connection */
         return -1;
     }
-    c->file_off += (uint64_t)n;
-    c->file_left -= (uint64_t)n;
+    f->off += (uint64_t)n;
+    f->left -= (uint64_t)n;
     return 0;
 }
 
@@ -172,24 +160,25 @@ static int copy_chunk(sandlet_conn *c)
 static void job_run(uv_work_t *req)
 {
     sandlet_conn *c = req->data;
+    sandlet_file_send *f = sandlet_conn_file(c);
     uv_os_fd_t sock = -1;
-    c->file_job_sent = 0;
-    c->file_job_err = 0;
-    if (uv_fileno((const uv_handle_t *)&c->tcp, &sock) < 0) {
-        c->file_job_err = EBADF;
+    f->job_sent = 0;
+    f->job_err = 0;
+    if (sandlet_conn_socket(c, &sock) < 0) {
+        f->job_err = EBADF;
         return;
     }
-    uint64_t left = c->file_left < POOL_MAX ? c->file_left : POOL_MAX;
-    off_t off = (off_t)c->file_off;
+    uint64_t left = f->left < POOL_MAX ? f->left : POOL_MAX;
+    off_t off = (off_t)f->off;
     while (left > 0) {
-        ssize_t n = sendfile(sock, c->file_fd, &off, (size_t)left);
+        ssize_t n = sendfile(sock, f->fd, &off, (size_t)left);
         if (n > 0) {
-            c->file_job_sent += (uint64_t)n;
+            f->job_sent += (uint64_t)n;
             left -= (uint64_t)n;
         } else if (n < 0 && errno == EINTR) {
             continue;
         } else {
-            c->file_job_err = n < 0 ? errno : ENODATA;
+            f->job_err = n < 0 ? errno : ENODATA;
             return;
         }
     }
@@ -198,12 +187,13 @@ static void job_run(uv_work_t *req)
 static void job_done(uv_work_t *req, int status)
 {
     sandlet_conn *c = req->data;
-    c->file_job = false;
+    sandlet_file_send *f = sandlet_conn_file(c);
+    f->job = false;
     if (!sandlet_conn_job_done(c))
         return;
-    c->file_off += c->file_job_sent;
-    c->file_left -= c->file_job_sent;
-    int err = status < 0 ? -status : c->file_job_err;
+    f->off += f->job_sent;
+    f->left -= f->job_sent;
+    int err = status < 0 ? -status : f->job_err;
     if (err == EAGAIN || err == EINVAL || err == ENOSYS) {
         /* Socket full (or a file system without sendfile): one chunk
          * goes through libuv, and its completion resumes the pump. */
@@ -221,30 +211,31 @@ static void job_done(uv_work_t *req, int status)
 
 void sandlet_files_pump(sandlet_conn *c)
 {
-    if (c->file_job)
+    sandlet_file_send *f = sandlet_conn_file(c);
+    if (f->job)
         return;
-    if (c->file_fd >= 0 && c->file_left >= POOL_MIN && sandlet_conn_write_backlog(c) == 0) {
-        c->file_work.data = c;
-        if (uv_queue_work(c->srv->loop, &c->file_work, job_run, job_done) == 0) {
-            c->file_job = true;
-            c->pending_writes++;
+    if (f->fd >= 0 && f->left >= POOL_MIN && sandlet_conn_write_backlog(c) == 0) {
+        f->work.data = c;
+        if (uv_queue_work(sandlet_conn_server(c)->loop, &f->work, job_run, job_done) == 0) {
+            f->job = true;
+            sandlet_conn_job_begin(c);
             return;
         }
     }
     uv_os_fd_t sock = -1;
-    if (uv_fileno((const uv_handle_t *)&c->tcp, &sock) < 0) {
+    if (sandlet_conn_socket(c, &sock) < 0) {
         file_failed(c, -EBADF);
         return;
     }
     /* sendfile must not overtake bytes libuv still holds: wait for the
      * queue to drain (after_write calls here again). */
-    while (c->file_fd >= 0 && c->file_left > 0 && sandlet_conn_write_backlog(c) == 0) {
-        size_t want = c->file_left < SENDFILE_MAX ? (size_t)c->file_left : SENDFILE_MAX;
-        off_t off = (off_t)c->file_off;
-        ssize_t n = sendfile(sock, c->file_fd, &off, want);
+    while (f->fd >= 0 && f->left > 0 && sandlet_conn_write_backlog(c) == 0) {
+        size_t want = f->left < SENDFILE_MAX ? (size_t)f->left : SENDFILE_MAX;
+        off_t off = (off_t)f->off;
+        ssize_t n = sendfile(sock, f->fd, &off, want);
         if (n > 0) {
-            c->file_off += (uint64_t)n;
-            c->file_left -= (uint64_t)n;
+            f->off += (uint64_t)n;
+            f->left -= (uint64_t)n;
             continue;
         }
         if (n < 0 && errno == EINTR)
@@ -269,32 +260,32 @@ void sandlet_files_pump(sandlet_conn *c)
         file_failed(c, n < 0 ? -errno : -ENODATA);
         return;
     }
-    if (c->file_fd >= 0 && c->file_left == 0) {
-        close(c->file_fd);
-        c->file_fd = -1;
+    if (f->fd >= 0 && f->left == 0) {
+        close(f->fd);
+        f->fd = -1;
         sandlet_conn_request_done(c);
     }
 }
 
 void sandlet_files_serve(sandlet_conn *c)
 {
-    sandlet_server *srv = c->srv;
-    int method = llhttp_get_method(&c->parser);
+    sandlet_server *srv = sandlet_conn_server(c);
+    int method = sandlet_conn_method(c);
+    bool head_only = sandlet_conn_head_only(c);
     if (srv->docroot_fd < 0) {
         sandlet_conn_fail(c, 404);
         return;
     }
     if (method == HTTP_OPTIONS) {
-        bodyless(c, 204, "204 No Content", ALLOW);
+        bodyless(c, 204, ALLOW);
         return;
     }
     if (method != HTTP_GET && method != HTTP_HEAD) {
-        bodyless(c, 405, "405 Method Not Allowed", ALLOW);
+        bodyless(c, 405, ALLOW);
         return;
     }
-    const char *target = (const char *)c->head.data + c->target;
-    const char *q = memchr(target, '?', c->target_len);
-    size_t plen = q ? (size_t)(q - target) : c->target_len;
+    size_t tlen, plen;
+    const char *target = sandlet_conn_target(c, &tlen, &plen);
     /* What is served: a cached small file (one fstatat to check it is
      * still that file), or one opened now. */
     int fd = -1;
@@ -320,12 +311,12 @@ void sandlet_files_serve(sandlet_conn *c)
             /* "/dir" → "/dir/", keeping the query. */
             char loc[SANDLET_STATIC_PATH_MAX + 32];
             int n = snprintf(loc, sizeof(loc), "Location: %.*s/%.*s\r\n", (int)plen, target,
-                             (int)(c->target_len - plen), target + plen);
+                             (int)(tlen - plen), target + plen);
             if (n < 0 || (size_t)n >= sizeof(loc)) {
                 sandlet_conn_fail(c, 414);
                 return;
             }
-            bodyless(c, 301, "301 Moved Permanently", loc);
+            bodyless(c, 301, loc);
             return;
         }
         if (rc < 0) {
@@ -346,46 +337,39 @@ void sandlet_files_serve(sandlet_conn *c)
     if (sandlet_static_not_modified(sandlet_conn_header(c, "if-none-match"),
                                     sandlet_conn_header(c, "if-modified-since"), etag, mtime)) {
         drop_fd(fd);
-        bodyless(c, 304, "304 Not Modified", validators);
+        bodyless(c, 304, validators);
         return;
     }
     uint64_t start = 0, length = size;
     int rc =
         sandlet_static_range(sandlet_conn_header(c, "range"), sandlet_conn_header(c, "if-range"),
                              etag, mtime, size, &start, &length);
-    char status[32] = "200 OK", range[96] = "";
+    char range[96] = "";
     if (rc == -ERANGE) {
         drop_fd(fd);
         snprintf(range, sizeof(range), "Content-Range: bytes */%" PRIu64 "\r\n", size);
-        bodyless(c, 416, "416 Range Not Satisfiable", range);
+        bodyless(c, 416, range);
         return;
     }
-    if (rc == 1) {
-        snprintf(status, sizeof(status), "206 Partial Content");
+    if (rc == 1)
         snprintf(range, sizeof(range),
                  "Content-Range: bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64 "\r\n", start,
                  start + length - 1, size);
-    }
-    char head[1024];
-    int n =
-        snprintf(head, sizeof(head),
-                 "HTTP/1.1 %s\r\nDate: %s\r\n" SANDLET_SERVER_HEADER
-                 "Content-Type: %s\r\nContent-Length: %" PRIu64 "\r\n%s%s"
-                 "Accept-Ranges: bytes\r\n%s\r\n",
-                 status, sandlet_http_date(srv), mime, length, validators, range, connection(c));
-    if (n < 0 || (size_t)n >= sizeof(head)) {
+    char extra[1024];
+    int n = snprintf(extra, sizeof(extra), "Content-Type: %s\r\n%s%sAccept-Ranges: bytes\r\n", mime,
+                     validators, range);
+    if (n < 0 || (size_t)n >= sizeof(extra)) {
         drop_fd(fd);
         sandlet_conn_fail(c, 500);
         return;
     }
-    c->resp_status = rc == 1 ? 206 : 200;
-    c->resp_bytes = c->head_only ? 0 : length;
-    if (c->head_only || length == 0 || length <= SMALL) {
+    int code = rc == 1 ? 206 : 200;
+    if (head_only || length == 0 || length <= SMALL) {
         /* The common case: head and whole body in one write. */
         const void *body = NULL;
-        if (!c->head_only && length && data) {
+        if (!head_only && length && data) {
             body = data + start;
-        } else if (!c->head_only && length) {
+        } else if (!head_only && length) {
             ssize_t got = pread(fd, buf, (size_t)length, (off_t)start);
             if (got != (ssize_t)length) {
                 drop_fd(fd);
@@ -395,20 +379,22 @@ void sandlet_files_serve(sandlet_conn *c)
             body = buf;
         }
         drop_fd(fd);
-        if (sandlet_conn_write(c, head, (size_t)n, body, body ? (size_t)length : 0, NULL, 0) < 0)
+        if (sandlet_conn_respond(c, code, extra, (size_t)n, length, body,
+                                 body ? (size_t)length : 0) < 0)
             sandlet_conn_fail(c, 500);
         else
             sandlet_conn_request_done(c);
         return;
     }
-    if (sandlet_conn_write(c, head, (size_t)n, NULL, 0, NULL, 0) < 0) {
+    if (sandlet_conn_respond(c, code, extra, (size_t)n, length, NULL, 0) < 0) {
         drop_fd(fd);
         sandlet_conn_fail(c, 500);
         return;
     }
-    c->state = CONN_SENDING;
-    c->file_fd = fd;
-    c->file_off = start;
-    c->file_left = length;
+    sandlet_conn_sending(c);
+    sandlet_file_send *f = sandlet_conn_file(c);
+    f->fd = fd;
+    f->off = start;
+    f->left = length;
     sandlet_files_pump(c);
 }

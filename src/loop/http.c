@@ -11,9 +11,10 @@
  */
 #include "config.h"
 
-#include "loop/acceptor.h"
+#include "loop/conn_private.h"
 #include "lib/servlet.h"
 #include "loop/log.h"
+#include "loop/static.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -45,13 +46,12 @@ static void set_phase(sandlet_conn *c, enum sandlet_conn_phase phase);
 
 /* ---- small helpers ----------------------------------------------------- */
 
-const char *sandlet_http_date(sandlet_server *srv)
+/* The Date of every response: formatted once per second. */
+static const char *http_date(sandlet_server *srv)
 {
     time_t now = time(NULL);
     if (now != srv->date_sec) {
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        strftime(srv->date, sizeof(srv->date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        sandlet_static_http_date(now, srv->date, sizeof(srv->date));
         srv->date_sec = now;
     }
     return srv->date;
@@ -118,6 +118,76 @@ size_t sandlet_conn_write_backlog(const sandlet_conn *c)
     return uv_stream_get_write_queue_size((const uv_stream_t *)&c->tcp);
 }
 
+/* ---- what the connection tells the code answering on it (conn.h) -------- */
+
+sandlet_server *sandlet_conn_server(const sandlet_conn *c)
+{
+    return c->srv;
+}
+
+const char *sandlet_conn_peer(const sandlet_conn *c)
+{
+    return c->peer;
+}
+
+const char *sandlet_conn_target(const sandlet_conn *c, size_t *len, size_t *path_len)
+{
+    const char *t = c->target_len ? (const char *)c->head.data + c->target : "";
+    const char *q = memchr(t, '?', c->target_len);
+    *len = c->target_len;
+    if (path_len)
+        *path_len = q ? (size_t)(q - t) : c->target_len;
+    return t;
+}
+
+int sandlet_conn_method(const sandlet_conn *c)
+{
+    return c->parser.method;
+}
+
+const char *sandlet_conn_method_name(const sandlet_conn *c)
+{
+    return llhttp_method_name((llhttp_method_t)c->parser.method);
+}
+
+void sandlet_conn_version(const sandlet_conn *c, unsigned *major, unsigned *minor)
+{
+    *major = c->http_major;
+    *minor = c->http_minor;
+}
+
+bool sandlet_conn_head_only(const sandlet_conn *c)
+{
+    return c->head_only;
+}
+
+void sandlet_conn_outcome(const sandlet_conn *c, int *status, uint64_t *bytes, uint64_t *started)
+{
+    *status = c->resp_status;
+    *bytes = c->resp_bytes;
+    *started = c->started;
+}
+
+void sandlet_conn_sending(sandlet_conn *c)
+{
+    c->state = CONN_SENDING;
+}
+
+sandlet_file_send *sandlet_conn_file(sandlet_conn *c)
+{
+    return &c->file;
+}
+
+int sandlet_conn_socket(const sandlet_conn *c, uv_os_fd_t *fd)
+{
+    return uv_fileno((const uv_handle_t *)&c->tcp, fd);
+}
+
+void sandlet_conn_job_begin(sandlet_conn *c)
+{
+    c->pending_writes++;
+}
+
 /* ---- writing ------------------------------------------------------------ */
 
 static void on_closed(uv_handle_t *h);
@@ -165,7 +235,7 @@ static void on_send_timeout(uv_timer_t *t)
     sandlet_conn *c = t->data;
     if (c->pending_writes == 0 || uv_is_closing((uv_handle_t *)&c->tcp))
         return;
-    if (c->file_job) {
+    if (c->file.job) {
         /* The thread pool holds c until its sendfile is back (it does not
          * block: the socket is non-blocking); look again then. */
         uv_timer_start(&c->send_timer, on_send_timeout, c->srv->conf->send_timeout, 0);
@@ -199,7 +269,7 @@ static void after_write(uv_write_t *req, int status)
     }
     if (c->worker && sandlet_conn_write_backlog(c) < SANDLET_WRITE_HIGH_WATER / 2)
         sandlet_pool_resume(c);
-    if (c->file_fd >= 0 && sandlet_conn_write_backlog(c) < SANDLET_WRITE_HIGH_WATER / 2)
+    if (c->file.fd >= 0 && sandlet_conn_write_backlog(c) < SANDLET_WRITE_HIGH_WATER / 2)
         sandlet_files_pump(c);
     if (c->out_blocked && !c->parsing && c->state == CONN_READING &&
         sandlet_conn_write_backlog(c) < SANDLET_WRITE_HIGH_WATER / 2) {
@@ -330,6 +400,7 @@ static void reset_request(sandlet_conn *c)
     c->nhost = 0;
     c->expect_continue = false;
     c->servlet = NULL;
+    c->route = SANDLET_ROUTE_FILES;
     c->error_status = 0;
     c->worker = NULL;
     c->pool = NULL;
@@ -363,6 +434,63 @@ void sandlet_conn_request_done(sandlet_conn *c)
         process_input(c);
 }
 
+/* The Connection line, the one place that decides it: HTTP/1.1 keeps the
+ * connection unless told otherwise, HTTP/1.0 only when asked, and then the
+ * answer must say so or the client takes the close as the end. */
+static const char *connection_line(const sandlet_conn *c, size_t *len)
+{
+    if (!c->keep_alive) {
+        *len = 19;
+        return "Connection: close\r\n";
+    }
+    if (c->http_minor == 0) {
+        *len = 24;
+        return "Connection: keep-alive\r\n";
+    }
+    *len = 0;
+    return "";
+}
+
+int sandlet_conn_respond(sandlet_conn *c, int status, const char *extra, size_t extra_len,
+                         uint64_t length, const void *body, size_t body_len)
+{
+    /* One loop thread, and the head is copied out (or written) before the
+     * function returns: one buffer serves every response, no malloc. */
+    static sandlet_buf head = {.limit = SANDLET_MAX_RESPONSE_HEAD};
+    sandlet_buf *h = &head;
+    sandlet_buf_reset(h);
+    char line[128];
+    int n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\nDate: %s\r\n" SANDLET_SERVER_HEADER,
+                     status, reason(status), http_date(c->srv));
+    if (n < 0 || (size_t)n >= sizeof(line))
+        return -EMSGSIZE;
+    sandlet_buf_put(h, line, (size_t)n);
+    sandlet_buf_put(h, extra, extra_len);
+    c->chunked = false;
+    if (length == SANDLET_LENGTH_UNKNOWN) {
+        if (c->http_major == 1 && c->http_minor >= 1) {
+            c->chunked = true;
+            sandlet_buf_put(h, "Transfer-Encoding: chunked\r\n", 28);
+        } else {
+            /* HTTP/1.0 without a length: the end of the body is the close. */
+            c->keep_alive = false;
+        }
+    } else if (length != SANDLET_LENGTH_NONE) {
+        n = snprintf(line, sizeof(line), "Content-Length: %" PRIu64 "\r\n", length);
+        sandlet_buf_put(h, line, (size_t)n);
+    }
+    size_t cl;
+    const char *conn = connection_line(c, &cl);
+    sandlet_buf_put(h, conn, cl);
+    sandlet_buf_put(h, "\r\n", 2);
+    if (h->error)
+        return h->error;
+    c->resp_status = status;
+    if (length != SANDLET_LENGTH_UNKNOWN && length != SANDLET_LENGTH_NONE)
+        c->resp_bytes = c->head_only ? 0 : length;
+    return sandlet_conn_write(c, h->data, h->len, body, body_len, NULL, 0);
+}
+
 /* A response written by the acceptor itself: error pages, 404. */
 static void simple_response(sandlet_conn *c, int status, bool close)
 {
@@ -374,22 +502,15 @@ static void simple_response(sandlet_conn *c, int status, bool close)
         blen = 0;
     if (close)
         c->keep_alive = false;
-    char head[512];
-    int hlen = snprintf(head, sizeof(head),
-                        "HTTP/1.1 %d %s\r\nDate: %s\r\n" SANDLET_SERVER_HEADER
-                        "Content-Type: text/html; charset=utf-8\r\nContent-Length: %d\r\n%s%s\r\n",
-                        status, reason(status), sandlet_http_date(c->srv), blen,
-                        status == 503 ? "Retry-After: 1\r\n" : "",
-                        c->keep_alive ? (c->http_minor == 0 ? "Connection: keep-alive\r\n" : "")
-                                      : "Connection: close\r\n");
-    if (hlen < 0 || (size_t)hlen >= sizeof(head)) {
+    char extra[128];
+    int elen = snprintf(extra, sizeof(extra), "Content-Type: text/html; charset=utf-8\r\n%s",
+                        status == 503 ? "Retry-After: 1\r\n" : "");
+    if (elen < 0 || (size_t)elen >= sizeof(extra)) {
         conn_close(c);
         return;
     }
-    c->resp_status = status;
-    c->resp_bytes = c->head_only ? 0 : (uint64_t)blen;
-    if (sandlet_conn_write(c, head, (size_t)hlen, body, c->head_only ? 0 : (size_t)blen, NULL, 0) <
-        0) {
+    if (sandlet_conn_respond(c, status, extra, (size_t)elen, (uint64_t)blen, body,
+                             c->head_only ? 0 : (size_t)blen) < 0) {
         conn_close(c);
         return;
     }
@@ -413,15 +534,11 @@ void sandlet_conn_fail(sandlet_conn *c, int status)
 
 int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, bool end)
 {
-    /* One loop thread and the head is copied out (or written) before the
-     * function returns: one buffer serves every response, no malloc. */
-    static sandlet_buf head = {.limit = SANDLET_MAX_RESPONSE_HEAD};
-    sandlet_buf *h = &head;
+    /* The worker's header lines, checked one by one; one buffer serves
+     * every response (one loop thread, copied out before returning). */
+    static sandlet_buf extra = {.limit = SANDLET_MAX_RESPONSE_HEAD};
+    sandlet_buf *h = &extra;
     sandlet_buf_reset(h);
-    char line[128];
-    int n = snprintf(line, sizeof(line), "HTTP/1.1 %u %s\r\nDate: %s\r\n" SANDLET_SERVER_HEADER,
-                     r->status, reason(r->status), sandlet_http_date(c->srv));
-    sandlet_buf_put(h, line, (size_t)n);
     sandlet_reader it = r->headers;
     uint16_t left = r->nheaders;
     sandlet_wire_header wh;
@@ -437,6 +554,8 @@ int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, 
         sandlet_buf_put(h, wh.value, vl);
         sandlet_buf_put(h, "\r\n", 2);
     }
+    if (h->error)
+        return h->error == -EMSGSIZE ? -EPROTO : h->error;
     bool has_body = body_allowed(r->status);
     /* A length is only believed when the whole body is in this frame: a
      * worker that announced N bytes and sent another number would
@@ -446,40 +565,20 @@ int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, 
     if (bad_length || (!has_body && r->body_len)) {
         return -EPROTO;
     }
-    c->chunked = false;
-    if (has_body && end) {
-        n = snprintf(line, sizeof(line), "Content-Length: %zu\r\n", r->body_len);
-        sandlet_buf_put(h, line, (size_t)n);
-    } else if (has_body && c->http_minor >= 1 && c->http_major == 1) {
-        c->chunked = true;
-        sandlet_buf_put(h, "Transfer-Encoding: chunked\r\n", 28);
-    } else if (has_body) {
-        /* HTTP/1.0 without a length: the end of the body is the close. */
-        c->keep_alive = false;
-    }
-    if (!c->keep_alive)
-        sandlet_buf_put(h, "Connection: close\r\n", 19);
-    else if (c->http_minor == 0)
-        sandlet_buf_put(h, "Connection: keep-alive\r\n", 24);
-    sandlet_buf_put(h, "\r\n", 2);
-    if (h->error) {
-        int err = h->error;
-        return err == -EMSGSIZE ? -EPROTO : err;
-    }
+    uint64_t length = !has_body ? SANDLET_LENGTH_NONE
+                      : end     ? (uint64_t)r->body_len
+                                : SANDLET_LENGTH_UNKNOWN;
+    /* The common case, head and whole body in one write; a streamed body
+     * (chunked) and HEAD go through sandlet_conn_response_body. */
+    bool whole = has_body && end && !c->head_only;
+    int rc = sandlet_conn_respond(c, (int)r->status, (const char *)h->data, h->len, length,
+                                  whole ? r->body : NULL, whole ? r->body_len : 0);
+    /* A head too large went nowhere: the client can still get a 502. */
+    if (rc == -EMSGSIZE)
+        return -EPROTO;
     c->state = CONN_SENDING;
-    c->resp_status = r->status;
-    int rc;
-    if (c->chunked || c->head_only || !has_body) {
-        rc = sandlet_conn_write(c, h->data, h->len, NULL, 0, NULL, 0);
-        if (rc == 0 && has_body)
-            rc = sandlet_conn_response_body(c, r->body, r->body_len, end);
-        else if (rc == 0 && end)
-            sandlet_conn_request_done(c);
-        return rc;
-    }
-    /* The common case: head and whole body in one write. */
-    c->resp_bytes = r->body_len;
-    rc = sandlet_conn_write(c, h->data, h->len, r->body, r->body_len, NULL, 0);
+    if (rc == 0 && has_body && !whole)
+        return sandlet_conn_response_body(c, r->body, r->body_len, end);
     if (rc == 0 && end)
         sandlet_conn_request_done(c);
     return rc;
@@ -726,7 +825,9 @@ static int on_headers_complete(llhttp_t *p)
              c->http_minor);
     const char *q = memchr(target, '?', c->target_len);
     size_t plen = q ? (size_t)(q - target) : c->target_len;
-    c->servlet = sandlet_conf_route(c->srv->conf, target, plen);
+    sandlet_route route = sandlet_route_request(c->srv->conf, c->peer, target, plen);
+    c->route = route.kind;
+    c->servlet = route.servlet;
     if (c->servlet) {
         c->servlet_index = (size_t)(c->servlet - c->srv->conf->servlets);
         /* Its REQUEST frame must fit one frame: head strings (NUL ended,
@@ -812,14 +913,12 @@ static void init_settings(void)
 
 static void dispatch(sandlet_conn *c)
 {
-    if (!c->servlet) {
-        c->state = CONN_WAITING;
-        if (!sandlet_status_serve(c))
-            sandlet_files_serve(c);
-        return;
-    }
     c->state = CONN_WAITING;
-    sandlet_pool_submit(&c->srv->pools[c->servlet->sandbox], c);
+    switch (c->route) {
+    case SANDLET_ROUTE_SERVLET: sandlet_pool_submit(&c->srv->pools[c->servlet->sandbox], c); break;
+    case SANDLET_ROUTE_STATUS: sandlet_status_serve(c); break;
+    case SANDLET_ROUTE_FILES: sandlet_files_serve(c); break;
+    }
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
@@ -850,13 +949,6 @@ static void set_reading(sandlet_conn *c, bool on)
     c->reading = on;
 }
 
-static bool is_tchar(unsigned char ch)
-{
-    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9'))
-        return true;
-    return ch != '\0' && strchr("!#$%&'*+-.^_`|~", ch) != NULL;
-}
-
 /* llhttp says HPE_INVALID_METHOD both for a method it does not know and
  * for bytes that are no method at all (binary input, "G@T", a TLS
  * ClientHello).  Only the first is 501 (RFC 9110 9.1): the request starts,
@@ -869,7 +961,7 @@ static int bad_method_status(const sandlet_conn *c)
     while (i < n && (d[i] == '\r' || d[i] == '\n'))
         i++;
     size_t token = i;
-    while (i < n && is_tchar(d[i]))
+    while (i < n && sandlet_lib_tchar(d[i]))
         i++;
     return i > token && (i == n || d[i] == ' ') ? 501 : 400;
 }
@@ -963,8 +1055,8 @@ static void on_closed(uv_handle_t *h)
     if (c->next)
         c->next->prev = c->prev;
     srv->nconns--;
-    if (c->file_fd >= 0)
-        close(c->file_fd);
+    if (c->file.fd >= 0)
+        close(c->file.fd);
     sandlet_buf_free(&c->in);
     sandlet_buf_free(&c->head);
     sandlet_buf_free(&c->body);
@@ -1027,7 +1119,7 @@ void sandlet_http_accept(uv_stream_t *listener, int status)
         return;
     }
     c->srv = srv;
-    c->file_fd = -1;
+    c->file.fd = -1;
     c->started = uv_hrtime();
     uv_tcp_init(srv->loop, &c->tcp);
     c->tcp.data = c;
@@ -1087,4 +1179,11 @@ void sandlet_http_shutdown(sandlet_server *srv)
         if (c->state == CONN_READING && c->in.len == 0 && c->head.len == 0)
             conn_close(c);
     }
+}
+
+void sandlet_http_fail_all(sandlet_server *srv, int status)
+{
+    for (sandlet_conn *c = srv->conns; c; c = c->next)
+        if (!uv_is_closing((uv_handle_t *)&c->tcp))
+            sandlet_conn_fail(c, status);
 }

@@ -194,9 +194,7 @@ static void on_drain_timeout(uv_timer_t *t)
 {
     (void)t;
     sandlet_warn("connections still open after %u ms; closing them", SANDLET_SHUTDOWN_MS);
-    for (sandlet_conn *c = m.srv.conns; c; c = c->next)
-        if (!uv_is_closing((uv_handle_t *)&c->tcp))
-            sandlet_conn_fail(c, 503);
+    sandlet_http_fail_all(&m.srv, 503);
 }
 
 static void begin_stop(int status)

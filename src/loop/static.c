@@ -13,6 +13,7 @@
 #include "config.h"
 
 #include "loop/static.h"
+#include "lib/servlet.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -35,17 +36,6 @@
 static atomic_bool use_openat2 = true;
 
 /* ---- small helpers ------------------------------------------------------ */
-
-static int hexval(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
 
 static unsigned char ascii_lower(unsigned char c)
 {
@@ -79,14 +69,6 @@ static void trim_ows(const char **s, const char **e)
         (*s)++;
     while (*e > *s && is_ows((*e)[-1]))
         (*e)--;
-}
-
-/* RFC 9110 tchar. */
-static bool is_tchar(unsigned char c)
-{
-    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
-        return true;
-    return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
 }
 
 /* Closes an fd this file opened and no longer needs: the fds are read-only
@@ -157,7 +139,8 @@ static int decode_path(const char *t, size_t len, char *out, size_t cap, size_t 
         if (c == '%') {
             if (len - i < 3)
                 return -EINVAL;
-            int h = hexval((unsigned char)t[i + 1]), l = hexval((unsigned char)t[i + 2]);
+            int h = sandlet_lib_hexval((unsigned char)t[i + 1]),
+                l = sandlet_lib_hexval((unsigned char)t[i + 2]);
             if (h < 0 || l < 0)
                 return -EINVAL;
             c = (unsigned char)(h * 16 + l);
@@ -511,7 +494,7 @@ static bool valid_type(const char *s, size_t n)
     if (!slash || slash == s || slash == s + n - 1)
         return false;
     for (size_t i = 0; i < n; i++)
-        if (s + i != slash && !is_tchar((unsigned char)s[i]))
+        if (s + i != slash && !sandlet_lib_tchar((unsigned char)s[i]))
             return false;
     return true;
 }
@@ -790,15 +773,7 @@ void sandlet_static_http_date(time_t t, char *out, size_t len)
     if (!out || len == 0)
         return;
     out[0] = '\0';
-    if (len < SANDLET_STATIC_DATE_MAX)
-        return;
-    struct tm tm;
-    if (!gmtime_r(&t, &tm) || tm.tm_year < -1900 || tm.tm_year > 9999 - 1900 || tm.tm_wday < 0 ||
-        tm.tm_wday > 6 || tm.tm_mon < 0 || tm.tm_mon > 11)
-        return;
-    int r = snprintf(out, len, "%s, %02d %s %04d %02d:%02d:%02d GMT", wkday[tm.tm_wday], tm.tm_mday,
-                     month_name[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
-    if (r < 0 || (size_t)r >= len)
+    if (len < SANDLET_STATIC_DATE_MAX || sandlet_lib_http_date((long long)t, out, len) < 0)
         out[0] = '\0';
 }
 

@@ -4,9 +4,10 @@
  * timeouts, seccomp kills, rejected), as plain text or, with
  * ?format=prometheus, in the Prometheus exposition format.
  *
- * It answers loopback clients only (others get the 404 any unknown path
- * gets), so that the public listener reveals nothing.  It must never block
- * and never print a sandbox name unescaped into the Prometheus labels.
+ * route.c sends it loopback clients only (others get the 404 any unknown
+ * path gets), so that the public listener reveals nothing.  It must never
+ * block and never print a sandbox name unescaped into the Prometheus
+ * labels.
  */
 #include "config.h"
 
@@ -15,12 +16,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-
-static bool loopback(const char *peer)
-{
-    return strncmp(peer, "127.", 4) == 0 || strncmp(peer, "[::1]:", 6) == 0 ||
-           strncmp(peer, "[::ffff:127.", 12) == 0;
-}
 
 static unsigned count(const sandlet_pool *p, enum sandlet_worker_state st)
 {
@@ -72,18 +67,15 @@ static void metric(sandlet_buf *b, const char *name, const char *help, const cha
     }
 }
 
-bool sandlet_status_serve(sandlet_conn *c)
+void sandlet_status_serve(sandlet_conn *c)
 {
-    sandlet_server *srv = c->srv;
-    const char *page = srv->conf->status_page;
-    if (!page || !loopback(c->peer))
-        return false;
-    const char *target = (const char *)c->head.data + c->target;
-    const char *q = memchr(target, '?', c->target_len);
-    size_t plen = q ? (size_t)(q - target) : c->target_len;
-    if (plen != strlen(page) || memcmp(target, page, plen) != 0)
-        return false;
-    bool prom = q && strstr(q, "format=prometheus");
+    sandlet_server *srv = sandlet_conn_server(c);
+    size_t tlen, plen;
+    const char *target = sandlet_conn_target(c, &tlen, &plen);
+    /* The query is not NUL-ended: look for the switch within it. */
+    bool prom = false;
+    for (size_t i = plen; i + 17 <= tlen && !prom; i++)
+        prom = memcmp(target + i, "format=prometheus", 17) == 0;
     sandlet_buf b;
     sandlet_buf_init(&b, 1u << 20);
     if (prom) {
@@ -118,23 +110,16 @@ bool sandlet_status_serve(sandlet_conn *c)
             sandlet_buf_put(&b, line, (size_t)n);
         }
     }
-    char head[512];
-    int n =
-        snprintf(head, sizeof(head),
-                 "HTTP/1.1 200 OK\r\nDate: %s\r\n" SANDLET_SERVER_HEADER
-                 "Content-Type: %s\r\nCache-Control: no-store\r\nContent-Length: %zu\r\n%s\r\n",
-                 sandlet_http_date(srv),
-                 prom ? "text/plain; version=0.0.4; charset=utf-8" : "text/plain; charset=utf-8",
-                 b.len, c->keep_alive ? "" : "Connection: close\r\n");
-    c->resp_status = 200;
-    c->resp_bytes = c->head_only ? 0 : b.len;
-    if (b.error || n < 0 || (size_t)n >= sizeof(head) ||
-        sandlet_conn_write(c, head, (size_t)n, b.data, c->head_only ? 0 : b.len, NULL, 0) < 0) {
+    const char *extra = prom ? "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+                               "Cache-Control: no-store\r\n"
+                             : "Content-Type: text/plain; charset=utf-8\r\n"
+                               "Cache-Control: no-store\r\n";
+    if (b.error || sandlet_conn_respond(c, 200, extra, strlen(extra), b.len, b.data,
+                                        sandlet_conn_head_only(c) ? 0 : b.len) < 0) {
         sandlet_buf_free(&b);
         sandlet_conn_fail(c, 500);
-        return true;
+        return;
     }
     sandlet_buf_free(&b);
     sandlet_conn_request_done(c);
-    return true;
 }

@@ -37,7 +37,7 @@
  */
 #include "config.h"
 
-#include "loop/acceptor.h"
+#include "loop/conn_private.h"
 #include "loop/log.h"
 #include "sandbox/control.h"
 

@@ -153,6 +153,43 @@ static void test_host_rules(void **state)
     th_response_free(&r);
 }
 
+/* HTTP/1.0 keeps a connection only when the response says so: every kind
+ * of answer (the status page, a file, a 404, a servlet's) to a 1.0 request
+ * asking for keep-alive says "Connection: keep-alive" and the connection
+ * then takes the next request; without the ask it is closed. */
+static void test_http10_keep_alive(void **state)
+{
+    (void)state;
+    const char *targets[] = {"/sandlet-status", "/a.txt", "/nothing-here", "/probe/param?v=k"};
+    const int statuses[] = {200, 200, 404, 200};
+    for (size_t i = 0; i < sizeof(targets) / sizeof(targets[0]); i++) {
+        char req[256], conn[64];
+        snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", targets[i]);
+        th_response r;
+        th_conn *c = NULL;
+        assert_int_equal(exchange(req, strlen(req), &r, &c), 0);
+        assert_int_equal(r.status, statuses[i]);
+        assert_true(th_header(&r, "Connection", conn, sizeof(conn)));
+        assert_string_equal(conn, "keep-alive");
+        th_response_free(&r);
+        /* Still usable: the second request is answered on it. */
+        assert_int_equal(th_send(c, req, strlen(req)), 0);
+        assert_int_equal(th_read(c, &r, false), 0);
+        assert_int_equal(r.status, statuses[i]);
+        th_response_free(&r);
+        th_close(c);
+        /* Without the ask, HTTP/1.0 closes after one response. */
+        snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\n\r\n", targets[i]);
+        assert_int_equal(exchange(req, strlen(req), &r, &c), 0);
+        assert_int_equal(r.status, statuses[i]);
+        assert_true(th_header(&r, "Connection", conn, sizeof(conn)));
+        assert_string_equal(conn, "close");
+        th_response_free(&r);
+        assert_true(th_eof(c));
+        th_close(c);
+    }
+}
+
 static void test_unknown_method_501(void **state)
 {
     (void)state;
@@ -805,6 +842,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_form_body_params),
         cmocka_unit_test(test_host_rules),
+        cmocka_unit_test(test_http10_keep_alive),
         cmocka_unit_test(test_unknown_method_501),
         cmocka_unit_test(test_absolute_form),
         cmocka_unit_test(test_expect_continue),

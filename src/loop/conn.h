@@ -1,0 +1,90 @@
+/*
+ * conn.h - what a client connection offers the code that answers on it:
+ * static files, the status page, the access log (and, for its calls that
+ * go one way, the worker pool).
+ *
+ * The connection (http.c) owns its state; everything else reads what it
+ * needs through these calls and writes a response only through
+ * sandlet_conn_respond, so that the framing and the Connection decision
+ * are made in one place.  Nothing declared here may block.
+ */
+#ifndef SANDLET_LOOP_CONN_H
+#define SANDLET_LOOP_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct sandlet_server sandlet_server;
+typedef struct sandlet_conn sandlet_conn;
+
+/* The state of a static file being sent, held by the connection for
+ * files.c: only files.c writes it; http.c looks at fd (>= 0 while a body
+ * is under way, closed with the connection) and job. */
+typedef struct sandlet_file_send {
+    int fd; /* -1 when none */
+    uint64_t off, left;
+    /* A large file's sendfile running on libuv's thread pool: it counts
+     * as a pending write, so the socket stays open until it is back. */
+    uv_work_t work;
+    bool job;
+    int job_err; /* its errno, 0 when it stopped for no error */
+    uint64_t job_sent;
+} sandlet_file_send;
+
+/* ---- the request ---------------------------------------------------- */
+
+sandlet_server *sandlet_conn_server(const sandlet_conn *c);
+/* "ip:port" or "[ip]:port" of the client. */
+const char *sandlet_conn_peer(const sandlet_conn *c);
+/* The request target as received (not NUL-ended; len 0 before one was
+ * parsed) and, in *path_len, the length of its path before any '?'. */
+const char *sandlet_conn_target(const sandlet_conn *c, size_t *len, size_t *path_len);
+/* The method (llhttp_method_t) and its name. */
+int sandlet_conn_method(const sandlet_conn *c);
+const char *sandlet_conn_method_name(const sandlet_conn *c);
+void sandlet_conn_version(const sandlet_conn *c, unsigned *major, unsigned *minor);
+/* HEAD: no body bytes go out. */
+bool sandlet_conn_head_only(const sandlet_conn *c);
+/* The value of the first request header called name (any case), or NULL. */
+const char *sandlet_conn_header(const sandlet_conn *c, const char *name);
+/* For the access log: the status answered (0 until a response began),
+ * body bytes sent, and uv_hrtime at the request's first byte. */
+void sandlet_conn_outcome(const sandlet_conn *c, int *status, uint64_t *bytes, uint64_t *started);
+
+/* ---- the response --------------------------------------------------- */
+
+/* The one writer of response heads: status line, Date, Server, the
+ * caller's extra header lines (each ending in CRLF, already valid), the
+ * body's framing and the Connection decision, then body_len bytes of body
+ * in the same write.  length is the body's Content-Length (also what the
+ * access log counts, 0 for HEAD), SANDLET_LENGTH_UNKNOWN for a body
+ * streamed after (chunked for 1.1, ended by the close for 1.0), or
+ * SANDLET_LENGTH_NONE for no length line (a worker's 204/304).  0 or a
+ * negative errno (-EMSGSIZE: head too large). */
+#define SANDLET_LENGTH_NONE (UINT64_MAX - 1)
+int sandlet_conn_respond(sandlet_conn *c, int status, const char *extra, size_t extra_len,
+                         uint64_t length, const void *body, size_t body_len);
+/* Queues bytes (three pieces, one write) to the client. */
+int sandlet_conn_write(sandlet_conn *c, const void *a, size_t alen, const void *b, size_t blen,
+                       const void *d, size_t dlen);
+/* Bytes queued to the client but not yet written. */
+size_t sandlet_conn_write_backlog(const sandlet_conn *c);
+/* The response to the current request is fully queued. */
+void sandlet_conn_request_done(sandlet_conn *c);
+/* Answers with a short error page (when nothing was sent yet) or cuts the
+ * connection (when a response was under way). */
+void sandlet_conn_fail(sandlet_conn *c, int status);
+/* The head went out and the body follows from files.c's pump. */
+void sandlet_conn_sending(sandlet_conn *c);
+/* The file being sent on c, for files.c. */
+sandlet_file_send *sandlet_conn_file(sandlet_conn *c);
+/* The socket's descriptor, for sendfile (0, or a negative errno). */
+int sandlet_conn_socket(const sandlet_conn *c, uv_os_fd_t *fd);
+/* A thread-pool sendfile starts on c / is back; job_done is false when c
+ * is closing (it is then finished and must not be touched further). */
+void sandlet_conn_job_begin(sandlet_conn *c);
+bool sandlet_conn_job_done(sandlet_conn *c);
+
+#endif

@@ -1,0 +1,92 @@
+/*
+ * conn_private.h - the client connection's state.
+ *
+ * It belongs to http.c, which parses into it and writes every response
+ * from it.  pool.c still reads and writes the request and queue fields
+ * (servlet, pool, worker, qnext, queued_at, body, head, hdrs, reqline)
+ * to frame a request for a worker, and the HTTP fuzz target looks at it
+ * to tell when the acceptor is idle; nothing else may include this file:
+ * static files, the status page and the access log go through conn.h.
+ */
+#ifndef SANDLET_LOOP_CONN_PRIVATE_H
+#define SANDLET_LOOP_CONN_PRIVATE_H
+
+#include "loop/acceptor.h"
+#include "loop/route.h"
+
+typedef struct sandlet_hdr_ref {
+    uint32_t name, name_len, value, value_len; /* offsets into conn->head */
+} sandlet_hdr_ref;
+
+enum sandlet_conn_state {
+    CONN_READING, /* reading a request (or idle between requests) */
+    CONN_WAITING, /* request handed to a pool: queued or at a worker */
+    CONN_SENDING, /* response head sent, body streaming from a worker */
+    CONN_CLOSING,
+};
+
+enum sandlet_conn_phase { PHASE_IDLE, PHASE_HEADERS, PHASE_BODY, PHASE_DONE };
+
+struct sandlet_conn {
+    uv_tcp_t tcp;
+    uv_timer_t timer; /* the read timeout of the current phase */
+    /* send-timeout: runs while output waits for the client, restarted
+     * whenever a write completes; a client that stalls is cut, which also
+     * frees a worker streaming to it. */
+    uv_timer_t send_timer;
+    int open_handles; /* tcp and both timers: freed when all are closed */
+    enum sandlet_conn_phase phase;
+    sandlet_server *srv;
+    sandlet_conn *prev, *next; /* all connections, for shutdown */
+    enum sandlet_conn_state state;
+    llhttp_t parser;
+    sandlet_buf in;   /* received, not yet parsed */
+    bool reading;     /* uv_read_start is in effect */
+    bool peer_closed; /* EOF seen */
+    /* process_input is on the stack: a response completed inside it does
+     * not call it again but lets its loop take the next request. */
+    bool parsing;
+    /* Parsing paused between pipelined requests until the client takes
+     * its queued responses (write backlog under half the high-water). */
+    bool out_blocked;
+    /* The request being parsed or served. */
+    sandlet_buf head; /* method, target and header strings, NUL-separated */
+    sandlet_hdr_ref hdrs[SANDLET_MAX_HEADERS];
+    unsigned nhdrs;
+    /* Headers before the body; those parsed after a chunked body are
+     * trailer fields, checked and dropped. */
+    unsigned nhead;
+    /* Fields whose name and value are complete (NUL-terminated in head). */
+    unsigned nterminated;
+    uint32_t target, target_len;
+    bool in_value; /* last header callback was a value */
+    /* The input parsed so far ends in a line feed and optional blanks: a
+     * header value piece right after it is an obs-fold continuation. */
+    bool lf_ws;
+    unsigned nhost; /* Host headers seen */
+    bool expect_continue;
+    sandlet_buf body;
+    enum sandlet_route_kind route; /* who answers it (route.c) */
+    const sandlet_servlet_conf *servlet;
+    size_t servlet_index;
+    int error_status; /* set by a parser callback to answer with an error */
+    bool keep_alive;
+    uint8_t http_major, http_minor;
+    /* Queue link while waiting for a worker. */
+    sandlet_conn *qnext;
+    uint64_t queued_at; /* uv_now when queued */
+    sandlet_pool *pool;
+    sandlet_worker *worker;
+    /* Response framing. */
+    bool chunked;
+    bool head_only;   /* HEAD request: no body bytes go out */
+    uint64_t started; /* uv_hrtime at the request's first byte */
+    int resp_status;  /* for the access log; 0 until a response began */
+    uint64_t resp_bytes;
+    sandlet_file_send file; /* files.c's, see conn.h */
+    size_t pending_writes;
+    char peer[64];
+    char reqline[160]; /* "GET /path HTTP/1.1", truncated, for logs */
+};
+
+#endif

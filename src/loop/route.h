@@ -1,0 +1,29 @@
+/*
+ * route.h - the routing decision (route.c): servlet, status page or
+ * docroot.  sandlet_conf_route itself is declared in conf.h.
+ */
+#ifndef SANDLET_LOOP_ROUTE_H
+#define SANDLET_LOOP_ROUTE_H
+
+#include "loop/conf.h"
+
+#include <stddef.h>
+
+enum sandlet_route_kind {
+    SANDLET_ROUTE_FILES,   /* the docroot (or 404 without one) */
+    SANDLET_ROUTE_SERVLET, /* a worker of servlet's sandbox */
+    SANDLET_ROUTE_STATUS,  /* the status page */
+};
+
+typedef struct sandlet_route {
+    enum sandlet_route_kind kind;
+    const sandlet_servlet_conf *servlet; /* for SANDLET_ROUTE_SERVLET */
+} sandlet_route;
+
+/* Who answers path (the request path before '?') asked by peer ("ip:port"
+ * or "[ip]:port"): a servlet's route first, then the status page for a
+ * loopback peer, else the docroot. */
+sandlet_route sandlet_route_request(const sandlet_conf *conf, const char *peer, const char *path,
+                                    size_t len);
+
+#endif
