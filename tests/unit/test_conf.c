@@ -666,6 +666,13 @@ static const struct bad_case bad_cases[] = {
     {"sandbox a {\n  core-dumps maybe;\n}\n", 2, 14, "(expected on or off)"},
     {"sandbox a {\n  syscall-violations trace;\n}\n", 2, 22, "(expected log or kill)"},
     {"sandbox a {\n  memory 1;\n}\n", 2, 10, "out of range"},
+    /* a directive whose word "unlimited" or "off" stands for no limit says so */
+    {"sandbox a {\n  memory 1;\n}\n", 2, 10,
+     "'memory 1' out of range (expected 16..1048576, or "
+     "unlimited)"},
+    {"sandbox a {\n  timeout 1h;\n}\n", 2, 11,
+     "invalid number '1h' for 'timeout' (expected a "
+     "decimal number 0..86400000, or off)"},
     {"sandbox a {\n  max-file-size 0;\n}\n", 2, 17, "or unlimited for no limit"},
     {"sandbox a {\n  write-quota lots;\n}\n", 2, 15, "invalid size 'lots' for 'write-quota'"},
     {"sandbox a {\n  write-files 0;\n}\n", 2, 15, "out of range"},
