@@ -1860,6 +1860,130 @@ void sandlet_conf_free(sandlet_conf *conf)
     free(conf);
 }
 
+/* strdup that keeps NULL; sets *bad when a copy fails. */
+static char *copy_str(const char *s, bool *bad)
+{
+    if (!s)
+        return NULL;
+    char *d = dupn(s, strlen(s));
+    if (!d)
+        *bad = true;
+    return d;
+}
+
+static char **copy_list(char *const *list, size_t n, bool *bad)
+{
+    if (n == 0)
+        return NULL;
+    char **d = calloc(n, sizeof(*d));
+    if (!d) {
+        *bad = true;
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        d[i] = copy_str(list[i], bad);
+    return d;
+}
+
+/* Field by field, naming what the supervisor uses, so that a setting
+ * added for the acceptor stays out of the privileged process unless
+ * someone decides it belongs there. */
+static void plan_sandbox(sandlet_sandbox_conf *d, const sandlet_sandbox_conf *s, bool *bad)
+{
+    *d = (sandlet_sandbox_conf){
+        .workers = s->workers,
+        .nreadable = s->readable ? s->nreadable : 0,
+        .nwritable = s->writable ? s->nwritable : 0,
+        .memory_mib = s->memory_mib,
+        .open_files = s->open_files,
+        .cpu_seconds = s->cpu_seconds,
+        .max_file_size = s->max_file_size,
+        .write_quota = s->write_quota,
+        .write_files = s->write_files,
+        .ndatabase_ports = s->ndatabase_ports,
+        .core_dumps = s->core_dumps,
+        .syscalls = s->syscalls,
+        .learn = s->learn,
+        .sessions = s->sessions,
+        .session_size = s->session_size,
+        .session_timeout = s->session_timeout,
+        .session_cookie_secure = s->session_cookie_secure,
+        .line = s->line,
+    };
+    memcpy(d->database_ports, s->database_ports, sizeof(d->database_ports));
+    d->name = copy_str(s->name, bad);
+    d->user = copy_str(s->user, bad);
+    d->group = copy_str(s->group, bad);
+    d->readable = copy_list(s->readable, d->nreadable, bad);
+    d->writable = copy_list(s->writable, d->nwritable, bad);
+    if (!d->readable)
+        d->nreadable = 0;
+    if (!d->writable)
+        d->nwritable = 0;
+    d->session_cookie = copy_str(s->session_cookie, bad);
+    d->session_path = copy_str(s->session_path, bad);
+}
+
+static void plan_servlet(sandlet_servlet_conf *d, const sandlet_servlet_conf *s, bool *bad)
+{
+    *d = (sandlet_servlet_conf){.prefix = s->prefix, .sandbox = s->sandbox, .line = s->line};
+    d->path = copy_str(s->path, bad);
+    d->library = copy_str(s->library, bad);
+    if (s->nparams == 0)
+        return;
+    d->params = calloc(s->nparams, sizeof(*d->params));
+    if (!d->params) {
+        *bad = true;
+        return;
+    }
+    d->nparams = s->nparams;
+    for (size_t i = 0; i < s->nparams; i++) {
+        d->params[i].name = copy_str(s->params[i].name, bad);
+        d->params[i].value = copy_str(s->params[i].value, bad);
+    }
+}
+
+sandlet_conf *sandlet_conf_plan(const sandlet_conf *conf)
+{
+    if (!conf)
+        return NULL;
+    bool bad = false;
+    sandlet_conf *p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->file = copy_str(conf->file, &bad);
+    p->user = copy_str(conf->user, &bad);
+    p->access_log = copy_str(conf->access_log, &bad);
+    p->error_log = copy_str(conf->error_log, &bad);
+    memcpy(p->session_secret, conf->session_secret, sizeof(p->session_secret));
+    p->session_secret_set = conf->session_secret_set;
+    if (conf->nsandboxes) {
+        p->sandboxes = calloc(conf->nsandboxes, sizeof(*p->sandboxes));
+        if (p->sandboxes) {
+            p->nsandboxes = conf->nsandboxes;
+            for (size_t i = 0; i < conf->nsandboxes; i++)
+                plan_sandbox(&p->sandboxes[i], &conf->sandboxes[i], &bad);
+        } else {
+            bad = true;
+        }
+    }
+    if (conf->nservlets) {
+        p->servlets = calloc(conf->nservlets, sizeof(*p->servlets));
+        if (p->servlets) {
+            p->nservlets = conf->nservlets;
+            for (size_t i = 0; i < conf->nservlets; i++)
+                plan_servlet(&p->servlets[i], &conf->servlets[i], &bad);
+        } else {
+            bad = true;
+        }
+    }
+    if (bad) {
+        sandlet_conf_free(p);
+        return NULL;
+    }
+    return p;
+}
+
 const sandlet_servlet_conf *sandlet_conf_route(const sandlet_conf *conf, const char *path,
                                                size_t len)
 {
