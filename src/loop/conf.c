@@ -2,8 +2,12 @@
  * conf.c - sandlet.conf: tokenizer, parser, defaults and request routing
  * over the result (conf.h documents the format).
  *
- * The parser is table-driven: each directive names the block it belongs
- * to, its argument count and a handler, so the grammar lives in one place.
+ * The parser is table-driven: each directive is one row of directives[]
+ * naming the block it belongs to, the kind of its argument (number, size,
+ * word from a list, string, path, list...), the field that stores it, its
+ * bounds and its default.  Adding a directive is one row plus its entry in
+ * sandlet.conf(5); only what no kind describes (listen, the block openers,
+ * session-secret-file, status-page, param) has a handler of its own.
  * Every read is bounded by the given length, text from the file reaches an
  * error message only through "%s" after being made printable, and every
  * allocation failure unwinds without leaks.  This file never touches the
@@ -21,6 +25,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,49 +53,28 @@ typedef struct token {
 
 enum ctx { CTX_NONE, CTX_TOP, CTX_SANDBOX, CTX_SERVLET };
 
-/* Directives allowed once per block remember the line that set them. */
-enum slot {
-    SLOT_NONE,
-    SLOT_USER,
-    SLOT_DOCROOT,
-    SLOT_ACCESS_LOG,
-    SLOT_ERROR_LOG,
-    SLOT_STATUS,
-    SLOT_HEADER_TIMEOUT,
-    SLOT_BODY_TIMEOUT,
-    SLOT_KEEPALIVE_TIMEOUT,
-    SLOT_SEND_TIMEOUT,
-    SLOT_MAX_CONNECTIONS,
-    SLOT_MAX_HEADER_SIZE,
-    SLOT_MAX_TARGET_LENGTH,
-    SLOT_MAX_BODY_SIZE,
-    SLOT_SESSION_SECRET,
-    SLOT_WORKERS,
-    SLOT_QUEUE,
-    SLOT_QUEUE_TIMEOUT,
-    SLOT_PIPELINE,
-    SLOT_SB_USER,
-    SLOT_SB_GROUP,
-    SLOT_MEMORY,
-    SLOT_OPEN_FILES,
-    SLOT_CPU,
-    SLOT_CORE,
-    SLOT_MAX_FILE_SIZE,
-    SLOT_WRITE_QUOTA,
-    SLOT_WRITE_FILES,
-    SLOT_VIOLATIONS,
-    SLOT_TIMEOUT,
-    SLOT_MAX_REQUESTS,
-    SLOT_SESSIONS,
-    SLOT_SESSION_SIZE,
-    SLOT_SESSION_TIMEOUT,
-    SLOT_SESSION_SECURE,
-    SLOT_SERVLET_TIMEOUT,
-    SLOT_SERVLET_MAX_BODY,
-    SLOT_LIBRARY,
-    SLOT_SANDBOX,
-    SLOT_COUNT
+/* What a directive's argument is, and so how it is checked and where it
+ * goes.  Every kind but K_CUSTOM and K_BLOCK is parsed and stored by
+ * set_value from the row alone. */
+enum kind {
+    K_UINT,   /* unsigned: decimal, min..max; the `none` word stores 0 */
+    K_SIZE,   /* size_t: bytes with an optional k, m or g suffix, min..max */
+    K_BYTES,  /* unsigned long long: as K_SIZE; the `none` word stores 0 */
+    K_BOOL,   /* bool: one word of `values` */
+    K_ENUM,   /* unsigned: one word of `values` */
+    K_FLAGS,  /* unsigned: ORs in one word of `values` per line */
+    K_STRING, /* char *: not empty */
+    K_PATH,   /* char *: not empty, made absolute against the file's folder */
+    K_PATHS,  /* char ** at off, its size_t count at off_n: as K_PATH */
+    K_PORTS,  /* unsigned short[cap] at off, its size_t count at off_n */
+    K_CUSTOM, /* the handler parses and stores (what no kind describes) */
+    K_BLOCK,  /* opens a block of context `block`: handler, body, close */
 };
+
+typedef struct word_value {
+    const char *word;
+    unsigned value;
+} word_value;
 
 /* A servlet's "sandbox NAME", kept until the whole file is read so that a
  * sandbox may be declared after the servlets that use it. */
@@ -100,6 +84,9 @@ typedef struct sandbox_ref {
     int col;
 } sandbox_ref;
 
+/* Rows in the directive table; checked against the table's size. */
+#define MAX_DIRECTIVES 64
+
 typedef struct parser {
     const char *p;
     const char *end;
@@ -108,102 +95,419 @@ typedef struct parser {
     const char *name;
     const char *basedir;
     sandlet_conf *conf;
-    sandbox_ref *refs; /* parallel to conf->servlets */
-    size_t cur;        /* the sandbox or servlet whose block is open */
-    int seen[SLOT_COUNT];
+    sandbox_ref *refs;        /* parallel to conf->servlets */
+    size_t cur;               /* the sandbox or servlet whose block is open */
+    int seen[MAX_DIRECTIVES]; /* per row: the line that set it in this block */
     char *err;
     size_t errlen;
-    bool in_servlet; /* inside a servlet block: for directives of both levels */
 } parser;
 
-typedef struct directive {
+typedef struct directive directive;
+
+struct directive {
     const char *name;
-    enum ctx ctx;
-    unsigned nargs;
+    enum ctx ctx; /* the block it belongs in */
+    enum kind kind;
     const char *usage; /* arguments, for messages */
-    enum slot slot;    /* SLOT_NONE: repeatable */
-    enum ctx block;    /* CTX_NONE: ends with ';', else opens this block */
-    int (*open)(parser *ps, const token *dir, token *args);
+    bool repeat;       /* may appear more than once per block */
+    unsigned nargs;    /* 0: one */
+    /* Where the value goes: offsets into the struct of ctx (sandlet_conf,
+     * the open sandlet_sandbox_conf or sandlet_servlet_conf). */
+    size_t off;
+    size_t off_n;
+    unsigned long long min, max; /* K_UINT, K_SIZE, K_BYTES, K_PORTS */
+    unsigned long long def;      /* the value without a line (K_UINT..K_ENUM) */
+    size_t cap;                  /* K_PORTS: the array's length */
+    const char *none;            /* a word that stores 0: "off", "unlimited" */
+    const word_value *values;    /* K_BOOL, K_ENUM, K_FLAGS; ends with NULL */
+    const char *noun;            /* "unknown NOUN 'x'", "empty NOUN", "too many NOUN" */
+    const char *example;         /* sizes: "e.g. 64k" */
+    const char *note;            /* appended to the expected range or usage */
+    enum ctx block;              /* K_BLOCK: the context it opens */
+    int (*handler)(parser *ps, const directive *d, const token *dir, token *args);
     int (*close)(parser *ps, const token *dir);
-} directive;
+};
 
-static int do_listen(parser *ps, const token *dir, token *args);
-static int do_user(parser *ps, const token *dir, token *args);
-static int do_docroot(parser *ps, const token *dir, token *args);
-static int do_log(parser *ps, const token *dir, token *args);
-static int do_status(parser *ps, const token *dir, token *args);
-static int do_secret(parser *ps, const token *dir, token *args);
-static int do_timeout(parser *ps, const token *dir, token *args);
-static int do_size(parser *ps, const token *dir, token *args);
-static int open_sandbox(parser *ps, const token *dir, token *args);
+static int do_listen(parser *ps, const directive *d, const token *dir, token *args);
+static int do_status(parser *ps, const directive *d, const token *dir, token *args);
+static int do_secret(parser *ps, const directive *d, const token *dir, token *args);
+static int open_sandbox(parser *ps, const directive *d, const token *dir, token *args);
 static int close_sandbox(parser *ps, const token *dir);
-static int do_limit(parser *ps, const token *dir, token *args);
-static int open_servlet(parser *ps, const token *dir, token *args);
+static int open_servlet(parser *ps, const directive *d, const token *dir, token *args);
 static int close_servlet(parser *ps, const token *dir);
-static int do_workers(parser *ps, const token *dir, token *args);
-static int do_queue(parser *ps, const token *dir, token *args);
-static int do_queue_timeout(parser *ps, const token *dir, token *args);
-static int do_pipeline(parser *ps, const token *dir, token *args);
-static int do_library(parser *ps, const token *dir, token *args);
-static int do_use_sandbox(parser *ps, const token *dir, token *args);
-static int do_param(parser *ps, const token *dir, token *args);
-static int do_confine(parser *ps, const token *dir, token *args);
-static int do_servlet_timeout(parser *ps, const token *dir, token *args);
-static int do_session(parser *ps, const token *dir, token *args);
+static int do_pipeline(parser *ps, const directive *d, const token *dir, token *args);
+static int do_use_sandbox(parser *ps, const directive *d, const token *dir, token *args);
+static int do_param(parser *ps, const directive *d, const token *dir, token *args);
 
-/* Order matters only for messages: "expected" lists follow it. */
+/* The offset of field f of struct T, refused at compile time unless the
+ * field has the type its row's kind stores (the selection is never
+ * evaluated). */
+#define AT(T, f, type) (offsetof(T, f) + 0 * sizeof(char[_Generic(((T *)0)->f, type : 1)]))
+#define TOP(f, type)   AT(sandlet_conf, f, type)
+#define SB(f, type)    AT(sandlet_sandbox_conf, f, type)
+#define SV(f, type)    AT(sandlet_servlet_conf, f, type)
+
+static const word_value on_off[] = {{"on", 1}, {"off", 0}, {NULL, 0}};
+static const word_value log_kill[] = {{"log", 1}, {"kill", 0}, {NULL, 0}};
+static const word_value session_stores[] = {
+    {"memory", SANDLET_SESSIONS_MEMORY}, {"none", SANDLET_SESSIONS_NONE}, {NULL, 0}};
+static const word_value syscall_groups[] = {
+    {"files", SANDLET_SYSCALLS_FILES}, {"database", SANDLET_SYSCALLS_DATABASE}, {NULL, 0}};
+
+#define MS_MAX     3600000ULL  /* an hour: client and queue timeouts */
+#define RUN_MS_MAX 86400000ULL /* a day: how long a request may run */
+#define BYTES_MAX  (1ULL << 50)
+
+/* One row per directive and block; sandlet.conf(5) documents each.  Order
+ * matters only for messages: "expected" lists follow it. */
 static const directive directives[] = {
-    {"listen", CTX_TOP, 1, "ADDR:PORT", SLOT_NONE, CTX_NONE, do_listen, NULL},
-    {"user", CTX_TOP, 1, "NAME", SLOT_USER, CTX_NONE, do_user, NULL},
-    {"docroot", CTX_TOP, 1, "DIR", SLOT_DOCROOT, CTX_NONE, do_docroot, NULL},
-    {"access-log", CTX_TOP, 1, "FILE", SLOT_ACCESS_LOG, CTX_NONE, do_log, NULL},
-    {"error-log", CTX_TOP, 1, "FILE", SLOT_ERROR_LOG, CTX_NONE, do_log, NULL},
-    {"status-page", CTX_TOP, 1, "PATH", SLOT_STATUS, CTX_NONE, do_status, NULL},
-    {"header-timeout", CTX_TOP, 1, "MS", SLOT_HEADER_TIMEOUT, CTX_NONE, do_timeout, NULL},
-    {"body-timeout", CTX_TOP, 1, "MS", SLOT_BODY_TIMEOUT, CTX_NONE, do_timeout, NULL},
-    {"keepalive-timeout", CTX_TOP, 1, "MS", SLOT_KEEPALIVE_TIMEOUT, CTX_NONE, do_timeout, NULL},
-    {"send-timeout", CTX_TOP, 1, "MS", SLOT_SEND_TIMEOUT, CTX_NONE, do_timeout, NULL},
-    {"max-connections", CTX_TOP, 1, "N", SLOT_MAX_CONNECTIONS, CTX_NONE, do_timeout, NULL},
-    {"max-header-size", CTX_TOP, 1, "BYTES", SLOT_MAX_HEADER_SIZE, CTX_NONE, do_size, NULL},
-    {"max-target-length", CTX_TOP, 1, "BYTES", SLOT_MAX_TARGET_LENGTH, CTX_NONE, do_size, NULL},
-    {"max-body-size", CTX_TOP, 1, "BYTES", SLOT_MAX_BODY_SIZE, CTX_NONE, do_size, NULL},
-    {"session-secret-file", CTX_TOP, 1, "FILE", SLOT_SESSION_SECRET, CTX_NONE, do_secret, NULL},
-    {"sandbox", CTX_TOP, 1, "NAME { ... }", SLOT_NONE, CTX_SANDBOX, open_sandbox, close_sandbox},
-    {"servlet", CTX_TOP, 1, "PATH { ... }", SLOT_NONE, CTX_SERVLET, open_servlet, close_servlet},
-    {"workers", CTX_SANDBOX, 1, "N", SLOT_WORKERS, CTX_NONE, do_workers, NULL},
-    {"queue", CTX_SANDBOX, 1, "N", SLOT_QUEUE, CTX_NONE, do_queue, NULL},
-    {"queue-timeout", CTX_SANDBOX, 1, "MS", SLOT_QUEUE_TIMEOUT, CTX_NONE, do_queue_timeout, NULL},
-    {"pipeline", CTX_SANDBOX, 1, "N", SLOT_PIPELINE, CTX_NONE, do_pipeline, NULL},
-    {"user", CTX_SANDBOX, 1, "NAME", SLOT_SB_USER, CTX_NONE, do_confine, NULL},
-    {"group", CTX_SANDBOX, 1, "NAME", SLOT_SB_GROUP, CTX_NONE, do_confine, NULL},
-    {"readable", CTX_SANDBOX, 1, "PATH", SLOT_NONE, CTX_NONE, do_confine, NULL},
-    {"writable", CTX_SANDBOX, 1, "DIR", SLOT_NONE, CTX_NONE, do_confine, NULL},
-    {"memory", CTX_SANDBOX, 1, "MIB|unlimited", SLOT_MEMORY, CTX_NONE, do_limit, NULL},
-    {"open-files", CTX_SANDBOX, 1, "N|unlimited", SLOT_OPEN_FILES, CTX_NONE, do_limit, NULL},
-    {"max-file-size", CTX_SANDBOX, 1, "BYTES|unlimited", SLOT_MAX_FILE_SIZE, CTX_NONE, do_limit,
-     NULL},
-    {"write-quota", CTX_SANDBOX, 1, "BYTES|unlimited", SLOT_WRITE_QUOTA, CTX_NONE, do_limit, NULL},
-    {"write-files", CTX_SANDBOX, 1, "N|unlimited", SLOT_WRITE_FILES, CTX_NONE, do_limit, NULL},
-    {"database-port", CTX_SANDBOX, 1, "PORT", SLOT_NONE, CTX_NONE, do_limit, NULL},
-    {"cpu-seconds", CTX_SANDBOX, 1, "N", SLOT_CPU, CTX_NONE, do_confine, NULL},
-    {"core-dumps", CTX_SANDBOX, 1, "on|off", SLOT_CORE, CTX_NONE, do_confine, NULL},
-    {"syscalls", CTX_SANDBOX, 1, "files|database", SLOT_NONE, CTX_NONE, do_confine, NULL},
-    {"syscall-violations", CTX_SANDBOX, 1, "kill|log", SLOT_VIOLATIONS, CTX_NONE, do_confine, NULL},
-    {"timeout", CTX_SANDBOX, 1, "MS", SLOT_TIMEOUT, CTX_NONE, do_confine, NULL},
-    {"max-requests", CTX_SANDBOX, 1, "N", SLOT_MAX_REQUESTS, CTX_NONE, do_confine, NULL},
-    {"sessions", CTX_SANDBOX, 1, "memory|none", SLOT_SESSIONS, CTX_NONE, do_session, NULL},
-    {"session-size", CTX_SANDBOX, 1, "BYTES", SLOT_SESSION_SIZE, CTX_NONE, do_session, NULL},
-    {"session-timeout", CTX_SANDBOX, 1, "SECONDS", SLOT_SESSION_TIMEOUT, CTX_NONE, do_session,
-     NULL},
-    {"session-cookie-secure", CTX_SANDBOX, 1, "on|off", SLOT_SESSION_SECURE, CTX_NONE, do_session,
-     NULL},
-    {"library", CTX_SERVLET, 1, "FILE", SLOT_LIBRARY, CTX_NONE, do_library, NULL},
-    {"timeout", CTX_SERVLET, 1, "MS", SLOT_SERVLET_TIMEOUT, CTX_NONE, do_servlet_timeout, NULL},
-    {"max-body-size", CTX_SERVLET, 1, "BYTES", SLOT_SERVLET_MAX_BODY, CTX_NONE, do_size, NULL},
-    {"sandbox", CTX_SERVLET, 1, "NAME", SLOT_SANDBOX, CTX_NONE, do_use_sandbox, NULL},
-    {"param", CTX_SERVLET, 2, "NAME VALUE", SLOT_NONE, CTX_NONE, do_param, NULL},
+    /* top level */
+    {.name = "listen",
+     .ctx = CTX_TOP,
+     .kind = K_CUSTOM,
+     .usage = "ADDR:PORT",
+     .repeat = true,
+     .handler = do_listen},
+    {.name = "user", .ctx = CTX_TOP, .kind = K_STRING, .usage = "NAME", .off = TOP(user, char *)},
+    {.name = "docroot",
+     .ctx = CTX_TOP,
+     .kind = K_PATH,
+     .usage = "DIR",
+     .off = TOP(docroot, char *)},
+    {.name = "access-log",
+     .ctx = CTX_TOP,
+     .kind = K_PATH,
+     .usage = "FILE",
+     .off = TOP(access_log, char *)},
+    {.name = "error-log",
+     .ctx = CTX_TOP,
+     .kind = K_PATH,
+     .usage = "FILE",
+     .off = TOP(error_log, char *)},
+    {.name = "status-page",
+     .ctx = CTX_TOP,
+     .kind = K_CUSTOM,
+     .usage = "PATH",
+     .handler = do_status},
+    {.name = "header-timeout",
+     .ctx = CTX_TOP,
+     .kind = K_UINT,
+     .usage = "MS",
+     .off = TOP(header_timeout, unsigned),
+     .min = 1,
+     .max = MS_MAX,
+     .def = SANDLET_DEFAULT_HEADER_TIMEOUT},
+    {.name = "body-timeout",
+     .ctx = CTX_TOP,
+     .kind = K_UINT,
+     .usage = "MS",
+     .off = TOP(body_timeout, unsigned),
+     .min = 1,
+     .max = MS_MAX,
+     .def = SANDLET_DEFAULT_BODY_TIMEOUT},
+    {.name = "keepalive-timeout",
+     .ctx = CTX_TOP,
+     .kind = K_UINT,
+     .usage = "MS",
+     .off = TOP(keepalive_timeout, unsigned),
+     .min = 1,
+     .max = MS_MAX,
+     .def = SANDLET_DEFAULT_KEEPALIVE_TIMEOUT},
+    {.name = "send-timeout",
+     .ctx = CTX_TOP,
+     .kind = K_UINT,
+     .usage = "MS",
+     .off = TOP(send_timeout, unsigned),
+     .min = 1,
+     .max = MS_MAX,
+     .def = SANDLET_DEFAULT_SEND_TIMEOUT},
+    {.name = "max-connections",
+     .ctx = CTX_TOP,
+     .kind = K_UINT,
+     .usage = "N",
+     .off = TOP(max_connections, unsigned),
+     .min = 1,
+     .max = 1000000,
+     .def = SANDLET_DEFAULT_MAX_CONNECTIONS},
+    {.name = "max-header-size",
+     .ctx = CTX_TOP,
+     .kind = K_SIZE,
+     .usage = "BYTES",
+     .off = TOP(max_header_size, size_t),
+     .min = 1024,
+     .max = SANDLET_MAX_HEADER_SIZE_LIMIT,
+     .def = SANDLET_DEFAULT_MAX_HEADER_SIZE},
+    {.name = "max-target-length",
+     .ctx = CTX_TOP,
+     .kind = K_SIZE,
+     .usage = "BYTES",
+     .off = TOP(max_target_length, size_t),
+     .min = 64,
+     .max = SANDLET_MAX_HEADER_SIZE_LIMIT,
+     .def = SANDLET_DEFAULT_MAX_TARGET_LENGTH},
+    {.name = "max-body-size",
+     .ctx = CTX_TOP,
+     .kind = K_SIZE,
+     .usage = "BYTES",
+     .off = TOP(max_body_size, size_t),
+     .min = 0,
+     .max = SANDLET_MAX_BODY_SIZE_LIMIT,
+     .def = SANDLET_DEFAULT_MAX_BODY_SIZE},
+    {.name = "session-secret-file",
+     .ctx = CTX_TOP,
+     .kind = K_CUSTOM,
+     .usage = "FILE",
+     .handler = do_secret},
+    {.name = "sandbox",
+     .ctx = CTX_TOP,
+     .kind = K_BLOCK,
+     .usage = "NAME { ... }",
+     .repeat = true,
+     .block = CTX_SANDBOX,
+     .handler = open_sandbox,
+     .close = close_sandbox},
+    {.name = "servlet",
+     .ctx = CTX_TOP,
+     .kind = K_BLOCK,
+     .usage = "PATH { ... }",
+     .repeat = true,
+     .block = CTX_SERVLET,
+     .handler = open_servlet,
+     .close = close_servlet},
+    /* sandbox NAME { ... }: the pool, then DESIGN.md's confinement order
+     * (limits, user, Landlock paths, system-call groups), guardian, sessions */
+    {.name = "workers",
+     .ctx = CTX_SANDBOX,
+     .kind = K_UINT,
+     .usage = "N",
+     .off = SB(workers, unsigned),
+     .min = 1,
+     .max = SANDLET_MAX_WORKERS,
+     .def = SANDLET_DEFAULT_WORKERS},
+    {.name = "queue",
+     .ctx = CTX_SANDBOX,
+     .kind = K_UINT,
+     .usage = "N",
+     .off = SB(queue, unsigned),
+     .min = 0,
+     .max = 65535,
+     .def = SANDLET_DEFAULT_QUEUE},
+    {.name = "queue-timeout",
+     .ctx = CTX_SANDBOX,
+     .kind = K_UINT,
+     .usage = "MS",
+     .off = SB(queue_timeout, unsigned),
+     .min = 1,
+     .max = MS_MAX,
+     .def = SANDLET_DEFAULT_QUEUE_TIMEOUT},
+    {.name = "pipeline",
+     .ctx = CTX_SANDBOX,
+     .kind = K_CUSTOM,
+     .usage = "N",
+     .min = 1,
+     .max = SANDLET_MAX_PIPELINE,
+     .handler = do_pipeline},
+    {.name = "user",
+     .ctx = CTX_SANDBOX,
+     .kind = K_STRING,
+     .usage = "NAME",
+     .off = SB(user, char *)},
+    {.name = "group",
+     .ctx = CTX_SANDBOX,
+     .kind = K_STRING,
+     .usage = "NAME",
+     .off = SB(group, char *)},
+    {.name = "readable",
+     .ctx = CTX_SANDBOX,
+     .kind = K_PATHS,
+     .usage = "PATH",
+     .repeat = true,
+     .off = SB(readable, char **),
+     .off_n = SB(nreadable, size_t)},
+    {.name = "writable",
+     .ctx = CTX_SANDBOX,
+     .kind = K_PATHS,
+     .usage = "DIR",
+     .repeat = true,
+     .off = SB(writable, char **),
+     .off_n = SB(nwritable, size_t)},
+    /* Each limit has a default, so a sandbox without a line is bounded;
+     * "unlimited" is the explicit way out, and 0 is refused where it
+     * would be ambiguous (nothing, or no limit?). */
+    {.name = "memory",
+     .ctx = CTX_SANDBOX,
+     .kind = K_UINT,
+     .usage = "MIB|unlimited",
+     .off = SB(memory_mib, unsigned),
+     .min = 16,
+     .max = 1u << 20,
+     .none = "unlimited",
+     .def = SANDLET_DEFAULT_MEMORY_MIB},
+    {.name = "open-files",
+     .ctx = CTX_SANDBOX,
+     .kind = K_UINT,
+     .usage = "N|unlimited",
+     .off = SB(open_files, unsigned),
+     .min = 16,
+     .max = 1u << 20,
+     .none = "unlimited",
+     .def = SANDLET_DEFAULT_OPEN_FILES},
+    {.name = "max-file-size",
+     .ctx = CTX_SANDBOX,
+     .kind = K_BYTES,
+     .usage = "BYTES|unlimited",
+     .off = SB(max_file_size, unsigned long long),
+     .min = 1,
+     .max = BYTES_MAX,
+     .none = "unlimited",
+     .example = "64m",
+     .note = ", or unlimited for no limit",
+     .def = SANDLET_DEFAULT_MAX_FILE_SIZE},
+    {.name = "write-quota",
+     .ctx = CTX_SANDBOX,
+     .kind = K_BYTES,
+     .usage = "BYTES|unlimited",
+     .off = SB(write_quota, unsigned long long),
+     .min = 1,
+     .max = BYTES_MAX,
+     .none = "unlimited",
+     .example = "64m",
+     .note = ", or unlimited for no limit",
+     .def = SANDLET_DEFAULT_WRITE_QUOTA},
+    {.name = "write-files",
+     .ctx = CTX_SANDBOX,
+     .kind = K_UINT,
+     .usage = "N|unlimited",
+     .off = SB(write_files, unsigned),
+     .min = 1,
+     .max = 1000000000,
+     .none = "unlimited",
+     .def = SANDLET_DEFAULT_WRITE_FILES},
+    {.name = "database-port",
+     .ctx = CTX_SANDBOX,
+     .kind = K_PORTS,
+     .usage = "PORT",
+     .repeat = true,
+     .off = SB(database_ports, unsigned short *),
+     .off_n = SB(ndatabase_ports, size_t),
+     .min = 1,
+     .max = 65535,
+     .cap = SANDLET_MAX_DATABASE_PORTS,
+     .noun = "database ports"},
+    {.name = "cpu-seconds",
+     .ctx = CTX_SANDBOX,
+     .kind = K_UINT,
+     .usage = "N",
+     .off = SB(cpu_seconds, unsigned),
+     .min = 1,
+     .max = 1u << 30},
+    {.name = "core-dumps",
+     .ctx = CTX_SANDBOX,
+     .kind = K_BOOL,
+     .usage = "on|off",
+     .off = SB(core_dumps, bool),
+     .values = on_off},
+    {.name = "syscalls",
+     .ctx = CTX_SANDBOX,
+     .kind = K_FLAGS,
+     .usage = "files|database",
+     .repeat = true,
+     .off = SB(syscalls, unsigned),
+     .values = syscall_groups,
+     .noun = "system-call group"},
+    {.name = "syscall-violations",
+     .ctx = CTX_SANDBOX,
+     .kind = K_BOOL,
+     .usage = "kill|log",
+     .off = SB(learn, bool),
+     .values = log_kill},
+    {.name = "timeout",
+     .ctx = CTX_SANDBOX,
+     .kind = K_UINT,
+     .usage = "MS",
+     .off = SB(timeout, unsigned),
+     .min = 0,
+     .max = RUN_MS_MAX,
+     .none = "off",
+     .def = SANDLET_DEFAULT_TIMEOUT},
+    {.name = "max-requests",
+     .ctx = CTX_SANDBOX,
+     .kind = K_UINT,
+     .usage = "N",
+     .off = SB(max_requests, unsigned),
+     .min = 1,
+     .max = 4000000000u},
+    {.name = "sessions",
+     .ctx = CTX_SANDBOX,
+     .kind = K_ENUM,
+     .usage = "memory|none",
+     .off = SB(sessions, unsigned),
+     .values = session_stores,
+     .noun = "session store",
+     .def = SANDLET_SESSIONS_MEMORY},
+    {.name = "session-size",
+     .ctx = CTX_SANDBOX,
+     .kind = K_SIZE,
+     .usage = "BYTES",
+     .off = SB(session_size, size_t),
+     .min = SANDLET_MIN_SESSION_SIZE,
+     .max = SANDLET_MAX_SESSION_SIZE,
+     .example = "4m",
+     .note = "; each session takes about 4k",
+     .def = SANDLET_DEFAULT_SESSION_SIZE},
+    {.name = "session-timeout",
+     .ctx = CTX_SANDBOX,
+     .kind = K_UINT,
+     .usage = "SECONDS",
+     .off = SB(session_timeout, unsigned),
+     .min = 1,
+     .max = 31 * 86400,
+     .def = SANDLET_DEFAULT_SESSION_TIMEOUT},
+    {.name = "session-cookie-secure",
+     .ctx = CTX_SANDBOX,
+     .kind = K_BOOL,
+     .usage = "on|off",
+     .off = SB(session_cookie_secure, bool),
+     .values = on_off},
+    /* servlet PATH { ... } */
+    {.name = "library",
+     .ctx = CTX_SERVLET,
+     .kind = K_PATH,
+     .usage = "FILE",
+     .off = SV(library, char *),
+     .noun = "library path",
+     .note = " naming a shared object"},
+    {.name = "timeout",
+     .ctx = CTX_SERVLET,
+     .kind = K_UINT,
+     .usage = "MS",
+     .off = SV(timeout, unsigned),
+     .min = 1,
+     .max = RUN_MS_MAX},
+    /* SIZE_MAX until the file is read: then the global max-body-size. */
+    {.name = "max-body-size",
+     .ctx = CTX_SERVLET,
+     .kind = K_SIZE,
+     .usage = "BYTES",
+     .off = SV(max_body_size, size_t),
+     .min = 0,
+     .max = SANDLET_MAX_BODY_SIZE_LIMIT,
+     .def = SIZE_MAX},
+    {.name = "sandbox",
+     .ctx = CTX_SERVLET,
+     .kind = K_CUSTOM,
+     .usage = "NAME",
+     .handler = do_use_sandbox},
+    {.name = "param",
+     .ctx = CTX_SERVLET,
+     .kind = K_CUSTOM,
+     .usage = "NAME VALUE",
+     .nargs = 2,
+     .repeat = true,
+     .handler = do_param},
 };
 #define NDIRECTIVES (sizeof(directives) / sizeof(directives[0]))
+_Static_assert(NDIRECTIVES <= MAX_DIRECTIVES, "raise MAX_DIRECTIVES");
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -335,6 +639,33 @@ static const directive *find_directive(const char *name, enum ctx ctx)
         if (directives[k].ctx == ctx && strcmp(directives[k].name, name) == 0)
             return &directives[k];
     return NULL;
+}
+
+/* The line that set directive name of ctx in the open block, or 0. */
+static int seen_line(const parser *ps, enum ctx ctx, const char *name)
+{
+    const directive *d = find_directive(name, ctx);
+    return d ? ps->seen[d - directives] : 0;
+}
+
+/* Stores every default of ctx's rows into base, a new struct of ctx: a
+ * field's default lives in its row, beside its bounds. */
+static void set_defaults(enum ctx ctx, char *base)
+{
+    for (size_t k = 0; k < NDIRECTIVES; k++) {
+        const directive *d = &directives[k];
+        if (d->ctx != ctx)
+            continue;
+        void *f = base + d->off;
+        switch (d->kind) {
+        case K_UINT:
+        case K_ENUM: *(unsigned *)f = (unsigned)d->def; break;
+        case K_SIZE: *(size_t *)f = (size_t)d->def; break;
+        case K_BYTES: *(unsigned long long *)f = d->def; break;
+        case K_BOOL: *(bool *)f = d->def != 0; break;
+        default: break;
+        }
+    }
 }
 
 static size_t find_sandbox(const sandlet_conf *conf, const char *name)
@@ -559,26 +890,34 @@ static int add_listen(parser *ps, const char *s, int line, int col)
     return 0;
 }
 
-static int do_listen(parser *ps, const token *dir, token *args)
+static int do_listen(parser *ps, const directive *d, const token *dir, token *args)
 {
+    (void)d;
     (void)dir;
     return add_listen(ps, args[0].text, args[0].line, args[0].col);
 }
 
-/* Takes a non-empty argument for a single-valued string field. */
-static int take_string(parser *ps, const token *dir, token *arg, const char *meta, char **field)
+/* Refuses an empty argument where a name or a path is expected. */
+static int not_empty(parser *ps, const directive *d, const token *arg)
 {
-    if (!arg->text[0])
-        return fail(ps, arg->line, arg->col, "empty argument for '%s' (expected '%s %s;')",
-                    dir->text, dir->text, meta);
+    if (arg->text[0])
+        return 0;
+    if (d->noun)
+        return fail(ps, arg->line, arg->col, "empty %s (expected '%s %s;'%s)", d->noun, d->name,
+                    d->usage, d->note ? d->note : "");
+    return fail(ps, arg->line, arg->col, "empty argument for '%s' (expected '%s %s;')", d->name,
+                d->name, d->usage);
+}
+
+/* Takes a non-empty argument for a single-valued string field. */
+static int take_string(parser *ps, const directive *d, token *arg, char **field)
+{
+    int rc = not_empty(ps, d, arg);
+    if (rc)
+        return rc;
     *field = arg->text;
     arg->text = NULL;
     return 0;
-}
-
-static int do_user(parser *ps, const token *dir, token *args)
-{
-    return take_string(ps, dir, &args[0], "NAME", &ps->conf->user);
 }
 
 /* Takes arg's text as a path made absolute against the configuration's
@@ -606,28 +945,25 @@ static char *absolute(parser *ps, token *arg)
 }
 
 /* A path argument, made absolute against the configuration's folder. */
-static int take_path(parser *ps, const token *dir, token *arg, const char *meta, char **field)
+static int take_path(parser *ps, const directive *d, token *arg, char **field)
 {
-    if (!arg->text[0])
-        return fail(ps, arg->line, arg->col, "empty argument for '%s' (expected '%s %s;')",
-                    dir->text, dir->text, meta);
+    int rc = not_empty(ps, d, arg);
+    if (rc)
+        return rc;
     *field = absolute(ps, arg);
     return *field ? 0 : nomem(ps);
 }
 
-static int do_docroot(parser *ps, const token *dir, token *args)
-{
-    return take_path(ps, dir, &args[0], "DIR", &ps->conf->docroot);
-}
-
-static int do_status(parser *ps, const token *dir, token *args)
+/* A string with a rule of its own: the path the acceptor answers itself. */
+static int do_status(parser *ps, const directive *d, const token *dir, token *args)
 {
     char sh[SHOWN_MAX];
+    (void)dir;
     if (args[0].text[0] != '/')
         return fail(ps, args[0].line, args[0].col,
                     "status-page '%s' must be a path starting with '/'",
                     shown(sh, sizeof(sh), args[0].text));
-    return take_string(ps, dir, &args[0], "PATH", &ps->conf->status_page);
+    return take_string(ps, d, &args[0], &ps->conf->status_page);
 }
 
 /* session-secret-file: the secret that sandboxes' session keys derive
@@ -636,11 +972,12 @@ static int do_status(parser *ps, const token *dir, token *args)
  * any privilege drop), and checked as ssh checks a private key: a file
  * others may read or replace would let them mint any sandbox's session
  * ids.  Only a hash of the contents is kept. */
-static int do_secret(parser *ps, const token *dir, token *args)
+static int do_secret(parser *ps, const directive *d, const token *dir, token *args)
 {
+    (void)dir;
     char sh[SHOWN_MAX];
     sandlet_conf *c = ps->conf;
-    int rc = take_path(ps, dir, &args[0], "FILE", &c->session_secret_file);
+    int rc = take_path(ps, d, &args[0], &c->session_secret_file);
     if (rc)
         return rc;
     const char *f = shown(sh, sizeof(sh), c->session_secret_file);
@@ -696,13 +1033,6 @@ static int do_secret(parser *ps, const token *dir, token *args)
     return 0;
 }
 
-static int do_log(parser *ps, const token *dir, token *args)
-{
-    char **field =
-        strcmp(dir->text, "access-log") == 0 ? &ps->conf->access_log : &ps->conf->error_log;
-    return take_path(ps, dir, &args[0], "FILE", field);
-}
-
 static int add_sandbox(parser *ps, char *name, int line)
 {
     sandlet_conf *c = ps->conf;
@@ -711,25 +1041,14 @@ static int add_sandbox(parser *ps, char *name, int line)
         return nomem(ps);
     c->sandboxes = s;
     ps->cur = c->nsandboxes;
-    s[c->nsandboxes++] = (sandlet_sandbox_conf){.name = name,
-                                                .workers = SANDLET_DEFAULT_WORKERS,
-                                                .queue = SANDLET_DEFAULT_QUEUE,
-                                                .queue_timeout = SANDLET_DEFAULT_QUEUE_TIMEOUT,
-                                                .timeout = SANDLET_DEFAULT_TIMEOUT,
-                                                .sessions = SANDLET_SESSIONS_MEMORY,
-                                                .session_size = SANDLET_DEFAULT_SESSION_SIZE,
-                                                .session_timeout = SANDLET_DEFAULT_SESSION_TIMEOUT,
-                                                .memory_mib = SANDLET_DEFAULT_MEMORY_MIB,
-                                                .open_files = SANDLET_DEFAULT_OPEN_FILES,
-                                                .max_file_size = SANDLET_DEFAULT_MAX_FILE_SIZE,
-                                                .write_quota = SANDLET_DEFAULT_WRITE_QUOTA,
-                                                .write_files = SANDLET_DEFAULT_WRITE_FILES,
-                                                .line = line};
+    s[c->nsandboxes] = (sandlet_sandbox_conf){.name = name, .line = line};
+    set_defaults(CTX_SANDBOX, (char *)&s[c->nsandboxes++]);
     return 0;
 }
 
-static int open_sandbox(parser *ps, const token *dir, token *args)
+static int open_sandbox(parser *ps, const directive *d, const token *dir, token *args)
 {
+    (void)d;
     char sh[SHOWN_MAX];
     token *name = &args[0];
     if (!name->text[0])
@@ -746,44 +1065,34 @@ static int open_sandbox(parser *ps, const token *dir, token *args)
     return rc;
 }
 
-static int number(parser *ps, const token *dir, const token *arg, unsigned long min,
-                  unsigned long max, unsigned *out)
+/* A decimal number within the row's bounds, or its `none` word for 0. */
+static int number(parser *ps, const directive *d, const token *arg, unsigned *out)
 {
     char sh[SHOWN_MAX];
-    int rc = parse_uint(arg->text, min, max, out);
+    if (d->none && strcmp(arg->text, d->none) == 0) {
+        *out = 0;
+        return 0;
+    }
+    const char * or = d->none ? ", or " : "", *none = d->none ? d->none : "";
+    int rc = parse_uint(arg->text, (unsigned long)d->min, (unsigned long)d->max, out);
     if (rc == -1)
         return fail(ps, arg->line, arg->col,
-                    "invalid number '%s' for '%s' (expected a decimal number %lu..%lu)",
-                    shown(sh, sizeof(sh), arg->text), dir->text, min, max);
+                    "invalid number '%s' for '%s' (expected a decimal number %llu..%llu%s%s)",
+                    shown(sh, sizeof(sh), arg->text), d->name, d->min, d->max, or, none);
     if (rc == -2)
-        return fail(ps, arg->line, arg->col, "'%s %s' out of range (expected %lu..%lu)", dir->text,
-                    shown(sh, sizeof(sh), arg->text), min, max);
+        return fail(ps, arg->line, arg->col, "'%s %s' out of range (expected %llu..%llu%s%s)",
+                    d->name, shown(sh, sizeof(sh), arg->text), d->min, d->max, or, none);
     return 0;
-}
-
-static int do_workers(parser *ps, const token *dir, token *args)
-{
-    return number(ps, dir, &args[0], 1, SANDLET_MAX_WORKERS, &ps->conf->sandboxes[ps->cur].workers);
-}
-
-static int do_queue(parser *ps, const token *dir, token *args)
-{
-    return number(ps, dir, &args[0], 0, 65535, &ps->conf->sandboxes[ps->cur].queue);
-}
-
-static int do_queue_timeout(parser *ps, const token *dir, token *args)
-{
-    return number(ps, dir, &args[0], 1, 3600000, &ps->conf->sandboxes[ps->cur].queue_timeout);
 }
 
 /* Kept so that configurations written for earlier releases still load:
  * a worker now holds only the request it serves (a servlet can read
  * whatever waits on its socketpair, and requests queued behind one belong
  * to other clients), so the value is checked and then ignored. */
-static int do_pipeline(parser *ps, const token *dir, token *args)
+static int do_pipeline(parser *ps, const directive *d, const token *dir, token *args)
 {
     unsigned n;
-    int rc = number(ps, dir, &args[0], 1, SANDLET_MAX_PIPELINE, &n);
+    int rc = number(ps, d, &args[0], &n);
     if (rc == 0)
         sandlet_warn("%s:%d:%d: 'pipeline' is ignored: a worker is handed a request only "
                      "when it has answered the previous one, so that no servlet can read "
@@ -809,82 +1118,6 @@ static int add_path(parser *ps, token *arg, char ***list, size_t *n)
     *list = grown;
     grown[(*n)++] = path;
     return 0;
-}
-
-static int on_off(parser *ps, const token *dir, const token *arg, const char *on, const char *off,
-                  bool *out)
-{
-    char sh[SHOWN_MAX];
-    if (strcmp(arg->text, on) == 0)
-        *out = true;
-    else if (strcmp(arg->text, off) == 0)
-        *out = false;
-    else
-        return fail(ps, arg->line, arg->col, "invalid value '%s' for '%s' (expected %s or %s)",
-                    shown(sh, sizeof(sh), arg->text), dir->text, on, off);
-    return 0;
-}
-
-/* The sandbox's confinement and guardian settings (DESIGN.md's
- * order: limits, user, Landlock paths, system-call groups). */
-static int do_confine(parser *ps, const token *dir, token *args)
-{
-    sandlet_sandbox_conf *sb = &ps->conf->sandboxes[ps->cur];
-    const char *d = dir->text;
-    char sh[SHOWN_MAX];
-    if (strcmp(d, "user") == 0)
-        return take_string(ps, dir, &args[0], "NAME", &sb->user);
-    if (strcmp(d, "group") == 0)
-        return take_string(ps, dir, &args[0], "NAME", &sb->group);
-    if (strcmp(d, "readable") == 0)
-        return add_path(ps, &args[0], &sb->readable, &sb->nreadable);
-    if (strcmp(d, "writable") == 0)
-        return add_path(ps, &args[0], &sb->writable, &sb->nwritable);
-    if (strcmp(d, "cpu-seconds") == 0)
-        return number(ps, dir, &args[0], 1, 1u << 30, &sb->cpu_seconds);
-    if (strcmp(d, "core-dumps") == 0)
-        return on_off(ps, dir, &args[0], "on", "off", &sb->core_dumps);
-    if (strcmp(d, "syscall-violations") == 0)
-        return on_off(ps, dir, &args[0], "log", "kill", &sb->learn);
-    if (strcmp(d, "timeout") == 0) {
-        /* "off" (or 0) lifts the default: a request may run for ever. */
-        if (strcmp(args[0].text, "off") == 0) {
-            sb->timeout = 0;
-            return 0;
-        }
-        return number(ps, dir, &args[0], 0, 86400000, &sb->timeout);
-    }
-    if (strcmp(d, "max-requests") == 0)
-        return number(ps, dir, &args[0], 1, 4000000000u, &sb->max_requests);
-    /* syscalls GROUP */
-    if (strcmp(args[0].text, "files") == 0)
-        sb->syscalls |= SANDLET_SYSCALLS_FILES;
-    else if (strcmp(args[0].text, "database") == 0)
-        sb->syscalls |= SANDLET_SYSCALLS_DATABASE;
-    else
-        return fail(ps, args[0].line, args[0].col,
-                    "unknown system-call group '%s' (expected files or database)",
-                    shown(sh, sizeof(sh), args[0].text));
-    return 0;
-}
-
-static int do_servlet_timeout(parser *ps, const token *dir, token *args)
-{
-    return number(ps, dir, &args[0], 1, 86400000, &ps->conf->servlets[ps->cur].timeout);
-}
-
-/* The client timeouts and the connection limit share one handler: the
- * directive's name picks the field. */
-static int do_timeout(parser *ps, const token *dir, token *args)
-{
-    sandlet_conf *c = ps->conf;
-    if (strcmp(dir->text, "max-connections") == 0)
-        return number(ps, dir, &args[0], 1, 1000000, &c->max_connections);
-    unsigned *field = strcmp(dir->text, "header-timeout") == 0 ? &c->header_timeout
-                      : strcmp(dir->text, "body-timeout") == 0 ? &c->body_timeout
-                      : strcmp(dir->text, "send-timeout") == 0 ? &c->send_timeout
-                                                               : &c->keepalive_timeout;
-    return number(ps, dir, &args[0], 1, 3600000, field);
 }
 
 /* A byte count with an optional binary suffix: "65536", "64k", "16m",
@@ -919,146 +1152,6 @@ static int parse_size(const char *s, size_t max, size_t *out)
     return 0;
 }
 
-/* Size limits of requests; the directive's name picks the field and its
- * bounds.  A servlet's body limit overrides the global one for its paths. */
-static int do_size(parser *ps, const token *dir, token *args)
-{
-    char sh[SHOWN_MAX];
-    sandlet_conf *c = ps->conf;
-    size_t min = 0, max = SANDLET_MAX_BODY_SIZE_LIMIT, *field;
-    if (strcmp(dir->text, "max-header-size") == 0) {
-        min = 1024;
-        max = SANDLET_MAX_HEADER_SIZE_LIMIT;
-        field = &c->max_header_size;
-    } else if (strcmp(dir->text, "max-target-length") == 0) {
-        min = 64;
-        max = SANDLET_MAX_HEADER_SIZE_LIMIT;
-        field = &c->max_target_length;
-    } else if (ps->in_servlet) {
-        field = &c->servlets[ps->cur].max_body_size;
-    } else {
-        field = &c->max_body_size;
-    }
-    size_t v = 0;
-    int rc = parse_size(args[0].text, max, &v);
-    if (rc == -1)
-        return fail(ps, args[0].line, args[0].col,
-                    "invalid size '%s' for '%s' (expected bytes, optionally with a k, m or g "
-                    "suffix, e.g. 64k)",
-                    shown(sh, sizeof(sh), args[0].text), dir->text);
-    if (rc == -2 || v < min)
-        return fail(ps, args[0].line, args[0].col, "'%s %s' out of range (expected %zu..%zu bytes)",
-                    dir->text, shown(sh, sizeof(sh), args[0].text), min, max);
-    *field = v;
-    return 0;
-}
-
-/* A sandbox's session store: kind, size of the shared mapping, idle
- * expiry and the cookie's Secure flag. */
-static int do_session(parser *ps, const token *dir, token *args)
-{
-    char sh[SHOWN_MAX];
-    sandlet_sandbox_conf *sb = &ps->conf->sandboxes[ps->cur];
-    const char *d = dir->text;
-    if (strcmp(d, "sessions") == 0) {
-        if (strcmp(args[0].text, "memory") == 0)
-            sb->sessions = SANDLET_SESSIONS_MEMORY;
-        else if (strcmp(args[0].text, "none") == 0)
-            sb->sessions = SANDLET_SESSIONS_NONE;
-        else
-            return fail(ps, args[0].line, args[0].col,
-                        "unknown session store '%s' (expected memory or none)",
-                        shown(sh, sizeof(sh), args[0].text));
-        return 0;
-    }
-    if (strcmp(d, "session-timeout") == 0)
-        return number(ps, dir, &args[0], 1, 31 * 86400, &sb->session_timeout);
-    if (strcmp(d, "session-cookie-secure") == 0)
-        return on_off(ps, dir, &args[0], "on", "off", &sb->session_cookie_secure);
-    size_t v = 0;
-    int rc = parse_size(args[0].text, SANDLET_MAX_SESSION_SIZE, &v);
-    if (rc == -1)
-        return fail(ps, args[0].line, args[0].col,
-                    "invalid size '%s' for '%s' (expected bytes, optionally with a k, m or g "
-                    "suffix, e.g. 4m)",
-                    shown(sh, sizeof(sh), args[0].text), d);
-    if (rc == -2 || v < SANDLET_MIN_SESSION_SIZE)
-        return fail(ps, args[0].line, args[0].col,
-                    "'%s %s' out of range (expected %zu..%zu bytes; each session takes about 4k)",
-                    d, shown(sh, sizeof(sh), args[0].text), SANDLET_MIN_SESSION_SIZE,
-                    SANDLET_MAX_SESSION_SIZE);
-    sb->session_size = v;
-    return 0;
-}
-
-/* A sandbox's resource limits.  Each has a default (conf.h), so a sandbox
- * without a line is bounded; "unlimited" is the explicit way out, and 0
- * is refused where it would be ambiguous (nothing, or no limit?). */
-static int do_limit(parser *ps, const token *dir, token *args)
-{
-    char sh[SHOWN_MAX];
-    sandlet_sandbox_conf *sb = &ps->conf->sandboxes[ps->cur];
-    const char *d = dir->text;
-    const token *arg = &args[0];
-    bool unlimited = strcmp(arg->text, "unlimited") == 0;
-    if (strcmp(d, "database-port") == 0) {
-        unsigned port = 0;
-        int rc = number(ps, dir, arg, 1, 65535, &port);
-        if (rc < 0)
-            return rc;
-        for (size_t i = 0; i < sb->ndatabase_ports; i++)
-            if (sb->database_ports[i] == port)
-                return 0;
-        if (sb->ndatabase_ports >= SANDLET_MAX_DATABASE_PORTS)
-            return fail(ps, arg->line, arg->col, "too many database ports (at most %d per sandbox)",
-                        SANDLET_MAX_DATABASE_PORTS);
-        sb->database_ports[sb->ndatabase_ports++] = (unsigned short)port;
-        return 0;
-    }
-    if (strcmp(d, "memory") == 0) {
-        if (unlimited) {
-            sb->memory_mib = 0;
-            return 0;
-        }
-        return number(ps, dir, arg, 16, 1u << 20, &sb->memory_mib);
-    }
-    if (strcmp(d, "open-files") == 0) {
-        if (unlimited) {
-            sb->open_files = 0;
-            return 0;
-        }
-        return number(ps, dir, arg, 16, 1u << 20, &sb->open_files);
-    }
-    if (strcmp(d, "write-files") == 0) {
-        if (unlimited) {
-            sb->write_files = 0;
-            return 0;
-        }
-        return number(ps, dir, arg, 1, 1000000000u, &sb->write_files);
-    }
-    /* max-file-size, write-quota: bytes */
-    unsigned long long *field =
-        strcmp(d, "max-file-size") == 0 ? &sb->max_file_size : &sb->write_quota;
-    if (unlimited) {
-        *field = 0;
-        return 0;
-    }
-    const size_t max = (size_t)1 << 50;
-    size_t v = 0;
-    int rc = parse_size(arg->text, max, &v);
-    if (rc == -1)
-        return fail(ps, arg->line, arg->col,
-                    "invalid size '%s' for '%s' (expected bytes, optionally with a k, m or g "
-                    "suffix, e.g. 64m, or unlimited)",
-                    shown(sh, sizeof(sh), arg->text), d);
-    if (rc == -2 || v == 0)
-        return fail(ps, arg->line, arg->col,
-                    "'%s %s' out of range (expected 1..%zu bytes, or unlimited for no limit)", d,
-                    shown(sh, sizeof(sh), arg->text), max);
-    *field = v;
-    return 0;
-}
-
 /* Checks that need the whole sandbox block. */
 static int close_sandbox(parser *ps, const token *dir)
 {
@@ -1067,7 +1160,8 @@ static int close_sandbox(parser *ps, const token *dir)
      * the only regular file it writes is the error log it inherited as
      * standard error, and a limit would silence it once the log grew
      * past it. */
-    if (!sb->nwritable && !(sb->syscalls & SANDLET_SYSCALLS_FILES) && !ps->seen[SLOT_MAX_FILE_SIZE])
+    if (!sb->nwritable && !(sb->syscalls & SANDLET_SYSCALLS_FILES) &&
+        !seen_line(ps, CTX_SANDBOX, "max-file-size"))
         sb->max_file_size = 0;
     if (sb->ndatabase_ports && !(sb->syscalls & SANDLET_SYSCALLS_DATABASE)) {
         char sh[SHOWN_MAX];
@@ -1119,8 +1213,9 @@ static int check_path(parser *ps, const token *arg, bool *prefix)
     return 0;
 }
 
-static int open_servlet(parser *ps, const token *dir, token *args)
+static int open_servlet(parser *ps, const directive *d, const token *dir, token *args)
 {
+    (void)d;
     char sh[SHOWN_MAX];
     sandlet_conf *c = ps->conf;
     token *path = &args[0];
@@ -1147,12 +1242,9 @@ static int open_servlet(parser *ps, const token *dir, token *args)
     ps->refs = r;
     ps->cur = c->nservlets;
     r[c->nservlets] = (sandbox_ref){0};
-    ps->in_servlet = true;
-    s[c->nservlets++] = (sandlet_servlet_conf){.max_body_size = SIZE_MAX,
-                                               .path = path->text,
-                                               .prefix = prefix,
-                                               .sandbox = SIZE_MAX,
-                                               .line = dir->line};
+    s[c->nservlets] = (sandlet_servlet_conf){
+        .path = path->text, .prefix = prefix, .sandbox = SIZE_MAX, .line = dir->line};
+    set_defaults(CTX_SERVLET, (char *)&s[c->nservlets++]);
     path->text = NULL;
     return 0;
 }
@@ -1161,7 +1253,6 @@ static int close_servlet(parser *ps, const token *dir)
 {
     char sh[SHOWN_MAX];
     const sandlet_servlet_conf *s = &ps->conf->servlets[ps->cur];
-    ps->in_servlet = false;
     if (!s->library)
         return fail(ps, dir->line, dir->col,
                     "servlet '%s%s' has no library (expected 'library FILE;' in its block)",
@@ -1169,21 +1260,9 @@ static int close_servlet(parser *ps, const token *dir)
     return 0;
 }
 
-static int do_library(parser *ps, const token *dir, token *args)
+static int do_use_sandbox(parser *ps, const directive *d, const token *dir, token *args)
 {
-    token *file = &args[0];
-    if (!file->text[0])
-        return fail(ps, file->line, file->col,
-                    "empty library path (expected '%s FILE;' naming a shared object)", dir->text);
-    char *lib = absolute(ps, file);
-    if (!lib)
-        return nomem(ps);
-    ps->conf->servlets[ps->cur].library = lib;
-    return 0;
-}
-
-static int do_use_sandbox(parser *ps, const token *dir, token *args)
-{
+    (void)d;
     token *name = &args[0];
     if (!name->text[0])
         return fail(ps, name->line, name->col, "empty sandbox name (expected '%s NAME;')",
@@ -1194,8 +1273,9 @@ static int do_use_sandbox(parser *ps, const token *dir, token *args)
     return 0;
 }
 
-static int do_param(parser *ps, const token *dir, token *args)
+static int do_param(parser *ps, const directive *d, const token *dir, token *args)
 {
+    (void)d;
     if (!args[0].text[0])
         return fail(ps, args[0].line, args[0].col,
                     "empty parameter name (expected '%s NAME VALUE;')", dir->text);
@@ -1214,6 +1294,121 @@ static int do_param(parser *ps, const token *dir, token *args)
     return 0;
 }
 
+/* ---- typed values --------------------------------------------------------- */
+
+/* A byte count within the row's bounds, or its `none` word for 0. */
+static int size_arg(parser *ps, const directive *d, const token *arg, unsigned long long *out)
+{
+    char sh[SHOWN_MAX];
+    if (d->none && strcmp(arg->text, d->none) == 0) {
+        *out = 0;
+        return 0;
+    }
+    size_t v = 0;
+    int rc = parse_size(arg->text, (size_t)d->max, &v);
+    if (rc == -1)
+        return fail(ps, arg->line, arg->col,
+                    "invalid size '%s' for '%s' (expected bytes, optionally with a k, m or g "
+                    "suffix, e.g. %s%s%s)",
+                    shown(sh, sizeof(sh), arg->text), d->name, d->example ? d->example : "64k",
+                    d->none ? ", or " : "", d->none ? d->none : "");
+    if (rc == -2 || v < d->min)
+        return fail(ps, arg->line, arg->col, "'%s %s' out of range (expected %llu..%llu bytes%s)",
+                    d->name, shown(sh, sizeof(sh), arg->text), d->min, d->max,
+                    d->note ? d->note : "");
+    *out = v;
+    return 0;
+}
+
+/* One word of the row's value table; the message lists them all. */
+static int choice(parser *ps, const directive *d, const token *arg, unsigned *out)
+{
+    char sh[SHOWN_MAX], list[128];
+    size_t n = 0, pos = 0;
+    for (const word_value *w = d->values; w->word; w++) {
+        if (strcmp(w->word, arg->text) == 0) {
+            *out = w->value;
+            return 0;
+        }
+        n++;
+    }
+    list[0] = '\0';
+    for (size_t i = 0; i < n && pos < sizeof(list); i++) {
+        const char *sep = i == 0 ? "" : i + 1 == n ? " or " : ", ";
+        int k = snprintf(list + pos, sizeof(list) - pos, "%s%s", sep, d->values[i].word);
+        if (k < 0)
+            break;
+        pos += (size_t)k;
+    }
+    if (d->noun)
+        return fail(ps, arg->line, arg->col, "unknown %s '%s' (expected %s)", d->noun,
+                    shown(sh, sizeof(sh), arg->text), list);
+    return fail(ps, arg->line, arg->col, "invalid value '%s' for '%s' (expected %s)",
+                shown(sh, sizeof(sh), arg->text), d->name, list);
+}
+
+/* A port for a fixed-size list: duplicates are kept once. */
+static int add_port(parser *ps, const directive *d, const token *arg, unsigned short *ports,
+                    size_t *n)
+{
+    unsigned port = 0;
+    int rc = number(ps, d, arg, &port);
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0; i < *n; i++)
+        if (ports[i] == port)
+            return 0;
+    if (*n >= d->cap)
+        return fail(ps, arg->line, arg->col, "too many %s (at most %zu per sandbox)", d->noun,
+                    d->cap);
+    ports[(*n)++] = (unsigned short)port;
+    return 0;
+}
+
+/* Parses arg as d's kind and stores it where d's row says, in the struct
+ * of the open block: the one place every typed directive goes through. */
+static int set_value(parser *ps, const directive *d, token *arg)
+{
+    sandlet_conf *c = ps->conf;
+    char *base = d->ctx == CTX_SANDBOX   ? (char *)&c->sandboxes[ps->cur]
+                 : d->ctx == CTX_SERVLET ? (char *)&c->servlets[ps->cur]
+                                         : (char *)c;
+    void *f = base + d->off;
+    unsigned u = 0;
+    unsigned long long v = 0;
+    int rc = 0;
+    switch (d->kind) {
+    case K_UINT: return number(ps, d, arg, f);
+    case K_SIZE:
+        if ((rc = size_arg(ps, d, arg, &v)) == 0)
+            *(size_t *)f = (size_t)v;
+        return rc;
+    case K_BYTES:
+        if ((rc = size_arg(ps, d, arg, &v)) == 0)
+            *(unsigned long long *)f = v;
+        return rc;
+    case K_BOOL:
+        if ((rc = choice(ps, d, arg, &u)) == 0)
+            *(bool *)f = u != 0;
+        return rc;
+    case K_ENUM:
+        if ((rc = choice(ps, d, arg, &u)) == 0)
+            *(unsigned *)f = u;
+        return rc;
+    case K_FLAGS:
+        if ((rc = choice(ps, d, arg, &u)) == 0)
+            *(unsigned *)f |= u;
+        return rc;
+    case K_STRING: return take_string(ps, d, arg, f);
+    case K_PATH: return take_path(ps, d, arg, f);
+    case K_PATHS: return add_path(ps, arg, f, (size_t *)(base + d->off_n));
+    case K_PORTS: return add_port(ps, d, arg, f, (size_t *)(base + d->off_n));
+    case K_CUSTOM:
+    case K_BLOCK: break;
+    }
+    return -EINVAL; /* not reached: statement() calls their handlers */
+}
+
 /* ---- grammar -------------------------------------------------------------- */
 
 static int parse_block(parser *ps, enum ctx ctx, const token *opener, const char *label);
@@ -1223,7 +1418,7 @@ static const char *statement_text(const directive *d, const token *args, char *b
 {
     char sh[SHOWN_MAX];
     size_t pos = (size_t)snprintf(buf, size, "%s", d->name);
-    for (unsigned i = 0; i < d->nargs && pos < size; i++)
+    for (unsigned i = 0; i < (d->nargs ? d->nargs : 1u) && pos < size; i++)
         pos += (size_t)snprintf(buf + pos, size - pos, " %s", shown(sh, sizeof(sh), args[i].text));
     return buf;
 }
@@ -1254,8 +1449,10 @@ static int statement(parser *ps, enum ctx ctx, const token *dir)
     const directive *d = find_directive(dir->text, ctx);
     if (!d)
         return unknown_directive(ps, ctx, dir);
+    size_t row = (size_t)(d - directives);
+    unsigned nargs = d->nargs ? d->nargs : 1;
 
-    for (unsigned i = 0; i < d->nargs; i++) {
+    for (unsigned i = 0; i < nargs; i++) {
         rc = lex(ps, &args[i]);
         if (rc)
             goto out;
@@ -1269,32 +1466,32 @@ static int statement(parser *ps, enum ctx ctx, const token *dir)
     rc = lex(ps, &term);
     if (rc)
         goto out;
-    enum tok_type want = d->block == CTX_NONE ? T_SEMI : T_LBRACE;
+    enum tok_type want = d->kind != K_BLOCK ? T_SEMI : T_LBRACE;
     if (term.type != want) {
         rc = fail(ps, term.line, term.col, "expected '%c' after '%s', found %s",
                   want == T_SEMI ? ';' : '{', statement_text(d, args, text, sizeof(text)),
                   what(&term, found, sizeof(found)));
         goto out;
     }
-    if (d->slot != SLOT_NONE && ps->seen[d->slot]) {
+    if (!d->repeat && ps->seen[row]) {
         rc = fail(ps, dir->line, dir->col,
                   "duplicate '%s' %s (already set at line %d; expected "
                   "it at most once)",
-                  d->name, where(ctx), ps->seen[d->slot]);
+                  d->name, where(ctx), ps->seen[row]);
         goto out;
     }
 
-    if (d->block == CTX_NONE) {
-        rc = d->open(ps, dir, args);
-        if (rc == 0 && d->slot != SLOT_NONE)
-            ps->seen[d->slot] = dir->line;
+    if (d->kind != K_BLOCK) {
+        rc = d->kind == K_CUSTOM ? d->handler(ps, d, dir, args) : set_value(ps, d, &args[0]);
+        if (rc == 0)
+            ps->seen[row] = dir->line;
         goto out;
     }
     shown(label, sizeof(label), args[0].text);
     for (size_t k = 0; k < NDIRECTIVES; k++)
         if (directives[k].ctx == d->block)
-            ps->seen[directives[k].slot] = 0;
-    rc = d->open(ps, dir, args);
+            ps->seen[k] = 0;
+    rc = d->handler(ps, d, dir, args);
     if (rc == 0)
         rc = parse_block(ps, d->block, dir, label);
     if (rc == 0 && d->close)
@@ -1490,14 +1687,7 @@ int sandlet_conf_parse(const char *text, size_t len, const char *name, const cha
     ps.conf = calloc(1, sizeof(*ps.conf));
     if (!ps.conf)
         return nomem(&ps);
-    ps.conf->header_timeout = SANDLET_DEFAULT_HEADER_TIMEOUT;
-    ps.conf->body_timeout = SANDLET_DEFAULT_BODY_TIMEOUT;
-    ps.conf->keepalive_timeout = SANDLET_DEFAULT_KEEPALIVE_TIMEOUT;
-    ps.conf->send_timeout = SANDLET_DEFAULT_SEND_TIMEOUT;
-    ps.conf->max_connections = SANDLET_DEFAULT_MAX_CONNECTIONS;
-    ps.conf->max_header_size = SANDLET_DEFAULT_MAX_HEADER_SIZE;
-    ps.conf->max_target_length = SANDLET_DEFAULT_MAX_TARGET_LENGTH;
-    ps.conf->max_body_size = SANDLET_DEFAULT_MAX_BODY_SIZE;
+    set_defaults(CTX_TOP, (char *)ps.conf);
     ps.conf->file = dupn(ps.name, strlen(ps.name));
     rc = ps.conf->file ? 0 : nomem(&ps);
     if (rc == 0)
@@ -1668,4 +1858,128 @@ void sandlet_conf_free(sandlet_conf *conf)
     free(conf->session_secret_file);
     sodium_memzero(conf->session_secret, sizeof(conf->session_secret));
     free(conf);
+}
+
+/* strdup that keeps NULL; sets *bad when a copy fails. */
+static char *copy_str(const char *s, bool *bad)
+{
+    if (!s)
+        return NULL;
+    char *d = dupn(s, strlen(s));
+    if (!d)
+        *bad = true;
+    return d;
+}
+
+static char **copy_list(char *const *list, size_t n, bool *bad)
+{
+    if (n == 0)
+        return NULL;
+    char **d = calloc(n, sizeof(*d));
+    if (!d) {
+        *bad = true;
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        d[i] = copy_str(list[i], bad);
+    return d;
+}
+
+/* Field by field, naming what the supervisor uses, so that a setting
+ * added for the acceptor stays out of the privileged process unless
+ * someone decides it belongs there. */
+static void plan_sandbox(sandlet_sandbox_conf *d, const sandlet_sandbox_conf *s, bool *bad)
+{
+    *d = (sandlet_sandbox_conf){
+        .workers = s->workers,
+        .nreadable = s->readable ? s->nreadable : 0,
+        .nwritable = s->writable ? s->nwritable : 0,
+        .memory_mib = s->memory_mib,
+        .open_files = s->open_files,
+        .cpu_seconds = s->cpu_seconds,
+        .max_file_size = s->max_file_size,
+        .write_quota = s->write_quota,
+        .write_files = s->write_files,
+        .ndatabase_ports = s->ndatabase_ports,
+        .core_dumps = s->core_dumps,
+        .syscalls = s->syscalls,
+        .learn = s->learn,
+        .sessions = s->sessions,
+        .session_size = s->session_size,
+        .session_timeout = s->session_timeout,
+        .session_cookie_secure = s->session_cookie_secure,
+        .line = s->line,
+    };
+    memcpy(d->database_ports, s->database_ports, sizeof(d->database_ports));
+    d->name = copy_str(s->name, bad);
+    d->user = copy_str(s->user, bad);
+    d->group = copy_str(s->group, bad);
+    d->readable = copy_list(s->readable, d->nreadable, bad);
+    d->writable = copy_list(s->writable, d->nwritable, bad);
+    if (!d->readable)
+        d->nreadable = 0;
+    if (!d->writable)
+        d->nwritable = 0;
+    d->session_cookie = copy_str(s->session_cookie, bad);
+    d->session_path = copy_str(s->session_path, bad);
+}
+
+static void plan_servlet(sandlet_servlet_conf *d, const sandlet_servlet_conf *s, bool *bad)
+{
+    *d = (sandlet_servlet_conf){.prefix = s->prefix, .sandbox = s->sandbox, .line = s->line};
+    d->path = copy_str(s->path, bad);
+    d->library = copy_str(s->library, bad);
+    if (s->nparams == 0)
+        return;
+    d->params = calloc(s->nparams, sizeof(*d->params));
+    if (!d->params) {
+        *bad = true;
+        return;
+    }
+    d->nparams = s->nparams;
+    for (size_t i = 0; i < s->nparams; i++) {
+        d->params[i].name = copy_str(s->params[i].name, bad);
+        d->params[i].value = copy_str(s->params[i].value, bad);
+    }
+}
+
+sandlet_conf *sandlet_conf_plan(const sandlet_conf *conf)
+{
+    if (!conf)
+        return NULL;
+    bool bad = false;
+    sandlet_conf *p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->file = copy_str(conf->file, &bad);
+    p->user = copy_str(conf->user, &bad);
+    p->access_log = copy_str(conf->access_log, &bad);
+    p->error_log = copy_str(conf->error_log, &bad);
+    memcpy(p->session_secret, conf->session_secret, sizeof(p->session_secret));
+    p->session_secret_set = conf->session_secret_set;
+    if (conf->nsandboxes) {
+        p->sandboxes = calloc(conf->nsandboxes, sizeof(*p->sandboxes));
+        if (p->sandboxes) {
+            p->nsandboxes = conf->nsandboxes;
+            for (size_t i = 0; i < conf->nsandboxes; i++)
+                plan_sandbox(&p->sandboxes[i], &conf->sandboxes[i], &bad);
+        } else {
+            bad = true;
+        }
+    }
+    if (conf->nservlets) {
+        p->servlets = calloc(conf->nservlets, sizeof(*p->servlets));
+        if (p->servlets) {
+            p->nservlets = conf->nservlets;
+            for (size_t i = 0; i < conf->nservlets; i++)
+                plan_servlet(&p->servlets[i], &conf->servlets[i], &bad);
+        } else {
+            bad = true;
+        }
+    }
+    if (bad) {
+        sandlet_conf_free(p);
+        return NULL;
+    }
+    return p;
 }

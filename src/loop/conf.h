@@ -214,6 +214,17 @@ int sandlet_conf_parse(const char *text, size_t len, const char *name, const cha
 int sandlet_conf_load(const char *path, sandlet_conf **out, char *err, size_t errlen);
 void sandlet_conf_free(sandlet_conf *conf);
 
+/* What the supervisor needs to start workers, as a separately allocated
+ * copy: per sandbox its name, workers, identity, limits, Landlock paths,
+ * system-call groups, database ports, write quotas and session settings;
+ * per servlet its path, library, params and sandbox; the file's name, the
+ * acceptor's user, the log paths it reopens and the session secret.
+ * Everything only the acceptor uses (listen addresses, docroot, status
+ * page, client timeouts and size limits, queues and request timeouts) is
+ * zero or NULL in it.  Free with sandlet_conf_free; NULL when out of
+ * memory. */
+sandlet_conf *sandlet_conf_plan(const sandlet_conf *conf);
+
 /* (route.c) The servlet serving path (the request path before '?'), or NULL.
  * Exact routes win over prefix routes; the longest prefix wins. */
 const sandlet_servlet_conf *sandlet_conf_route(const sandlet_conf *conf, const char *path,

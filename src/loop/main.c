@@ -413,9 +413,16 @@ static int run(sandlet_conf *conf)
         sandlet_log_errno(SANDLET_LOG_ERROR, -errno, "control socketpair");
         return 1;
     }
+    /* The privileged supervisor gets only what starting workers takes. */
+    sandlet_conf *plan = sandlet_conf_plan(conf);
+    if (!plan) {
+        sandlet_error("out of memory while preparing the supervisor");
+        return 1;
+    }
     pid_t pid = fork();
     if (pid < 0) {
         sandlet_log_errno(SANDLET_LOG_ERROR, -errno, "cannot fork the supervisor");
+        sandlet_conf_free(plan);
         return 1;
     }
     if (pid == 0) {
@@ -429,10 +436,20 @@ static int run(sandlet_conf *conf)
         if (srv->access_fd >= 0)
             close(srv->access_fd);
         sandlet_log_nonblocking();
-        int st = sandlet_supervisor_run(conf, ctl[1], exe);
+        /* log.c reopens the log files by the very strings it was given:
+         * those move into the plan, and the rest of the configuration
+         * (listeners, docroot, client limits...) is forgotten here. */
+        char *keep[2] = {conf->access_log, conf->error_log};
+        conf->access_log = plan->access_log;
+        conf->error_log = plan->error_log;
+        plan->access_log = keep[0];
+        plan->error_log = keep[1];
         sandlet_conf_free(conf);
+        int st = sandlet_supervisor_run(plan, ctl[1], exe);
+        sandlet_conf_free(plan);
         _exit(st);
     }
+    sandlet_conf_free(plan);
     close(ctl[1]);
     close(exe);
     srv->ctl = ctl[0];

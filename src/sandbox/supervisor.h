@@ -7,10 +7,12 @@
 #include "loop/conf.h"
 
 /* Runs the supervisor until the acceptor closes ctl_fd and every worker
- * is gone.  exe_fd is sandletd's own binary, opened O_PATH at start: the
- * workers are exec'd from it, so that they run the very binary that was
- * started even if the file is replaced (upgrade) or we run under a tool
- * such as valgrind.  Returns the process exit status. */
+ * is gone.  conf is sandlet_conf_plan()'s copy: what starting workers
+ * takes, without the acceptor's settings.  exe_fd is sandletd's own
+ * binary, opened O_PATH at start: the workers are exec'd from it, so that
+ * they run the very binary that was started even if the file is replaced
+ * (upgrade) or we run under a tool such as valgrind.  Returns the process
+ * exit status. */
 int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd);
 
 /* Marks every descriptor above standard error close-on-exec: one left

@@ -82,7 +82,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         static const char *const paths[] = {"/", "/a", "/app/", "/app/x/y", "/hello", ""};
         for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
             (void)sandlet_conf_route(conf, paths[i], strlen(paths[i]));
+        /* The supervisor's copy: the same sandboxes and servlets, none of
+         * the acceptor's settings, and nothing shared with the original. */
+        sandlet_conf *plan = sandlet_conf_plan(conf);
+        if (plan) {
+            invariant(plan->nsandboxes == conf->nsandboxes && plan->nservlets == conf->nservlets,
+                      "the supervisor's copy lost a sandbox or a servlet");
+            invariant(plan->nlistens == 0 && !plan->docroot && !plan->status_page,
+                      "the supervisor's copy holds acceptor settings");
+            for (size_t i = 0; i < plan->nsandboxes; i++)
+                invariant(plan->sandboxes[i].name != conf->sandboxes[i].name &&
+                              strcmp(plan->sandboxes[i].name, conf->sandboxes[i].name) == 0 &&
+                              plan->sandboxes[i].nreadable == conf->sandboxes[i].nreadable &&
+                              plan->sandboxes[i].nwritable == conf->sandboxes[i].nwritable,
+                          "the supervisor's copy of a sandbox differs");
+            for (size_t i = 0; i < plan->nservlets; i++)
+                invariant(plan->servlets[i].sandbox == conf->servlets[i].sandbox &&
+                              plan->servlets[i].nparams == conf->servlets[i].nparams,
+                          "the supervisor's copy of a servlet differs");
+        }
         sandlet_conf_free(conf);
+        sandlet_conf_free(plan);
     }
     free(text);
     return 0;

@@ -540,6 +540,100 @@ static void test_limit_defaults(void **state)
     sandlet_conf_free(c);
 }
 
+/* The supervisor's copy holds what starting workers takes and nothing
+ * the acceptor alone uses, and outlives the configuration it came from. */
+static void test_plan(void **state)
+{
+    (void)state;
+    sandlet_conf *c = parse_ok("listen 127.0.0.1:8081;\nuser web;\ndocroot www;\n"
+                               "access-log a.log;\nerror-log e.log;\nstatus-page /st;\n"
+                               "header-timeout 500;\nmax-body-size 1m;\n"
+                               "sandbox shop {\n workers 3; queue 7; queue-timeout 90;\n"
+                               " timeout 800; max-requests 9;\n user www; group web;\n"
+                               " readable ro; writable rw;\n memory 256; open-files 64;\n"
+                               " cpu-seconds 5; core-dumps on; syscalls files;\n"
+                               " syscalls database; database-port 5432;\n"
+                               " syscall-violations log; max-file-size 1m; write-quota 2m;\n"
+                               " write-files 10;\n session-size 64k; session-timeout 60;\n"
+                               " session-cookie-secure on;\n}\n"
+                               "servlet /shop/* {\n library shop.so; sandbox shop;\n"
+                               " param a b; param c \"\";\n timeout 50; max-body-size 2k;\n}\n"
+                               "servlet /x { library x.so; }\n",
+                               "/etc/sandlet");
+    sandlet_conf *p = sandlet_conf_plan(c);
+    assert_non_null(p);
+    /* Copies, not shared pointers: the original can go first. */
+    sandlet_conf_free(c);
+
+    assert_string_equal(p->file, "test.conf");
+    assert_string_equal(p->user, "web");
+    assert_string_equal(p->access_log, "/etc/sandlet/a.log");
+    assert_string_equal(p->error_log, "/etc/sandlet/e.log");
+    /* acceptor-only settings are absent */
+    assert_int_equal(p->nlistens, 0);
+    assert_null(p->listens);
+    assert_null(p->docroot);
+    assert_null(p->status_page);
+    assert_int_equal(p->header_timeout, 0);
+    assert_int_equal(p->max_body_size, 0);
+    assert_int_equal(p->max_connections, 0);
+
+    assert_int_equal(p->nsandboxes, 2);
+    const sandlet_sandbox_conf *sb = &p->sandboxes[0];
+    assert_string_equal(sb->name, "shop");
+    assert_int_equal(sb->workers, 3);
+    assert_string_equal(sb->user, "www");
+    assert_string_equal(sb->group, "web");
+    assert_int_equal(sb->nreadable, 1);
+    assert_string_equal(sb->readable[0], "/etc/sandlet/ro");
+    assert_int_equal(sb->nwritable, 1);
+    assert_string_equal(sb->writable[0], "/etc/sandlet/rw");
+    assert_int_equal(sb->memory_mib, 256);
+    assert_int_equal(sb->open_files, 64);
+    assert_int_equal(sb->cpu_seconds, 5);
+    assert_true(sb->core_dumps);
+    assert_int_equal(sb->syscalls, SANDLET_SYSCALLS_FILES | SANDLET_SYSCALLS_DATABASE);
+    assert_true(sb->learn);
+    assert_int_equal(sb->ndatabase_ports, 1);
+    assert_int_equal(sb->database_ports[0], 5432);
+    assert_true(sb->max_file_size == 1024 * 1024);
+    assert_true(sb->write_quota == 2 * 1024 * 1024);
+    assert_int_equal(sb->write_files, 10);
+    assert_int_equal(sb->sessions, SANDLET_SESSIONS_MEMORY);
+    assert_int_equal(sb->session_size, 64 * 1024);
+    assert_int_equal(sb->session_timeout, 60);
+    assert_true(sb->session_cookie_secure);
+    assert_string_equal(sb->session_cookie, "SLSESSION_shop");
+    assert_string_equal(sb->session_path, "/shop");
+    assert_int_equal(sb->line, 9);
+    /* the acceptor's queue and guardian settings are not the supervisor's */
+    assert_int_equal(sb->queue, 0);
+    assert_int_equal(sb->queue_timeout, 0);
+    assert_int_equal(sb->timeout, 0);
+    assert_int_equal(sb->max_requests, 0);
+    assert_string_equal(p->sandboxes[1].name, SANDLET_DEFAULT_SANDBOX);
+    assert_int_equal(p->sandboxes[1].nreadable, 0);
+    assert_null(p->sandboxes[1].readable);
+
+    assert_int_equal(p->nservlets, 2);
+    const sandlet_servlet_conf *s = &p->servlets[0];
+    assert_string_equal(s->path, "/shop/");
+    assert_true(s->prefix);
+    assert_string_equal(s->library, "/etc/sandlet/shop.so");
+    assert_int_equal(s->sandbox, 0);
+    assert_int_equal(s->nparams, 2);
+    assert_string_equal(s->params[0].name, "a");
+    assert_string_equal(s->params[0].value, "b");
+    assert_string_equal(s->params[1].name, "c");
+    assert_string_equal(s->params[1].value, "");
+    assert_int_equal(s->timeout, 0);
+    assert_int_equal(s->max_body_size, 0);
+    assert_int_equal(p->servlets[1].sandbox, 1);
+    assert_int_equal(p->servlets[1].nparams, 0);
+    sandlet_conf_free(p);
+    assert_null(sandlet_conf_plan(NULL));
+}
+
 static void test_default_sandbox(void **state)
 {
     (void)state;
@@ -666,6 +760,13 @@ static const struct bad_case bad_cases[] = {
     {"sandbox a {\n  core-dumps maybe;\n}\n", 2, 14, "(expected on or off)"},
     {"sandbox a {\n  syscall-violations trace;\n}\n", 2, 22, "(expected log or kill)"},
     {"sandbox a {\n  memory 1;\n}\n", 2, 10, "out of range"},
+    /* a directive whose word "unlimited" or "off" stands for no limit says so */
+    {"sandbox a {\n  memory 1;\n}\n", 2, 10,
+     "'memory 1' out of range (expected 16..1048576, or "
+     "unlimited)"},
+    {"sandbox a {\n  timeout 1h;\n}\n", 2, 11,
+     "invalid number '1h' for 'timeout' (expected a "
+     "decimal number 0..86400000, or off)"},
     {"sandbox a {\n  max-file-size 0;\n}\n", 2, 17, "or unlimited for no limit"},
     {"sandbox a {\n  write-quota lots;\n}\n", 2, 15, "invalid size 'lots' for 'write-quota'"},
     {"sandbox a {\n  write-files 0;\n}\n", 2, 15, "out of range"},
@@ -1033,6 +1134,7 @@ int main(void)
         cmocka_unit_test(test_session_secret_file),
         cmocka_unit_test(test_confinement_settings),
         cmocka_unit_test(test_limit_defaults),
+        cmocka_unit_test(test_plan),
         cmocka_unit_test(test_default_sandbox),
         cmocka_unit_test(test_sandbox_declared_later),
         cmocka_unit_test(test_library_paths),
