@@ -13,7 +13,7 @@
 
 #include "loop/acceptor.h"
 #include "lib/servlet.h"
-#include "loop/log.h"
+#include "common/log.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -70,6 +70,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/buf.h"
+
 #define SANDLET_FRAME_VERSION 1
 #define SANDLET_FRAME_HEADER  12
 /* Largest payload; bodies larger than this travel in several frames. */
@@ -108,33 +110,12 @@ const char *sandlet_frame_type_name(unsigned type);
 
 /* ---- building payloads ------------------------------------------------ */
 
-/* A growable output buffer.  Errors are sticky: after a failed append all
- * further appends do nothing and the error field holds -ENOMEM (or
- * -EMSGSIZE past the limit), so callers check once at the end. */
-typedef struct sandlet_buf {
-    uint8_t *data;
-    size_t len;
-    size_t cap;
-    size_t limit; /* 0: no limit */
-    int error;
-    bool wipe; /* holds a client's data: growing and freeing clear it */
-} sandlet_buf;
-
-void sandlet_buf_init(sandlet_buf *b, size_t limit);
-void sandlet_buf_free(sandlet_buf *b);
-void sandlet_buf_reset(sandlet_buf *b);
-int sandlet_buf_reserve(sandlet_buf *b, size_t more);
-void sandlet_buf_put(sandlet_buf *b, const void *data, size_t len);
+/* Appends the payload items above to b (sticky errors, as b's own). */
 void sandlet_buf_put_u8(sandlet_buf *b, uint8_t v);
 void sandlet_buf_put_u16(sandlet_buf *b, uint16_t v);
 void sandlet_buf_put_u32(sandlet_buf *b, uint32_t v);
 void sandlet_buf_put_u64(sandlet_buf *b, uint64_t v);
 void sandlet_buf_put_str(sandlet_buf *b, const char *s, size_t len);
-/* Clears bytes [from, to) of b's memory (to is capped at the capacity),
- * for buffers that held a client's data. */
-void sandlet_buf_wipe(sandlet_buf *b, size_t from, size_t to);
-/* Drops the first n bytes (consumed input), keeping the rest. */
-void sandlet_buf_consume(sandlet_buf *b, size_t n);
 
 /* Starts a frame at the end of b; returns the offset to pass to
  * sandlet_frame_finish once the payload has been appended. */

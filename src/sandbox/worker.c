@@ -20,7 +20,7 @@
 
 #include "sandbox/worker.h"
 #include "lib/servlet.h"
-#include "loop/log.h"
+#include "common/log.h"
 #include "sandbox/confine.h"
 #include "sandbox/frame.h"
 #include "sandbox/session_store.h"

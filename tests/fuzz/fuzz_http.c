@@ -38,7 +38,7 @@
 #include "config.h"
 
 #include "loop/acceptor.h"
-#include "loop/log.h"
+#include "common/log.h"
 #include "sandbox/control.h"
 
 #include <errno.h>
