@@ -1,5 +1,6 @@
 /*
- * frame.h - the wire format between the acceptor and a sandbox worker.
+ * frame.h - the wire format between the acceptor, the supervisor and a
+ * sandbox worker: one codec, one set of constants.
  *
  * Every message on a worker's socketpair is one frame: a 12-byte header
  * followed by a payload.  All integers are little-endian, written byte by
