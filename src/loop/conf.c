@@ -18,7 +18,7 @@
 
 #include "conf.h"
 #include "lib/servlet.h"
-#include "loop/log.h"
+#include "common/log.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

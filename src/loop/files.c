@@ -18,7 +18,7 @@
 
 #include "loop/acceptor.h"
 #include "loop/filecache.h"
-#include "loop/log.h"
+#include "common/log.h"
 #include "loop/static.h"
 
 #include <errno.h>

@@ -13,7 +13,7 @@
 
 #include "loop/conn_private.h"
 #include "lib/servlet.h"
-#include "loop/log.h"
+#include "common/log.h"
 #include "loop/static.h"
 
 #include <arpa/inet.h>

@@ -9,7 +9,7 @@
 #include "config.h"
 
 #include "loop/acceptor.h"
-#include "loop/log.h"
+#include "common/log.h"
 #include "sandbox/control.h"
 #include "sandbox/identity.h"
 #include "sandbox/supervisor.h"

@@ -14,8 +14,8 @@
  */
 #include "config.h"
 
+#include "common/log.h"
 #include "loop/conn_private.h"
-#include "loop/log.h"
 #include "sandbox/control.h"
 #include "sandbox/session_store.h"
 
@@ -193,26 +193,27 @@ static bool foreign_session_cookie(const sandlet_pool *p, const char *name, size
     return false;
 }
 
-/* Appends a Cookie header's value to b without the session cookies of
- * other sandboxes: a browser sends every cookie whose Path matches, so
- * when sandboxes' routes nest, a servlet would otherwise be handed the
- * session tokens of its neighbours' clients.  Pairs are split as the
- * worker's parser splits them (';', blanks trimmed); the rest is kept
- * byte for byte. */
-static void put_cookie_header(sandlet_buf *b, const sandlet_pool *p, const char *v, size_t len)
+/* A Cookie header's value without the session cookies of other
+ * sandboxes: a browser sends every cookie whose Path matches, so when
+ * sandboxes' routes nest, a servlet would otherwise be handed the session
+ * tokens of its neighbours' clients.  Pairs are split as the worker's
+ * parser splits them (';', blanks trimmed); the rest is kept byte for
+ * byte.  *vp becomes the value to send: unchanged when nothing is
+ * dropped, else a scratch buffer valid until the next call.  Returns 0 or
+ * the scratch buffer's error. */
+static int filter_cookie_header(const sandlet_pool *p, const char **vp, size_t *len)
 {
     size_t which;
-    if (p->srv->conf->nsandboxes < 2 || !memchr(v, '_', len)) {
-        sandlet_buf_put_str(b, v, len);
-        return;
-    }
+    const char *v = *vp;
+    if (p->srv->conf->nsandboxes < 2 || !memchr(v, '_', *len))
+        return 0;
     /* One loop thread: one scratch buffer, never larger than a header. */
     static sandlet_buf out = {.limit = SANDLET_MAX_HEADER_SIZE_LIMIT};
     sandlet_buf_reset(&out);
     bool first = true;
-    for (size_t pos = 0; pos < len;) {
-        const char *semi = memchr(v + pos, ';', len - pos);
-        size_t end = semi ? (size_t)(semi - v) : len;
+    for (size_t pos = 0; pos < *len;) {
+        const char *semi = memchr(v + pos, ';', *len - pos);
+        size_t end = semi ? (size_t)(semi - v) : *len;
         const char *a = v + pos, *z = v + end;
         while (a < z && (*a == ' ' || *a == '\t'))
             a++;
@@ -226,57 +227,48 @@ static void put_cookie_header(sandlet_buf *b, const sandlet_pool *p, const char 
             sandlet_buf_put(&out, v + pos, end - pos);
             first = false;
         }
-        pos = semi ? end + 1 : len;
+        pos = semi ? end + 1 : *len;
     }
     if (out.error)
-        b->error = out.error;
-    else
-        sandlet_buf_put_str(b, out.len ? (const char *)out.data : "", out.len);
+        return out.error;
+    *len = out.len;
+    *vp = out.len ? (const char *)out.data : "";
+    return 0;
 }
 
 /* Appends c's request to w->out; on failure w->out is left as it was. */
 static int encode_request(sandlet_worker *w, sandlet_conn *c, uint32_t id)
 {
     sandlet_buf *b = &w->out;
-    size_t mark = b->len;
     const char *head = (const char *)c->head.data;
     const char *method = llhttp_method_name(llhttp_get_method(&c->parser));
-    size_t start = sandlet_frame_begin(b, SANDLET_FRAME_REQUEST, id);
-    sandlet_buf_put_u16(b, w->pool->srv->local_index[c->servlet_index]);
-    sandlet_buf_put_u8(b, c->http_major);
-    sandlet_buf_put_u8(b, c->http_minor);
-    sandlet_buf_put_u16(b, (uint16_t)c->nhdrs);
-    sandlet_buf_put_str(b, method, strlen(method));
-    sandlet_buf_put_str(b, head + c->target, c->target_len);
-    sandlet_buf_put_str(b, c->peer, strlen(c->peer));
+    sandlet_wire_request rq = {
+        .servlet = w->pool->srv->local_index[c->servlet_index],
+        .http_major = c->http_major,
+        .http_minor = c->http_minor,
+        .nheaders = (uint16_t)c->nhdrs,
+        .method = method,
+        .method_len = strlen(method),
+        .target = head + c->target,
+        .target_len = c->target_len,
+        .peer = c->peer,
+        .peer_len = strlen(c->peer),
+    };
+    size_t start = sandlet_wire_request_begin(b, id, &rq);
     for (unsigned i = 0; i < c->nhdrs; i++) {
         const sandlet_hdr_ref *h = &c->hdrs[i];
-        sandlet_buf_put_str(b, head + h->name, h->name_len);
+        const char *value = head + h->value;
+        size_t value_len = h->value_len;
+        int rc = 0;
         if (h->name_len == 6 && strncasecmp(head + h->name, "Cookie", 6) == 0)
-            put_cookie_header(b, w->pool, head + h->value, h->value_len);
-        else
-            sandlet_buf_put_str(b, head + h->value, h->value_len);
-    }
-    int rc = b->error;
-    if (rc == 0) {
-        size_t room = SANDLET_FRAME_MAX - (b->len - start - SANDLET_FRAME_HEADER);
-        size_t first = c->body.len < room ? c->body.len : room;
-        sandlet_buf_put(b, c->body.data, first);
-        rc = sandlet_frame_finish(b, start, first == c->body.len ? SANDLET_FRAME_END : 0);
-        for (size_t off = first; rc == 0 && off < c->body.len;) {
-            size_t n =
-                c->body.len - off < SANDLET_FRAME_MAX ? c->body.len - off : SANDLET_FRAME_MAX;
-            start = sandlet_frame_begin(b, SANDLET_FRAME_REQBODY, id);
-            sandlet_buf_put(b, c->body.data + off, n);
-            off += n;
-            rc = sandlet_frame_finish(b, start, off == c->body.len ? SANDLET_FRAME_END : 0);
+            rc = filter_cookie_header(w->pool, &value, &value_len);
+        if (rc < 0) {
+            b->error = rc;
+            break;
         }
+        sandlet_wire_header_put(b, head + h->name, h->name_len, value, value_len);
     }
-    if (rc < 0) {
-        b->len = mark;
-        b->error = 0;
-    }
-    return rc;
+    return sandlet_wire_request_finish(b, start, id, c->body.data, c->body.len);
 }
 
 static void copy_str(char *dst, size_t size, const char *src)
@@ -601,11 +593,10 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
             return true;
         }
         if (h->type == SANDLET_FRAME_FAIL) {
-            sandlet_reader r;
-            sandlet_reader_init(&r, payload, h->length);
-            const char *msg = sandlet_read_str(&r, NULL);
+            const char *msg;
+            bool bad = sandlet_wire_fail_decode(payload, h->length, &msg) < 0;
             sandlet_error("sandbox '%s' cannot start: %s%s", sandbox_name(w),
-                          r.bad ? "(no message)" : msg,
+                          bad ? "(no message)" : msg,
                           any_worker_up(w->pool) ? "" : "; answering 503 until a worker starts");
             if (!any_worker_up(w->pool)) {
                 w->pool->failing = true;
@@ -635,9 +626,8 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
             not_final(w, f, r.status);
         else if (f->conn && !f->discard)
             rc = sandlet_conn_response_head(f->conn, &r, end);
-    } else if (h->type == SANDLET_FRAME_BODY && w->got_head && h->length == 0 && !end) {
-        /* It carries nothing and ends nothing: a worker sending these
-         * keeps the acceptor busy without making progress. */
+    } else if (h->type == SANDLET_FRAME_BODY && w->got_head &&
+               !sandlet_wire_body_valid(h->length, h->flags)) {
         violation(w, "empty BODY frame that does not end the response");
         return false;
     } else if (h->type == SANDLET_FRAME_BODY && w->got_head) {

@@ -15,7 +15,7 @@
 #include "config.h"
 
 #include "loop/acceptor.h"
-#include "loop/log.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -5,7 +5,9 @@
  * Both sides of the socketpair use this file, and the acceptor runs it on
  * bytes written by code it does not trust: every read is bounds-checked
  * against the bytes actually received, and malformed input is reported,
- * never acted upon.  Nothing here performs I/O.
+ * never acted upon.  Nothing here performs I/O.  Every frame type has its
+ * encoder and its decoder here, and no other file writes or parses a
+ * payload field by hand.
  */
 #include "config.h"
 
@@ -62,82 +64,7 @@ const char *sandlet_frame_type_name(unsigned type)
     return "UNKNOWN";
 }
 
-/* ---- buffers ------------------------------------------------------------ */
-
-void sandlet_buf_init(sandlet_buf *b, size_t limit)
-{
-    memset(b, 0, sizeof(*b));
-    b->limit = limit;
-}
-
-void sandlet_buf_free(sandlet_buf *b)
-{
-    bool wipe = b->wipe;
-    if (wipe && b->data)
-        explicit_bzero(b->data, b->cap);
-    free(b->data);
-    sandlet_buf_init(b, b->limit);
-    b->wipe = wipe;
-}
-
-void sandlet_buf_wipe(sandlet_buf *b, size_t from, size_t to)
-{
-    if (to > b->cap)
-        to = b->cap;
-    if (b->data && from < to)
-        explicit_bzero(b->data + from, to - from);
-}
-
-void sandlet_buf_reset(sandlet_buf *b)
-{
-    b->len = 0;
-    b->error = 0;
-}
-
-int sandlet_buf_reserve(sandlet_buf *b, size_t more)
-{
-    if (b->error)
-        return b->error;
-    if (more > SIZE_MAX - b->len || (b->limit && b->len + more > b->limit)) {
-        b->error = -EMSGSIZE;
-        return b->error;
-    }
-    size_t need = b->len + more;
-    if (need <= b->cap)
-        return 0;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < need)
-        cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-    if (b->limit && cap > b->limit)
-        cap = b->limit;
-    uint8_t *p;
-    if (b->wipe) {
-        /* realloc would hand the old block back to malloc unwiped. */
-        p = malloc(cap);
-        if (p && b->data) {
-            memcpy(p, b->data, b->len);
-            explicit_bzero(b->data, b->cap);
-            free(b->data);
-        }
-    } else {
-        p = realloc(b->data, cap);
-    }
-    if (!p) {
-        b->error = -ENOMEM;
-        return b->error;
-    }
-    b->data = p;
-    b->cap = cap;
-    return 0;
-}
-
-void sandlet_buf_put(sandlet_buf *b, const void *data, size_t len)
-{
-    if (len == 0 || sandlet_buf_reserve(b, len) < 0)
-        return;
-    memcpy(b->data + b->len, data, len);
-    b->len += len;
-}
+/* ---- payload items ----------------------------------------------------- */
 
 static void put_le(sandlet_buf *b, uint64_t v, int bytes)
 {
@@ -178,16 +105,6 @@ void sandlet_buf_put_str(sandlet_buf *b, const char *s, size_t len)
     sandlet_buf_put_u8(b, 0);
 }
 
-void sandlet_buf_consume(sandlet_buf *b, size_t n)
-{
-    if (n >= b->len) {
-        b->len = 0;
-        return;
-    }
-    memmove(b->data, b->data + n, b->len - n);
-    b->len -= n;
-}
-
 size_t sandlet_frame_begin(sandlet_buf *b, uint8_t type, uint32_t id)
 {
     size_t start = b->len;
@@ -200,17 +117,7 @@ size_t sandlet_frame_begin(sandlet_buf *b, uint8_t type, uint32_t id)
 
 int sandlet_frame_finish(sandlet_buf *b, size_t start, uint16_t flags)
 {
-    if (b->error)
-        return b->error;
-    size_t payload = b->len - start - SANDLET_FRAME_HEADER;
-    if (payload > SANDLET_FRAME_MAX)
-        return -EMSGSIZE;
-    uint8_t *hdr = b->data + start;
-    hdr[2] = (uint8_t)flags;
-    hdr[3] = (uint8_t)(flags >> 8);
-    for (int i = 0; i < 4; i++)
-        hdr[8 + i] = (uint8_t)(payload >> (8 * i));
-    return 0;
+    return sandlet_frame_finish_more(b, start, flags, 0);
 }
 
 /* ---- readers ------------------------------------------------------------ */
@@ -355,4 +262,261 @@ int sandlet_wire_response_decode(const uint8_t *payload, size_t len, sandlet_wir
     if (out->status < 200 || out->status > 599)
         return -ERANGE;
     return 0;
+}
+
+/* ---- encoders ----------------------------------------------------------- */
+
+int sandlet_frame_finish_more(sandlet_buf *b, size_t start, uint16_t flags, size_t more)
+{
+    if (b->error)
+        return b->error;
+    size_t inbuf = b->len - start - SANDLET_FRAME_HEADER;
+    if (inbuf > SANDLET_FRAME_MAX || more > SANDLET_FRAME_MAX - inbuf)
+        return -EMSGSIZE;
+    size_t payload = inbuf + more;
+    uint8_t *hdr = b->data + start;
+    hdr[2] = (uint8_t)flags;
+    hdr[3] = (uint8_t)(flags >> 8);
+    for (int i = 0; i < 4; i++)
+        hdr[8 + i] = (uint8_t)(payload >> (8 * i));
+    return 0;
+}
+
+/* Cuts b back to where a failed message started, so that a caller
+ * appending to a queue keeps the frames before it. */
+static int rollback(sandlet_buf *b, size_t mark, int rc)
+{
+    if (rc < 0) {
+        b->len = mark;
+        b->error = 0;
+    }
+    return rc;
+}
+
+static void put_cstr(sandlet_buf *b, const char *s)
+{
+    sandlet_buf_put_str(b, s, strlen(s));
+}
+
+size_t sandlet_wire_request_begin(sandlet_buf *b, uint32_t id, const sandlet_wire_request *rq)
+{
+    size_t start = sandlet_frame_begin(b, SANDLET_FRAME_REQUEST, id);
+    sandlet_buf_put_u16(b, rq->servlet);
+    sandlet_buf_put_u8(b, rq->http_major);
+    sandlet_buf_put_u8(b, rq->http_minor);
+    sandlet_buf_put_u16(b, rq->nheaders);
+    sandlet_buf_put_str(b, rq->method, rq->method_len);
+    sandlet_buf_put_str(b, rq->target, rq->target_len);
+    sandlet_buf_put_str(b, rq->peer, rq->peer_len);
+    return start;
+}
+
+void sandlet_wire_header_put(sandlet_buf *b, const char *name, size_t name_len, const char *value,
+                             size_t value_len)
+{
+    sandlet_buf_put_str(b, name, name_len);
+    sandlet_buf_put_str(b, value, value_len);
+}
+
+int sandlet_wire_request_finish(sandlet_buf *b, size_t start, uint32_t id, const uint8_t *body,
+                                size_t len)
+{
+    int rc = b->error;
+    if (rc == 0) {
+        size_t used = b->len - start - SANDLET_FRAME_HEADER;
+        size_t room = used < SANDLET_FRAME_MAX ? SANDLET_FRAME_MAX - used : 0;
+        bool whole = len <= room;
+        size_t first = whole ? len : room;
+        sandlet_buf_put(b, body, first);
+        rc = sandlet_frame_finish(b, start, whole ? SANDLET_FRAME_END : 0);
+        for (size_t off = first; rc == 0 && off < len;) {
+            size_t n = len - off < SANDLET_FRAME_MAX ? len - off : SANDLET_FRAME_MAX;
+            size_t more = sandlet_frame_begin(b, SANDLET_FRAME_REQBODY, id);
+            sandlet_buf_put(b, body + off, n);
+            off += n;
+            rc = sandlet_frame_finish(b, more, off == len ? SANDLET_FRAME_END : 0);
+        }
+    }
+    return rollback(b, start, rc);
+}
+
+size_t sandlet_wire_response_begin(sandlet_buf *b, uint32_t id, const sandlet_wire_response *rs)
+{
+    size_t start = sandlet_frame_begin(b, SANDLET_FRAME_RESPONSE, id);
+    sandlet_buf_put_u16(b, rs->status);
+    sandlet_buf_put_u16(b, rs->nheaders);
+    sandlet_buf_put_u64(b, rs->content_length);
+    return start;
+}
+
+size_t sandlet_wire_body_begin(sandlet_buf *b, uint32_t id)
+{
+    return sandlet_frame_begin(b, SANDLET_FRAME_BODY, id);
+}
+
+bool sandlet_wire_body_valid(size_t len, uint16_t flags)
+{
+    /* It would carry nothing and end nothing: a worker sending these
+     * keeps the acceptor busy without making progress. */
+    return len > 0 || (flags & SANDLET_FRAME_END);
+}
+
+int sandlet_wire_ready_encode(sandlet_buf *b)
+{
+    size_t start = sandlet_frame_begin(b, SANDLET_FRAME_READY, 0);
+    return rollback(b, start, sandlet_frame_finish(b, start, SANDLET_FRAME_END));
+}
+
+int sandlet_wire_fail_encode(sandlet_buf *b, const char *msg)
+{
+    size_t start = sandlet_frame_begin(b, SANDLET_FRAME_FAIL, 0);
+    put_cstr(b, msg);
+    return rollback(b, start, sandlet_frame_finish(b, start, SANDLET_FRAME_END));
+}
+
+int sandlet_wire_fail_decode(const uint8_t *payload, size_t len, const char **msg)
+{
+    sandlet_reader r;
+    sandlet_reader_init(&r, payload, len);
+    *msg = sandlet_read_str(&r, NULL);
+    return r.bad ? -EPROTO : 0;
+}
+
+int sandlet_wire_init_encode(sandlet_buf *b, const sandlet_wire_init *in)
+{
+    size_t start = sandlet_frame_begin(b, SANDLET_FRAME_INIT, 0);
+    put_cstr(b, in->sandbox);
+    sandlet_buf_put_u16(b, in->nservlets);
+    for (size_t i = 0; i < in->nservlets; i++) {
+        const sandlet_wire_servlet *s = &in->servlets[i];
+        put_cstr(b, s->path);
+        put_cstr(b, s->library);
+        sandlet_buf_put_u16(b, s->nparams);
+        for (size_t j = 0; j < s->nparams; j++) {
+            put_cstr(b, s->params[j].name);
+            put_cstr(b, s->params[j].value);
+        }
+    }
+    sandlet_buf_put_u8(b, in->confine);
+    sandlet_buf_put_u32(b, in->uid);
+    sandlet_buf_put_u32(b, in->gid);
+    sandlet_buf_put_u32(b, in->memory_mib);
+    sandlet_buf_put_u32(b, in->open_files);
+    sandlet_buf_put_u32(b, in->cpu_seconds);
+    sandlet_buf_put_u8(b, in->core_dumps);
+    sandlet_buf_put_u8(b, in->syscalls);
+    sandlet_buf_put_u8(b, in->learn);
+    sandlet_buf_put_u16(b, in->nreadable);
+    for (size_t i = 0; i < in->nreadable; i++)
+        put_cstr(b, in->readable[i]);
+    sandlet_buf_put_u16(b, in->nwritable);
+    for (size_t i = 0; i < in->nwritable; i++)
+        put_cstr(b, in->writable[i]);
+    sandlet_buf_put_u64(b, in->max_file_size);
+    sandlet_buf_put_u8(b, in->nports);
+    for (size_t i = 0; i < in->nports; i++)
+        sandlet_buf_put_u16(b, in->ports[i]);
+    sandlet_buf_put_u8(b, in->sessions);
+    sandlet_buf_put_u32(b, in->session_timeout);
+    sandlet_buf_put_u8(b, in->cookie_secure);
+    put_cstr(b, in->cookie_name);
+    put_cstr(b, in->cookie_path);
+    sandlet_buf_put(b, in->key, SANDLET_WIRE_KEY_LEN);
+    return rollback(b, start, sandlet_frame_finish(b, start, SANDLET_FRAME_END));
+}
+
+/* An array for n items read from r, each at least min bytes on the wire:
+ * a count the rest of the payload cannot hold marks r bad instead of
+ * allocating for it. */
+static void *init_array(sandlet_reader *r, size_t n, size_t min, size_t size, int *rc)
+{
+    if (r->bad || n > (r->len - r->pos) / min) {
+        r->bad = true;
+        return NULL;
+    }
+    void *p = calloc(n ? n : 1, size);
+    if (!p)
+        *rc = -ENOMEM;
+    return p;
+}
+
+void sandlet_wire_init_free(sandlet_wire_init *in)
+{
+    for (size_t i = 0; in->servlets && i < in->nservlets; i++)
+        free(in->servlets[i].params);
+    free(in->servlets);
+    free(in->readable);
+    free(in->writable);
+    free(in->ports);
+    memset(in, 0, sizeof(*in));
+}
+
+static const char **init_strs(sandlet_reader *r, uint16_t *n, int *rc)
+{
+    *n = sandlet_read_u16(r);
+    const char **v = init_array(r, *n, 5, sizeof(*v), rc);
+    for (size_t i = 0; v && i < *n; i++)
+        v[i] = sandlet_read_str(r, NULL);
+    return v;
+}
+
+int sandlet_wire_init_decode(const uint8_t *payload, size_t len, sandlet_wire_init *out)
+{
+    sandlet_reader r;
+    int rc = 0;
+    memset(out, 0, sizeof(*out));
+    sandlet_reader_init(&r, payload, len);
+    out->sandbox = sandlet_read_str(&r, NULL);
+    uint16_t n = sandlet_read_u16(&r);
+    /* A servlet is at least two strs and a count. */
+    out->servlets = init_array(&r, n, 12, sizeof(*out->servlets), &rc);
+    if (out->servlets)
+        out->nservlets = n;
+    for (size_t i = 0; out->servlets && i < n && !r.bad && rc == 0; i++) {
+        sandlet_wire_servlet *s = &out->servlets[i];
+        s->path = sandlet_read_str(&r, NULL);
+        s->library = sandlet_read_str(&r, NULL);
+        uint16_t np = sandlet_read_u16(&r);
+        s->params = init_array(&r, np, 10, sizeof(*s->params), &rc);
+        if (s->params)
+            s->nparams = np;
+        for (size_t j = 0; s->params && j < np; j++) {
+            s->params[j].name = sandlet_read_str(&r, NULL);
+            s->params[j].value = sandlet_read_str(&r, NULL);
+        }
+    }
+    out->confine = sandlet_read_u8(&r) != 0;
+    out->uid = sandlet_read_u32(&r);
+    out->gid = sandlet_read_u32(&r);
+    out->memory_mib = sandlet_read_u32(&r);
+    out->open_files = sandlet_read_u32(&r);
+    out->cpu_seconds = sandlet_read_u32(&r);
+    out->core_dumps = sandlet_read_u8(&r) != 0;
+    out->syscalls = sandlet_read_u8(&r);
+    out->learn = sandlet_read_u8(&r) != 0;
+    if (rc == 0)
+        out->readable = init_strs(&r, &out->nreadable, &rc);
+    if (rc == 0)
+        out->writable = init_strs(&r, &out->nwritable, &rc);
+    out->max_file_size = sandlet_read_u64(&r);
+    uint8_t np = sandlet_read_u8(&r);
+    if (rc == 0)
+        out->ports = init_array(&r, np, 2, sizeof(*out->ports), &rc);
+    if (out->ports)
+        out->nports = np;
+    for (size_t i = 0; out->ports && i < np; i++)
+        out->ports[i] = sandlet_read_u16(&r);
+    out->sessions = sandlet_read_u8(&r);
+    out->session_timeout = sandlet_read_u32(&r);
+    out->cookie_secure = sandlet_read_u8(&r) != 0;
+    out->cookie_name = sandlet_read_str(&r, NULL);
+    out->cookie_path = sandlet_read_str(&r, NULL);
+    /* The key comes last: the rest of the payload, exactly. */
+    size_t keylen = 0;
+    out->key = sandlet_read_rest(&r, &keylen);
+    if (rc == 0 && (r.bad || keylen != SANDLET_WIRE_KEY_LEN))
+        rc = -EPROTO;
+    if (rc < 0)
+        sandlet_wire_init_free(out);
+    return rc;
 }

@@ -1,5 +1,6 @@
 /*
- * frame.h - the wire format between the acceptor and a sandbox worker.
+ * frame.h - the wire format between the acceptor, the supervisor and a
+ * sandbox worker: one codec, one set of constants.
  *
  * Every message on a worker's socketpair is one frame: a 12-byte header
  * followed by a payload.  All integers are little-endian, written byte by
@@ -20,15 +21,24 @@
  *                       hands out pointers into its buffer, no copies);
  *                       the n bytes hold no NUL (readers use C strings)
  *
- *   INIT     (acceptor→worker) str sandbox, u16 servlet count, then per
- *            servlet: str path, str library, u16 param count,
+ *   INIT     (supervisor→worker) str sandbox, u16 servlet count, then
+ *            per servlet: str path, str library, u16 param count,
  *            params × (str name, str value); then the confinement: u8
  *            enabled, u32 uid, u32 gid (0xFFFFFFFF: keep), u32 memory MiB,
  *            u32 open files, u32 cpu seconds (0: unchanged), u8 core
- *            dumps, u8 syscall groups, u8 learn, u16 readable count,
- *            readable × str, u16 writable count, writable × str
+ *            dumps, u8 syscall groups (1 files, 2 database), u8 learn,
+ *            u16 readable count, readable × str, u16 writable count,
+ *            writable × str, u64 max file size (0: unlimited), u8 database
+ *            port count, ports × u16; then the sessions: u8 mode (1:
+ *            memory), u32 idle timeout in seconds, u8 cookie Secure, str
+ *            cookie name, str cookie path, and last the sandbox's session
+ *            key: the rest of the payload, exactly SANDLET_WIRE_KEY_LEN
+ *            bytes.  Written by the supervisor on the worker's socket
+ *            before the acceptor ever sees it.
  *   READY    (worker→acceptor) empty: all servlets are initialised
+ *            (the acceptor ignores a payload)
  *   FAIL     (worker→acceptor) str message: init failed, worker exits
+ *            (bytes after the str are ignored: the frame is only logged)
  *   REQUEST  (acceptor→worker) u16 servlet index, u8 http major,
  *            u8 http minor, u16 header count, str method, str target,
  *            str peer, headers × (str name, str value); the rest of the
@@ -46,7 +56,13 @@
  * A reader that meets a wrong version, an unknown type, a length above the
  * maximum or a payload that does not parse exactly rejects the frame; the
  * acceptor then kills the worker that sent it.  This file must never
- * allocate while decoding nor read past the bytes it was given.
+ * read past the bytes it was given, and allocates while decoding only the
+ * lists of INIT (from the supervisor, which the worker trusts).
+ *
+ * Every frame type is encoded and decoded here and nowhere else: the
+ * acceptor (pool.c), the supervisor (init.c), the worker (worker.c), the
+ * tests and the fuzz targets all call the sandlet_wire_ functions below,
+ * so that this comment, the constants and the code cannot drift apart.
  */
 #ifndef SANDLET_FRAME_H
 #define SANDLET_FRAME_H
@@ -55,12 +71,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/buf.h"
+
 #define SANDLET_FRAME_VERSION 1
 #define SANDLET_FRAME_HEADER  12
 /* Largest payload; bodies larger than this travel in several frames. */
 #define SANDLET_FRAME_MAX      ((size_t)1 << 20)
 #define SANDLET_FRAME_END      0x0001u
 #define SANDLET_LENGTH_UNKNOWN UINT64_MAX
+/* Bytes of the session key that ends INIT (SANDLET_SESSION_KEY_LEN). */
+#define SANDLET_WIRE_KEY_LEN 32
+/* INIT's uid or gid when the worker keeps the one it runs as. */
+#define SANDLET_WIRE_KEEP_ID UINT32_MAX
 
 enum sandlet_frame_type {
     SANDLET_FRAME_INIT = 1,
@@ -89,33 +111,12 @@ const char *sandlet_frame_type_name(unsigned type);
 
 /* ---- building payloads ------------------------------------------------ */
 
-/* A growable output buffer.  Errors are sticky: after a failed append all
- * further appends do nothing and the error field holds -ENOMEM (or
- * -EMSGSIZE past the limit), so callers check once at the end. */
-typedef struct sandlet_buf {
-    uint8_t *data;
-    size_t len;
-    size_t cap;
-    size_t limit; /* 0: no limit */
-    int error;
-    bool wipe; /* holds a client's data: growing and freeing clear it */
-} sandlet_buf;
-
-void sandlet_buf_init(sandlet_buf *b, size_t limit);
-void sandlet_buf_free(sandlet_buf *b);
-void sandlet_buf_reset(sandlet_buf *b);
-int sandlet_buf_reserve(sandlet_buf *b, size_t more);
-void sandlet_buf_put(sandlet_buf *b, const void *data, size_t len);
+/* Appends the payload items above to b (sticky errors, as b's own). */
 void sandlet_buf_put_u8(sandlet_buf *b, uint8_t v);
 void sandlet_buf_put_u16(sandlet_buf *b, uint16_t v);
 void sandlet_buf_put_u32(sandlet_buf *b, uint32_t v);
 void sandlet_buf_put_u64(sandlet_buf *b, uint64_t v);
 void sandlet_buf_put_str(sandlet_buf *b, const char *s, size_t len);
-/* Clears bytes [from, to) of b's memory (to is capped at the capacity),
- * for buffers that held a client's data. */
-void sandlet_buf_wipe(sandlet_buf *b, size_t from, size_t to);
-/* Drops the first n bytes (consumed input), keeping the rest. */
-void sandlet_buf_consume(sandlet_buf *b, size_t n);
 
 /* Starts a frame at the end of b; returns the offset to pass to
  * sandlet_frame_finish once the payload has been appended. */
@@ -178,7 +179,34 @@ typedef struct sandlet_wire_response {
     size_t body_len;
 } sandlet_wire_response;
 
+/* The frame header of a frame whose payload is appended to b after it:
+ * sandlet_frame_begin, the payload, then sandlet_frame_finish_more with
+ * more bytes of payload the caller sends from elsewhere (a writev of a
+ * body it does not copy).  Returns 0, b's sticky error, or -EMSGSIZE. */
+int sandlet_frame_finish_more(sandlet_buf *b, size_t start, uint16_t flags, size_t more);
+
+/* REQUEST (and its REQBODY frames).  Encoding is in three steps so that
+ * the acceptor can write header values it filters on the way:
+ * sandlet_wire_request_begin writes the frame header and the fixed
+ * fields of rq (servlet .. peer, with rq->nheaders), then exactly
+ * rq->nheaders sandlet_wire_header_put calls, then
+ * sandlet_wire_request_finish with the body: as much as fits travels in
+ * the REQUEST, the rest in REQBODY frames, the last frame with END.  On
+ * any error b is cut back to start and its error cleared. */
+size_t sandlet_wire_request_begin(sandlet_buf *b, uint32_t id, const sandlet_wire_request *rq);
+void sandlet_wire_header_put(sandlet_buf *b, const char *name, size_t name_len, const char *value,
+                             size_t value_len);
+int sandlet_wire_request_finish(sandlet_buf *b, size_t start, uint32_t id, const uint8_t *body,
+                                size_t len);
 int sandlet_wire_request_decode(const uint8_t *payload, size_t len, sandlet_wire_request *out);
+
+/* RESPONSE: sandlet_wire_response_begin writes the frame header and the
+ * fixed fields of rs (status, nheaders, content_length), then
+ * rs->nheaders sandlet_wire_header_put calls, then body bytes and
+ * sandlet_frame_finish (or sandlet_frame_finish_more).  BODY frames are
+ * sandlet_wire_body_begin, bytes, finish. */
+size_t sandlet_wire_response_begin(sandlet_buf *b, uint32_t id, const sandlet_wire_response *rs);
+size_t sandlet_wire_body_begin(sandlet_buf *b, uint32_t id);
 /* 0, -EPROTO for a payload that does not parse, or -ERANGE for one that
  * parses (out is filled in) but whose status is not a final HTTP status
  * (200-599): a 1xx would make the acceptor answer with an interim
@@ -186,5 +214,59 @@ int sandlet_wire_request_decode(const uint8_t *payload, size_t len, sandlet_wire
 int sandlet_wire_response_decode(const uint8_t *payload, size_t len, sandlet_wire_response *out);
 /* Reads the next header pair; returns false when the iteration is done. */
 bool sandlet_wire_headers_next(sandlet_reader *r, uint16_t *left, sandlet_wire_header *h);
+/* The rule for BODY frames: an empty one must end the response. */
+bool sandlet_wire_body_valid(size_t len, uint16_t flags);
+
+/* READY and FAIL, each appended whole (id 0, END).  On error b is cut
+ * back and its error cleared. */
+int sandlet_wire_ready_encode(sandlet_buf *b);
+int sandlet_wire_fail_encode(sandlet_buf *b, const char *msg);
+/* *msg points into payload; -EPROTO (and *msg = "") when no str is there. */
+int sandlet_wire_fail_decode(const uint8_t *payload, size_t len, const char **msg);
+
+/* INIT: what one sandbox's workers load and how they confine themselves.
+ * Strings and the key point into the caller's memory (encode) or into
+ * the payload (decode); the arrays of a decoded INIT are allocated, freed
+ * with sandlet_wire_init_free. */
+typedef struct sandlet_wire_servlet {
+    const char *path;
+    const char *library;
+    sandlet_wire_header *params;
+    uint16_t nparams;
+} sandlet_wire_servlet;
+
+typedef struct sandlet_wire_init {
+    const char *sandbox;
+    sandlet_wire_servlet *servlets;
+    uint16_t nservlets;
+    /* confinement */
+    bool confine;
+    uint32_t uid, gid; /* SANDLET_WIRE_KEEP_ID: unchanged */
+    uint32_t memory_mib, open_files, cpu_seconds;
+    bool core_dumps;
+    uint8_t syscalls; /* bit 0 files, bit 1 database */
+    bool learn;
+    const char **readable;
+    uint16_t nreadable;
+    const char **writable;
+    uint16_t nwritable;
+    uint64_t max_file_size;
+    uint16_t *ports;
+    uint8_t nports;
+    /* sessions */
+    uint8_t sessions; /* 1: memory */
+    uint32_t session_timeout;
+    bool cookie_secure;
+    const char *cookie_name;
+    const char *cookie_path;
+    const uint8_t *key; /* SANDLET_WIRE_KEY_LEN bytes */
+} sandlet_wire_init;
+
+/* Appends the INIT frame of in to b.  0 or -errno (-EMSGSIZE when it
+ * would exceed SANDLET_FRAME_MAX); on error b is as it was. */
+int sandlet_wire_init_encode(sandlet_buf *b, const sandlet_wire_init *in);
+/* 0, -EPROTO for a payload that does not parse exactly, or -ENOMEM. */
+int sandlet_wire_init_decode(const uint8_t *payload, size_t len, sandlet_wire_init *out);
+void sandlet_wire_init_free(sandlet_wire_init *in);
 
 #endif /* SANDLET_FRAME_H */

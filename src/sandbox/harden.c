@@ -7,7 +7,7 @@
 #include "config.h"
 
 #include "sandbox/harden.h"
-#include "loop/log.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <linux/capability.h>

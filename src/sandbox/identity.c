@@ -6,7 +6,7 @@
 #include "config.h"
 
 #include "sandbox/identity.h"
-#include "loop/log.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <grp.h>

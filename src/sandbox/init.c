@@ -11,12 +11,10 @@
 #include "sandbox/session_store.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
-static void put_cstr(sandlet_buf *b, const char *s)
-{
-    sandlet_buf_put_str(b, s, strlen(s));
-}
+_Static_assert(SANDLET_WIRE_KEY_LEN == SANDLET_SESSION_KEY_LEN, "INIT carries one session key");
 
 int sandlet_init_encode(sandlet_buf *b, const sandlet_conf *conf, size_t sandbox, bool confine,
                         uint32_t uid, uint32_t gid, const uint8_t *key)
@@ -24,60 +22,75 @@ int sandlet_init_encode(sandlet_buf *b, const sandlet_conf *conf, size_t sandbox
     if (sandbox >= conf->nsandboxes)
         return -EINVAL;
     const sandlet_sandbox_conf *sb = &conf->sandboxes[sandbox];
-    size_t mark = b->len;
-    size_t start = sandlet_frame_begin(b, SANDLET_FRAME_INIT, 0);
-    put_cstr(b, sb->name);
-    uint16_t n = 0;
+    if (sb->nreadable > UINT16_MAX || sb->nwritable > UINT16_MAX || sb->ndatabase_ports > UINT8_MAX)
+        return -EMSGSIZE;
+    size_t n = 0, nparams = 0;
     for (size_t i = 0; i < conf->nservlets; i++)
-        n += conf->servlets[i].sandbox == sandbox;
-    sandlet_buf_put_u16(b, n);
+        if (conf->servlets[i].sandbox == sandbox) {
+            n++;
+            nparams += conf->servlets[i].nparams;
+        }
+    if (n > UINT16_MAX)
+        return -EMSGSIZE;
+    /* The message points into the configuration; only the lists of
+     * pairs are laid out anew. */
+    sandlet_wire_servlet *servlets = calloc(n ? n : 1, sizeof(*servlets));
+    sandlet_wire_header *params = calloc(nparams ? nparams : 1, sizeof(*params));
+    uint16_t *ports = calloc(sb->ndatabase_ports ? sb->ndatabase_ports : 1, sizeof(*ports));
+    int rc = -ENOMEM;
+    if (!servlets || !params || !ports)
+        goto out;
+    sandlet_wire_header *p = params;
+    n = 0;
     for (size_t i = 0; i < conf->nservlets; i++) {
         const sandlet_servlet_conf *s = &conf->servlets[i];
         if (s->sandbox != sandbox)
             continue;
-        put_cstr(b, s->path);
-        put_cstr(b, s->library);
-        sandlet_buf_put_u16(b, (uint16_t)s->nparams);
-        for (size_t j = 0; j < s->nparams; j++) {
-            put_cstr(b, s->params[j].name);
-            put_cstr(b, s->params[j].value);
-        }
+        rc = -EMSGSIZE;
+        if (s->nparams > UINT16_MAX)
+            goto out;
+        servlets[n] = (sandlet_wire_servlet){s->path, s->library, p, (uint16_t)s->nparams};
+        for (size_t j = 0; j < s->nparams; j++)
+            *p++ = (sandlet_wire_header){s->params[j].name, s->params[j].value};
+        n++;
     }
+    for (size_t i = 0; i < sb->ndatabase_ports; i++)
+        ports[i] = sb->database_ports[i];
     /* How the worker confines itself: the identity is the one it was
      * started with, which it only checks. */
-    sandlet_buf_put_u8(b, confine);
-    sandlet_buf_put_u32(b, uid);
-    sandlet_buf_put_u32(b, gid);
-    sandlet_buf_put_u32(b, sb->memory_mib);
-    sandlet_buf_put_u32(b, sb->open_files);
-    sandlet_buf_put_u32(b, sb->cpu_seconds);
-    sandlet_buf_put_u8(b, sb->core_dumps);
-    sandlet_buf_put_u8(b, (uint8_t)sb->syscalls);
-    sandlet_buf_put_u8(b, sb->learn);
-    sandlet_buf_put_u16(b, (uint16_t)sb->nreadable);
-    for (size_t i = 0; i < sb->nreadable; i++)
-        put_cstr(b, sb->readable[i]);
-    sandlet_buf_put_u16(b, (uint16_t)sb->nwritable);
-    for (size_t i = 0; i < sb->nwritable; i++)
-        put_cstr(b, sb->writable[i]);
-    sandlet_buf_put_u64(b, sb->max_file_size);
-    sandlet_buf_put_u8(b, (uint8_t)sb->ndatabase_ports);
-    for (size_t i = 0; i < sb->ndatabase_ports; i++)
-        sandlet_buf_put_u16(b, sb->database_ports[i]);
-    /* Sessions: the store itself is descriptor 4; these are the settings
-     * for using it, and last this sandbox's key. */
-    sandlet_buf_put_u8(b, (uint8_t)sb->sessions);
-    sandlet_buf_put_u32(b, sb->session_timeout);
-    sandlet_buf_put_u8(b, sb->session_cookie_secure);
-    put_cstr(b, sb->session_cookie);
-    put_cstr(b, sb->session_path);
-    sandlet_buf_put(b, key, SANDLET_SESSION_KEY_LEN);
-    int rc = b->error;
-    if (rc == 0)
-        rc = sandlet_frame_finish(b, start, SANDLET_FRAME_END);
-    if (rc < 0) {
-        b->len = mark;
-        b->error = 0;
-    }
+    sandlet_wire_init in = {
+        .sandbox = sb->name,
+        .servlets = servlets,
+        .nservlets = (uint16_t)n,
+        .confine = confine,
+        .uid = uid,
+        .gid = gid,
+        .memory_mib = sb->memory_mib,
+        .open_files = sb->open_files,
+        .cpu_seconds = sb->cpu_seconds,
+        .core_dumps = sb->core_dumps,
+        .syscalls = (uint8_t)sb->syscalls,
+        .learn = sb->learn,
+        .readable = (const char **)sb->readable,
+        .nreadable = (uint16_t)sb->nreadable,
+        .writable = (const char **)sb->writable,
+        .nwritable = (uint16_t)sb->nwritable,
+        .max_file_size = sb->max_file_size,
+        .ports = ports,
+        .nports = (uint8_t)sb->ndatabase_ports,
+        /* Sessions: the store itself is descriptor 4; these are the
+         * settings for using it, and last this sandbox's key. */
+        .sessions = (uint8_t)sb->sessions,
+        .session_timeout = sb->session_timeout,
+        .cookie_secure = sb->session_cookie_secure,
+        .cookie_name = sb->session_cookie,
+        .cookie_path = sb->session_path,
+        .key = key,
+    };
+    rc = sandlet_wire_init_encode(b, &in);
+out:
+    free(servlets);
+    free(params);
+    free(ports);
     return rc;
 }

@@ -18,7 +18,7 @@
 #include "config.h"
 
 #include "sandbox/supervisor.h"
-#include "loop/log.h"
+#include "common/log.h"
 #include "sandbox/control.h"
 #include "sandbox/harden.h"
 #include "sandbox/identity.h"

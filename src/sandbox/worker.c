@@ -20,7 +20,7 @@
 
 #include "sandbox/worker.h"
 #include "lib/servlet.h"
-#include "loop/log.h"
+#include "common/log.h"
 #include "sandbox/confine.h"
 #include "sandbox/frame.h"
 #include "sandbox/session_store.h"
@@ -83,26 +83,19 @@ static int write_all(struct iovec *iov, int n)
     return 0;
 }
 
-/* Sends a frame whose payload is the bytes in w.head after the header,
- * followed by len bytes of data. */
-static int send_frame(uint8_t type, uint16_t flags, const void *data, size_t len)
+/* Sends the frame in w.head (begun at 0) followed by len more bytes of
+ * its payload, which are not copied. */
+static int send_frame(uint16_t flags, const void *data, size_t len)
 {
-    sandlet_frame_hdr h = {SANDLET_FRAME_VERSION, type, flags, w.id, 0};
-    size_t headpay = w.head.len - SANDLET_FRAME_HEADER;
-    h.length = (uint32_t)(headpay + len);
-    sandlet_frame_header_encode(w.head.data, &h);
-    struct iovec iov[2] = {{w.head.data, w.head.len}, {(void *)data, len}};
-    int rc = write_all(iov, len ? 2 : 1);
+    int rc = sandlet_frame_finish_more(&w.head, 0, flags, len);
+    if (rc == 0) {
+        struct iovec iov[2] = {{w.head.data, w.head.len}, {(void *)data, len}};
+        rc = write_all(iov, len ? 2 : 1);
+    }
     /* The head may hold the response's headers (a session cookie). */
     sandlet_buf_wipe(&w.head, 0, w.head.len);
-    return rc;
-}
-
-static void head_begin(void)
-{
     sandlet_buf_reset(&w.head);
-    uint8_t zero[SANDLET_FRAME_HEADER] = {0};
-    sandlet_buf_put(&w.head, zero, sizeof(zero));
+    return rc;
 }
 
 /* The response sink: turns output pieces into RESPONSE and BODY frames. */
@@ -111,46 +104,50 @@ static int sink(void *ctx, const sandlet_lib_output *out)
     (void)ctx;
     const uint8_t *body = out->body;
     size_t left = out->body_len;
-    uint8_t type = SANDLET_FRAME_BODY;
-    head_begin();
+    sandlet_buf_reset(&w.head);
     if (out->head) {
-        type = SANDLET_FRAME_RESPONSE;
-        sandlet_buf_put_u16(&w.head, (uint16_t)out->status);
-        sandlet_buf_put_u16(&w.head, (uint16_t)out->nheaders);
-        sandlet_buf_put_u64(&w.head, out->end ? out->body_len : SANDLET_LENGTH_UNKNOWN);
-        for (size_t i = 0; i < out->nheaders; i++) {
-            sandlet_buf_put_str(&w.head, out->headers[i].name, strlen(out->headers[i].name));
-            sandlet_buf_put_str(&w.head, out->headers[i].value, strlen(out->headers[i].value));
-        }
+        sandlet_wire_response rs = {
+            .status = (uint16_t)out->status,
+            .nheaders = (uint16_t)out->nheaders,
+            .content_length = out->end ? out->body_len : SANDLET_LENGTH_UNKNOWN,
+        };
+        sandlet_wire_response_begin(&w.head, w.id, &rs);
+        for (size_t i = 0; i < out->nheaders; i++)
+            sandlet_wire_header_put(&w.head, out->headers[i].name, strlen(out->headers[i].name),
+                                    out->headers[i].value, strlen(out->headers[i].value));
         if (w.head.error)
             return w.head.error;
         if (w.head.len - SANDLET_FRAME_HEADER > SANDLET_FRAME_MAX)
             return -EMSGSIZE;
+    } else {
+        sandlet_wire_body_begin(&w.head, w.id);
     }
     for (;;) {
         size_t room = SANDLET_FRAME_MAX - (w.head.len - SANDLET_FRAME_HEADER);
         size_t n = left < room ? left : room;
         bool last = n == left;
-        int rc = send_frame(type, last && out->end ? SANDLET_FRAME_END : 0, body, n);
+        int rc = send_frame(last && out->end ? SANDLET_FRAME_END : 0, body, n);
         if (rc < 0)
             return rc;
         body += n;
         left -= n;
         if (last)
             return 0;
-        head_begin();
-        type = SANDLET_FRAME_BODY;
+        sandlet_wire_body_begin(&w.head, w.id);
     }
 }
 
-static int send_simple(uint8_t type, const char *msg)
+/* READY, or FAIL with msg. */
+static int send_simple(const char *msg)
 {
-    head_begin();
-    if (msg)
-        sandlet_buf_put_str(&w.head, msg, strlen(msg));
-    if (w.head.error)
-        return w.head.error;
-    return send_frame(type, SANDLET_FRAME_END, NULL, 0);
+    sandlet_buf_reset(&w.head);
+    int rc = msg ? sandlet_wire_fail_encode(&w.head, msg) : sandlet_wire_ready_encode(&w.head);
+    if (rc < 0)
+        return rc;
+    struct iovec iov = {w.head.data, w.head.len};
+    rc = write_all(&iov, 1);
+    sandlet_buf_reset(&w.head);
+    return rc;
 }
 
 /* Reads until a whole frame is buffered.  Returns 1 with the header, 0 at
@@ -187,56 +184,37 @@ static void fail(const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     sandlet_error("%s", msg);
-    send_simple(SANDLET_FRAME_FAIL, msg);
+    send_simple(msg);
     exit(1);
 }
 
 /* Reads the confinement part of INIT into w.confine.  The library paths
  * become readable under Landlock, with what dlopen() needs to load them. */
-static void confine_settings(sandlet_reader *r, const char *sandbox, const char **libs,
+static void confine_settings(const sandlet_wire_init *in, const char *sandbox, const char **libs,
                              bool write_blocked)
 {
     sandlet_confine *c = &w.confine;
     memset(c, 0, sizeof(*c));
     c->sandbox = sandbox;
-    w.confine_on = sandlet_read_u8(r) != 0;
-    uint32_t uid = sandlet_read_u32(r), gid = sandlet_read_u32(r);
-    c->uid = uid == UINT32_MAX ? (uid_t)-1 : (uid_t)uid;
-    c->gid = gid == UINT32_MAX ? (gid_t)-1 : (gid_t)gid;
-    c->memory = (unsigned long long)sandlet_read_u32(r) << 20;
-    c->open_files = sandlet_read_u32(r);
-    c->cpu_seconds = sandlet_read_u32(r);
-    c->core_dumps = sandlet_read_u8(r) != 0;
-    unsigned groups = sandlet_read_u8(r);
-    c->groups = (groups & 1u ? SANDLET_SC_FILES : 0) | (groups & 2u ? SANDLET_SC_DATABASE : 0);
-    c->learn = sandlet_read_u8(r) != 0;
-    size_t nread = sandlet_read_u16(r);
-    const char **read = calloc(nread + 1, sizeof(*read));
-    if (!read)
-        fail("out of memory reading the confinement settings");
-    for (size_t i = 0; i < nread; i++)
-        read[i] = sandlet_read_str(r, NULL);
-    c->read_paths = read;
-    c->nread = nread;
+    w.confine_on = in->confine;
+    c->uid = in->uid == SANDLET_WIRE_KEEP_ID ? (uid_t)-1 : (uid_t)in->uid;
+    c->gid = in->gid == SANDLET_WIRE_KEEP_ID ? (gid_t)-1 : (gid_t)in->gid;
+    c->memory = (unsigned long long)in->memory_mib << 20;
+    c->open_files = in->open_files;
+    c->cpu_seconds = in->cpu_seconds;
+    c->core_dumps = in->core_dumps;
+    c->groups =
+        (in->syscalls & 1u ? SANDLET_SC_FILES : 0) | (in->syscalls & 2u ? SANDLET_SC_DATABASE : 0);
+    c->learn = in->learn;
+    c->read_paths = in->readable;
+    c->nread = in->nreadable;
     c->lib_paths = libs;
     c->nlibs = w.nservlets;
-    size_t nwrite = sandlet_read_u16(r);
-    const char **write = calloc(nwrite + 1, sizeof(*write));
-    if (!write)
-        fail("out of memory reading the confinement settings");
-    for (size_t i = 0; i < nwrite; i++)
-        write[i] = sandlet_read_str(r, NULL);
-    c->write_paths = write;
-    c->nwrite = nwrite;
-    c->file_size = sandlet_read_u64(r);
-    size_t nports = sandlet_read_u8(r);
-    uint16_t *ports = calloc(nports + 1, sizeof(*ports));
-    if (!ports)
-        fail("out of memory reading the confinement settings");
-    for (size_t i = 0; i < nports; i++)
-        ports[i] = sandlet_read_u16(r);
-    c->connect_ports = ports;
-    c->nports = nports;
+    c->write_paths = in->writable;
+    c->nwrite = in->nwritable;
+    c->file_size = in->max_file_size;
+    c->connect_ports = in->ports;
+    c->nports = in->nports;
     c->write_blocked = write_blocked;
 }
 
@@ -245,19 +223,17 @@ static void confine_settings(sandlet_reader *r, const char *sandbox, const char 
  * afterwards the mapping needs no system call but futex (the store's
  * lock) and getrandom (new ids), both in the base allowlist.  Without
  * memory sessions, descriptor 4 is not ours: closed. */
-static void session_settings(sandlet_reader *r, const char *sandbox)
+static void session_settings(const sandlet_wire_init *in, const char *sandbox)
 {
-    unsigned mode = sandlet_read_u8(r);
-    unsigned timeout = sandlet_read_u32(r);
-    bool secure = sandlet_read_u8(r) != 0;
-    const char *cookie = sandlet_read_str(r, NULL);
-    const char *path = sandlet_read_str(r, NULL);
-    /* The sandbox's key comes last: the rest of the payload, exactly.  It
-     * lies in w.init, our own copy, which is wiped below (hence no const). */
-    size_t keylen = 0;
-    uint8_t *key = (uint8_t *)sandlet_read_rest(r, &keylen);
-    if (r->bad || keylen != SANDLET_SESSION_KEY_LEN)
-        fail("malformed INIT frame from the acceptor");
+    unsigned mode = in->sessions;
+    unsigned timeout = in->session_timeout;
+    bool secure = in->cookie_secure;
+    const char *cookie = in->cookie_name;
+    const char *path = in->cookie_path;
+    /* The key lies in w.init, our own copy, which is wiped below (hence
+     * no const). */
+    size_t keylen = SANDLET_WIRE_KEY_LEN;
+    uint8_t *key = (uint8_t *)in->key;
     sandlet_session_config cfg = {.ops = &sandlet_session_memory_ops,
                                   .max_data = SANDLET_SESSION_SLOT_DATA,
                                   .cookie_secure = secure,
@@ -342,35 +318,37 @@ static void load_servlets(const char *sandbox, bool write_blocked)
     sandlet_buf_consume(&w.in, SANDLET_FRAME_HEADER + h.length);
 
     /* The whole frame is read before anything is loaded: the libraries
-     * are opened only once the worker is confined. */
-    sandlet_reader r;
-    sandlet_reader_init(&r, w.init, h.length);
-    sandlet_read_str(&r, NULL); /* sandbox name: argv already has it */
-    w.nservlets = sandlet_read_u16(&r);
+     * are opened only once the worker is confined.  The decoded message
+     * stays for the worker's life: the confinement and the servlets'
+     * parameters point into it. */
+    static sandlet_wire_init in;
+    rc = sandlet_wire_init_decode(w.init, h.length, &in);
+    if (rc == -ENOMEM)
+        fail("out of memory reading the servlet list");
+    if (rc < 0)
+        fail("malformed INIT frame from the acceptor");
+    w.nservlets = in.nservlets;
     w.servlets = calloc(w.nservlets ? w.nservlets : 1, sizeof(*w.servlets));
     const char **libs = calloc(w.nservlets ? w.nservlets : 1, sizeof(*libs));
     if (!w.servlets || !libs)
         fail("out of memory loading %zu servlets", w.nservlets);
-    for (size_t i = 0; i < w.nservlets && !r.bad; i++) {
+    for (size_t i = 0; i < w.nservlets; i++) {
         loaded *s = &w.servlets[i];
-        s->path = sandlet_read_str(&r, NULL);
-        libs[i] = sandlet_read_str(&r, NULL);
-        size_t np = sandlet_read_u16(&r);
+        const sandlet_wire_servlet *ws = &in.servlets[i];
+        s->path = ws->path;
+        libs[i] = ws->library;
+        size_t np = ws->nparams;
         sandlet_lib_header *params = calloc(np ? np : 1, sizeof(*params));
         if (!params)
             fail("out of memory loading servlet %s", s->path);
         for (size_t j = 0; j < np; j++) {
-            params[j].name = sandlet_read_str(&r, NULL);
-            params[j].value = sandlet_read_str(&r, NULL);
-        }
-        if (r.bad) {
-            sandlet_lib_servlet_params(&s->run, params, 0);
-            break;
+            params[j].name = ws->params[j].name;
+            params[j].value = ws->params[j].value;
         }
         sandlet_lib_servlet_params(&s->run, params, np);
     }
-    confine_settings(&r, sandbox, libs, write_blocked);
-    session_settings(&r, sandbox);
+    confine_settings(&in, sandbox, libs, write_blocked);
+    session_settings(&in, sandbox);
 
     /* Identity, limits, no_new_privs, Landlock and no exec or fork, before
      * the first byte of servlet code (a library constructor) runs. */
@@ -576,7 +554,7 @@ int sandlet_worker_main(const char *sandbox, bool write_blocked)
     w.in.wipe = w.head.wipe = w.reqhead.wipe = w.body.wipe = true;
 
     load_servlets(sandbox, write_blocked);
-    if (send_simple(SANDLET_FRAME_READY, NULL) < 0)
+    if (send_simple(NULL) < 0)
         return 1;
 
     sl_request rq;

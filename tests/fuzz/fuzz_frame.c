@@ -94,23 +94,13 @@ static void check_request_roundtrip(const sandlet_wire_request *wr)
 {
     sandlet_buf b;
     sandlet_buf_init(&b, 0);
-    size_t start = sandlet_frame_begin(&b, SANDLET_FRAME_REQUEST, 7);
-    sandlet_buf_put_u16(&b, wr->servlet);
-    sandlet_buf_put_u8(&b, wr->http_major);
-    sandlet_buf_put_u8(&b, wr->http_minor);
-    sandlet_buf_put_u16(&b, wr->nheaders);
-    sandlet_buf_put_str(&b, wr->method, wr->method_len);
-    sandlet_buf_put_str(&b, wr->target, wr->target_len);
-    sandlet_buf_put_str(&b, wr->peer, wr->peer_len);
+    size_t start = sandlet_wire_request_begin(&b, 7, wr);
     sandlet_reader it = wr->headers;
     uint16_t left = wr->nheaders;
     sandlet_wire_header h;
-    while (sandlet_wire_headers_next(&it, &left, &h)) {
-        sandlet_buf_put_str(&b, h.name, strlen(h.name));
-        sandlet_buf_put_str(&b, h.value, strlen(h.value));
-    }
-    sandlet_buf_put(&b, wr->body, wr->body_len);
-    if (sandlet_frame_finish(&b, start, SANDLET_FRAME_END) == 0) {
+    while (sandlet_wire_headers_next(&it, &left, &h))
+        sandlet_wire_header_put(&b, h.name, strlen(h.name), h.value, strlen(h.value));
+    if (sandlet_wire_request_finish(&b, start, 7, wr->body, wr->body_len) == 0) {
         sandlet_frame_hdr fh;
         invariant(sandlet_frame_header_decode(b.data, b.len, &fh) == 0,
                   "re-encoded REQUEST header does not decode");
@@ -133,7 +123,7 @@ static void check_request_roundtrip(const sandlet_wire_request *wr)
 
 static void check_response(const sandlet_wire_response *r)
 {
-    invariant(r->status >= 100 && r->status <= 599, "RESPONSE status out of range");
+    invariant(r->status >= 200 && r->status <= 599, "RESPONSE status out of range");
     sandlet_reader it = r->headers;
     uint16_t left = r->nheaders;
     sandlet_wire_header h;
@@ -189,6 +179,29 @@ static void decode_stream(const uint8_t *data, size_t size)
             size_t len;
             const char *msg = sandlet_read_str(&r, &len);
             invariant(r.bad || strlen(msg) == len, "FAIL message length disagrees with its NUL");
+        } else if (h.type == SANDLET_FRAME_INIT) {
+            /* A worker's view of its INIT: what decodes encodes to the
+             * same length (flags may read back as 1 from any non-zero
+             * byte), and that encoding is a fixed point. */
+            sandlet_wire_init in, again;
+            if (sandlet_wire_init_decode(payload, h.length, &in) == 0) {
+                sandlet_buf b, b2;
+                sandlet_buf_init(&b, 0);
+                sandlet_buf_init(&b2, 0);
+                invariant(sandlet_wire_init_encode(&b, &in) == 0 &&
+                              b.len == SANDLET_FRAME_HEADER + h.length,
+                          "INIT changed length in a round trip");
+                invariant(sandlet_wire_init_decode(b.data + SANDLET_FRAME_HEADER,
+                                                   b.len - SANDLET_FRAME_HEADER, &again) == 0,
+                          "re-encoded INIT does not decode");
+                invariant(sandlet_wire_init_encode(&b2, &again) == 0 && b2.len == b.len &&
+                              memcmp(b.data, b2.data, b.len) == 0,
+                          "INIT changed in a second round trip");
+                sandlet_wire_init_free(&again);
+                sandlet_buf_free(&b2);
+                sandlet_buf_free(&b);
+                sandlet_wire_init_free(&in);
+            }
         }
         off += SANDLET_FRAME_HEADER + h.length;
     }
@@ -222,22 +235,28 @@ static void encode_request(const uint8_t *data, size_t size)
     bool valid = f[0].len > 0 && f[1].len > 0;
     sandlet_buf b;
     sandlet_buf_init(&b, 0);
-    size_t start = sandlet_frame_begin(&b, SANDLET_FRAME_REQUEST, 1);
-    sandlet_buf_put_u16(&b, (uint16_t)size);
-    sandlet_buf_put_u8(&b, 1);
-    sandlet_buf_put_u8(&b, (uint8_t)(size & 1));
-    sandlet_buf_put_u16(&b, (uint16_t)nh);
-    for (size_t i = 0; i < 3; i++)
-        sandlet_buf_put_str(&b, f[i].s, f[i].len);
+    sandlet_wire_request rq = {
+        .servlet = (uint16_t)size,
+        .http_major = 1,
+        .http_minor = (uint8_t)(size & 1),
+        .nheaders = (uint16_t)nh,
+        .method = f[0].s,
+        .method_len = f[0].len,
+        .target = f[1].s,
+        .target_len = f[1].len,
+        .peer = f[2].s,
+        .peer_len = f[2].len,
+    };
+    size_t start = sandlet_wire_request_begin(&b, 1, &rq);
     for (size_t i = 0; i < nh; i++) {
         valid = valid && f[3 + 2 * i].len > 0;
-        sandlet_buf_put_str(&b, f[3 + 2 * i].s, f[3 + 2 * i].len);
-        sandlet_buf_put_str(&b, f[4 + 2 * i].s, f[4 + 2 * i].len);
+        sandlet_wire_header_put(&b, f[3 + 2 * i].s, f[3 + 2 * i].len, f[4 + 2 * i].s,
+                                f[4 + 2 * i].len);
     }
     const char *body = n > 3 + 2 * nh ? f[3 + 2 * nh].s : "";
     size_t body_len = n > 3 + 2 * nh ? (size_t)((const char *)data + size - body) : 0;
-    sandlet_buf_put(&b, body, body_len);
-    invariant(sandlet_frame_finish(&b, start, SANDLET_FRAME_END) == 0, "small REQUEST refused");
+    invariant(sandlet_wire_request_finish(&b, start, 1, (const uint8_t *)body, body_len) == 0,
+              "small REQUEST refused");
     sandlet_wire_request wr;
     int rc = sandlet_wire_request_decode(b.data + SANDLET_FRAME_HEADER,
                                          b.len - SANDLET_FRAME_HEADER, &wr);
@@ -275,14 +294,12 @@ static void encode_response(const uint8_t *data, size_t size)
     bool final = status >= 200 && status <= 599;
     sandlet_buf b;
     sandlet_buf_init(&b, 0);
-    size_t start = sandlet_frame_begin(&b, SANDLET_FRAME_RESPONSE, 1);
-    sandlet_buf_put_u16(&b, status);
-    sandlet_buf_put_u16(&b, (uint16_t)nh);
-    sandlet_buf_put_u64(&b, SANDLET_LENGTH_UNKNOWN);
+    sandlet_wire_response rs = {
+        .status = status, .nheaders = (uint16_t)nh, .content_length = SANDLET_LENGTH_UNKNOWN};
+    size_t start = sandlet_wire_response_begin(&b, 1, &rs);
     for (size_t i = 0; i < nh; i++) {
         valid = valid && f[2 * i].len > 0;
-        sandlet_buf_put_str(&b, f[2 * i].s, f[2 * i].len);
-        sandlet_buf_put_str(&b, f[2 * i + 1].s, f[2 * i + 1].len);
+        sandlet_wire_header_put(&b, f[2 * i].s, f[2 * i].len, f[2 * i + 1].s, f[2 * i + 1].len);
     }
     invariant(sandlet_frame_finish(&b, start, 0) == 0, "small RESPONSE refused");
     sandlet_wire_response r;

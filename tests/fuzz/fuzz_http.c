@@ -37,8 +37,8 @@
  */
 #include "config.h"
 
+#include "common/log.h"
 #include "loop/conn_private.h"
-#include "loop/log.h"
 #include "sandbox/control.h"
 
 #include <errno.h>
@@ -130,8 +130,7 @@ static void start_worker(sandlet_server *srv)
     sandlet_buf_reset(&g.win);
     sandlet_buf b;
     sandlet_buf_init(&b, 0);
-    size_t start = sandlet_frame_begin(&b, SANDLET_FRAME_READY, 0);
-    sandlet_frame_finish(&b, start, SANDLET_FRAME_END);
+    sandlet_wire_ready_encode(&b);
     worker_send(&b);
     sandlet_buf_free(&b);
     sandlet_ctl m = {
@@ -215,35 +214,30 @@ static void respond(uint32_t id, const uint8_t *payload, size_t len, const uint8
     sandlet_buf b;
     sandlet_buf_init(&b, 0);
     const char *t = wr.target;
-    size_t start = sandlet_frame_begin(&b, SANDLET_FRAME_RESPONSE, id);
     if (strstr(t, "stream")) {
         /* Unknown length: chunked for 1.1, close-delimited for 1.0. */
-        sandlet_buf_put_u16(&b, 200);
-        sandlet_buf_put_u16(&b, 1);
-        sandlet_buf_put_u64(&b, SANDLET_LENGTH_UNKNOWN);
-        sandlet_buf_put_str(&b, "X-Played", 8);
-        sandlet_buf_put_str(&b, "stream", 6);
+        sandlet_wire_response rs = {
+            .status = 200, .nheaders = 1, .content_length = SANDLET_LENGTH_UNKNOWN};
+        size_t start = sandlet_wire_response_begin(&b, id, &rs);
+        sandlet_wire_header_put(&b, "X-Played", 8, "stream", 6);
         sandlet_buf_put(&b, "first ", 6);
         sandlet_frame_finish(&b, start, 0);
-        start = sandlet_frame_begin(&b, SANDLET_FRAME_BODY, id);
+        start = sandlet_wire_body_begin(&b, id);
         sandlet_buf_put(&b, "second", 6);
         sandlet_frame_finish(&b, start, 0);
-        start = sandlet_frame_begin(&b, SANDLET_FRAME_BODY, id);
+        start = sandlet_wire_body_begin(&b, id);
         sandlet_frame_finish(&b, start, SANDLET_FRAME_END);
     } else if (strstr(t, "204") || strstr(t, "304")) {
-        sandlet_buf_put_u16(&b, strstr(t, "204") ? 204 : 304);
-        sandlet_buf_put_u16(&b, 0);
-        sandlet_buf_put_u64(&b, SANDLET_LENGTH_UNKNOWN);
-        sandlet_frame_finish(&b, start, SANDLET_FRAME_END);
+        sandlet_wire_response rs = {.status = strstr(t, "204") ? 204 : 304,
+                                    .content_length = SANDLET_LENGTH_UNKNOWN};
+        sandlet_frame_finish(&b, sandlet_wire_response_begin(&b, id, &rs), SANDLET_FRAME_END);
     } else {
         size_t n = body_len < ECHO_MAX ? body_len : ECHO_MAX;
-        sandlet_buf_put_u16(&b, strstr(t, "404") ? 404 : 200);
-        sandlet_buf_put_u16(&b, 2);
-        sandlet_buf_put_u64(&b, n);
-        sandlet_buf_put_str(&b, "Content-Type", 12);
-        sandlet_buf_put_str(&b, "application/octet-stream", 24);
-        sandlet_buf_put_str(&b, "Set-Cookie", 10);
-        sandlet_buf_put_str(&b, "a=b; Path=/", 11);
+        sandlet_wire_response rs = {
+            .status = strstr(t, "404") ? 404 : 200, .nheaders = 2, .content_length = n};
+        size_t start = sandlet_wire_response_begin(&b, id, &rs);
+        sandlet_wire_header_put(&b, "Content-Type", 12, "application/octet-stream", 24);
+        sandlet_wire_header_put(&b, "Set-Cookie", 10, "a=b; Path=/", 11);
         sandlet_buf_put(&b, body, n);
         sandlet_frame_finish(&b, start, SANDLET_FRAME_END);
     }

@@ -68,40 +68,80 @@ static void put_cstr(sandlet_buf *b, const char *s)
     sandlet_buf_put_str(b, s, strlen(s));
 }
 
+/* Every frame below is written by the codec itself (frame.c): the tests
+ * carry no encoder of their own, only raw byte builders for input the
+ * codec would never write. */
 static void put_headers(sandlet_buf *b, const hpair *h, uint16_t n)
 {
-    for (uint16_t i = 0; i < n; i++) {
-        put_cstr(b, h[i].name);
-        put_cstr(b, h[i].value);
-    }
+    for (uint16_t i = 0; i < n; i++)
+        sandlet_wire_header_put(b, h[i].name, strlen(h[i].name), h[i].value, strlen(h[i].value));
+}
+
+static size_t begin_request(sandlet_buf *b, uint32_t id, const req_spec *s)
+{
+    sandlet_wire_request rq = {
+        .servlet = s->servlet,
+        .http_major = s->major,
+        .http_minor = s->minor,
+        .nheaders = s->nheaders,
+        .method = s->method,
+        .method_len = strlen(s->method),
+        .target = s->target,
+        .target_len = strlen(s->target),
+        .peer = s->peer,
+        .peer_len = strlen(s->peer),
+    };
+    size_t start = sandlet_wire_request_begin(b, id, &rq);
+    put_headers(b, s->headers, s->nheaders);
+    return start;
+}
+
+static size_t begin_response(sandlet_buf *b, uint32_t id, const resp_spec *s)
+{
+    sandlet_wire_response rs = {
+        .status = s->status, .nheaders = s->nheaders, .content_length = s->content_length};
+    size_t start = sandlet_wire_response_begin(b, id, &rs);
+    put_headers(b, s->headers, s->nheaders);
+    return start;
+}
+
+/* The codec's payload of a message, without its frame header. */
+static void put_payload_of(sandlet_buf *b, size_t (*begin)(sandlet_buf *, uint32_t, const void *),
+                           const void *spec)
+{
+    sandlet_buf t;
+    sandlet_buf_init(&t, 0);
+    begin(&t, 0, spec);
+    assert_int_equal(t.error, 0);
+    sandlet_buf_put(b, t.data + SANDLET_FRAME_HEADER, t.len - SANDLET_FRAME_HEADER);
+    sandlet_buf_free(&t);
+}
+
+static size_t begin_request_v(sandlet_buf *b, uint32_t id, const void *s)
+{
+    return begin_request(b, id, s);
+}
+
+static size_t begin_response_v(sandlet_buf *b, uint32_t id, const void *s)
+{
+    return begin_response(b, id, s);
 }
 
 static void put_request_head(sandlet_buf *b, const req_spec *s)
 {
-    sandlet_buf_put_u16(b, s->servlet);
-    sandlet_buf_put_u8(b, s->major);
-    sandlet_buf_put_u8(b, s->minor);
-    sandlet_buf_put_u16(b, s->nheaders);
-    put_cstr(b, s->method);
-    put_cstr(b, s->target);
-    put_cstr(b, s->peer);
-    put_headers(b, s->headers, s->nheaders);
+    put_payload_of(b, begin_request_v, s);
 }
 
 static void put_response_head(sandlet_buf *b, const resp_spec *s)
 {
-    sandlet_buf_put_u16(b, s->status);
-    sandlet_buf_put_u16(b, s->nheaders);
-    sandlet_buf_put_u64(b, s->content_length);
-    put_headers(b, s->headers, s->nheaders);
+    put_payload_of(b, begin_response_v, s);
 }
 
 /* Appends a whole REQUEST frame to b; *start receives its offset. */
 static int build_request(sandlet_buf *b, size_t *start, uint32_t id, uint16_t flags,
                          const req_spec *s, const void *body, size_t body_len)
 {
-    *start = sandlet_frame_begin(b, SANDLET_FRAME_REQUEST, id);
-    put_request_head(b, s);
+    *start = begin_request(b, id, s);
     sandlet_buf_put(b, body, body_len);
     return sandlet_frame_finish(b, *start, flags);
 }
@@ -109,8 +149,7 @@ static int build_request(sandlet_buf *b, size_t *start, uint32_t id, uint16_t fl
 static int build_response(sandlet_buf *b, size_t *start, uint32_t id, uint16_t flags,
                           const resp_spec *s, const void *body, size_t body_len)
 {
-    *start = sandlet_frame_begin(b, SANDLET_FRAME_RESPONSE, id);
-    put_response_head(b, s);
+    *start = begin_response(b, id, s);
     sandlet_buf_put(b, body, body_len);
     return sandlet_frame_finish(b, *start, flags);
 }
@@ -666,24 +705,59 @@ static void test_frame_begin_finish(void **state)
     sandlet_buf_free(&b);
 }
 
+static const uint8_t sample_key[SANDLET_WIRE_KEY_LEN] = {
+    1, 2,    3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+    0, 0xFF, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+};
+
+static sandlet_wire_init sample_init(void)
+{
+    static sandlet_wire_header params[] = {{"greeting", "hi"}, {"empty", ""}};
+    static sandlet_wire_servlet servlets[] = {
+        {"/hello", "/usr/lib/sandlet/hello.so", params, 2},
+        {"/x", "x.so", NULL, 0},
+    };
+    static const char *readable[] = {"/etc/ssl", "/srv/data"};
+    static const char *writable[] = {"/var/tmp/app"};
+    static uint16_t ports[] = {5432, 6379};
+    return (sandlet_wire_init){
+        .sandbox = "default",
+        .servlets = servlets,
+        .nservlets = 2,
+        .confine = true,
+        .uid = 1234,
+        .gid = SANDLET_WIRE_KEEP_ID,
+        .memory_mib = 256,
+        .open_files = 64,
+        .cpu_seconds = 30,
+        .core_dumps = false,
+        .syscalls = 3,
+        .learn = true,
+        .readable = readable,
+        .nreadable = 2,
+        .writable = writable,
+        .nwritable = 1,
+        .max_file_size = (uint64_t)5 << 32,
+        .ports = ports,
+        .nports = 2,
+        .sessions = 1,
+        .session_timeout = 1800,
+        .cookie_secure = true,
+        .cookie_name = "SLSESSION_default",
+        .cookie_path = "/app",
+        .key = sample_key,
+    };
+}
+
+/* INIT through the codec: the bytes follow frame.h's layout field by
+ * field, and the decoder gives back every field. */
 static void test_frame_init_payload(void **state)
 {
     (void)state;
-    /* INIT has no typed decoder; check it round-trips with the reader primitives. */
+    sandlet_wire_init in = sample_init();
     sandlet_buf b;
     sandlet_buf_init(&b, 0);
-    size_t s = sandlet_frame_begin(&b, SANDLET_FRAME_INIT, 0);
-    put_cstr(&b, "default");
-    sandlet_buf_put_u16(&b, 2);
-    put_cstr(&b, "/hello");
-    put_cstr(&b, "/usr/lib/sandlet/hello.so");
-    sandlet_buf_put_u16(&b, 1);
-    put_cstr(&b, "greeting");
-    put_cstr(&b, "hi");
-    put_cstr(&b, "/x");
-    put_cstr(&b, "x.so");
-    sandlet_buf_put_u16(&b, 0);
-    assert_int_equal(sandlet_frame_finish(&b, s, SANDLET_FRAME_END), 0);
+    assert_int_equal(sandlet_wire_init_encode(&b, &in), 0);
 
     size_t off = 0, plen;
     const uint8_t *p =
@@ -695,14 +769,208 @@ static void test_frame_init_payload(void **state)
     assert_int_equal(sandlet_read_u16(&r), 2);
     assert_string_equal(sandlet_read_str(&r, NULL), "/hello");
     assert_string_equal(sandlet_read_str(&r, NULL), "/usr/lib/sandlet/hello.so");
-    assert_int_equal(sandlet_read_u16(&r), 1);
+    assert_int_equal(sandlet_read_u16(&r), 2);
     assert_string_equal(sandlet_read_str(&r, NULL), "greeting");
     assert_string_equal(sandlet_read_str(&r, NULL), "hi");
+    assert_string_equal(sandlet_read_str(&r, NULL), "empty");
+    assert_string_equal(sandlet_read_str(&r, NULL), "");
     assert_string_equal(sandlet_read_str(&r, NULL), "/x");
     assert_string_equal(sandlet_read_str(&r, NULL), "x.so");
     assert_int_equal(sandlet_read_u16(&r), 0);
+    assert_int_equal(sandlet_read_u8(&r), 1);
+    assert_int_equal(sandlet_read_u32(&r), 1234);
+    assert_int_equal(sandlet_read_u32(&r), 0xFFFFFFFFu);
+    assert_int_equal(sandlet_read_u32(&r), 256);
+    assert_int_equal(sandlet_read_u32(&r), 64);
+    assert_int_equal(sandlet_read_u32(&r), 30);
+    assert_int_equal(sandlet_read_u8(&r), 0);
+    assert_int_equal(sandlet_read_u8(&r), 3);
+    assert_int_equal(sandlet_read_u8(&r), 1);
+    assert_int_equal(sandlet_read_u16(&r), 2);
+    assert_string_equal(sandlet_read_str(&r, NULL), "/etc/ssl");
+    assert_string_equal(sandlet_read_str(&r, NULL), "/srv/data");
+    assert_int_equal(sandlet_read_u16(&r), 1);
+    assert_string_equal(sandlet_read_str(&r, NULL), "/var/tmp/app");
+    assert_true(sandlet_read_u64(&r) == (uint64_t)5 << 32);
+    assert_int_equal(sandlet_read_u8(&r), 2);
+    assert_int_equal(sandlet_read_u16(&r), 5432);
+    assert_int_equal(sandlet_read_u16(&r), 6379);
+    assert_int_equal(sandlet_read_u8(&r), 1);
+    assert_int_equal(sandlet_read_u32(&r), 1800);
+    assert_int_equal(sandlet_read_u8(&r), 1);
+    assert_string_equal(sandlet_read_str(&r, NULL), "SLSESSION_default");
+    assert_string_equal(sandlet_read_str(&r, NULL), "/app");
+    size_t keylen;
+    const uint8_t *key = sandlet_read_rest(&r, &keylen);
+    assert_int_equal(keylen, SANDLET_WIRE_KEY_LEN);
+    assert_memory_equal(key, sample_key, SANDLET_WIRE_KEY_LEN);
     assert_false(r.bad);
-    assert_int_equal(r.pos, plen);
+
+    uint8_t *copy = dup_exact(p, plen);
+    sandlet_wire_init out;
+    assert_int_equal(sandlet_wire_init_decode(copy, plen, &out), 0);
+    assert_string_equal(out.sandbox, in.sandbox);
+    assert_int_equal(out.nservlets, in.nservlets);
+    for (size_t i = 0; i < in.nservlets; i++) {
+        assert_string_equal(out.servlets[i].path, in.servlets[i].path);
+        assert_string_equal(out.servlets[i].library, in.servlets[i].library);
+        assert_int_equal(out.servlets[i].nparams, in.servlets[i].nparams);
+        for (size_t j = 0; j < in.servlets[i].nparams; j++) {
+            assert_string_equal(out.servlets[i].params[j].name, in.servlets[i].params[j].name);
+            assert_string_equal(out.servlets[i].params[j].value, in.servlets[i].params[j].value);
+        }
+    }
+    assert_true(out.confine == in.confine && out.uid == in.uid && out.gid == in.gid);
+    assert_true(out.memory_mib == in.memory_mib && out.open_files == in.open_files &&
+                out.cpu_seconds == in.cpu_seconds);
+    assert_true(out.core_dumps == in.core_dumps && out.syscalls == in.syscalls &&
+                out.learn == in.learn);
+    assert_int_equal(out.nreadable, in.nreadable);
+    for (size_t i = 0; i < in.nreadable; i++)
+        assert_string_equal(out.readable[i], in.readable[i]);
+    assert_int_equal(out.nwritable, in.nwritable);
+    assert_string_equal(out.writable[0], in.writable[0]);
+    assert_true(out.max_file_size == in.max_file_size);
+    assert_int_equal(out.nports, in.nports);
+    assert_int_equal(out.ports[0], 5432);
+    assert_int_equal(out.ports[1], 6379);
+    assert_true(out.sessions == in.sessions && out.session_timeout == in.session_timeout &&
+                out.cookie_secure == in.cookie_secure);
+    assert_string_equal(out.cookie_name, in.cookie_name);
+    assert_string_equal(out.cookie_path, in.cookie_path);
+    assert_memory_equal(out.key, sample_key, SANDLET_WIRE_KEY_LEN);
+    sandlet_wire_init_free(&out);
+
+    /* Every truncation is refused (the key must be exactly there), and
+     * so is one byte more. */
+    for (size_t cut = 0; cut < plen; cut++) {
+        uint8_t *t = dup_exact(p, cut);
+        assert_int_equal(sandlet_wire_init_decode(t, cut, &out), -EPROTO);
+        free(t);
+    }
+    uint8_t *longer = malloc(plen + 1);
+    assert_non_null(longer);
+    memcpy(longer, p, plen);
+    longer[plen] = 0;
+    assert_int_equal(sandlet_wire_init_decode(longer, plen + 1, &out), -EPROTO);
+    free(longer);
+    /* A count that the payload cannot hold is refused before allocating. */
+    copy[12] = 0xFF;
+    copy[13] = 0xFF; /* servlet count right after "default" */
+    assert_int_equal(sandlet_wire_init_decode(copy, plen, &out), -EPROTO);
+    free(copy);
+    sandlet_buf_free(&b);
+}
+
+/* Every frame type, encoded by the codec into one stream and decoded
+ * back by it, field by field. */
+static void test_roundtrip_every_type(void **state)
+{
+    (void)state;
+    sandlet_buf b;
+    sandlet_buf_init(&b, 0);
+    sandlet_wire_init in = sample_init();
+    assert_int_equal(sandlet_wire_init_encode(&b, &in), 0);
+    assert_int_equal(sandlet_wire_ready_encode(&b), 0);
+    assert_int_equal(sandlet_wire_fail_encode(&b, "servlet /x: cannot load x.so"), 0);
+    /* A REQUEST whose body spills into two REQBODY frames. */
+    size_t body_len = SANDLET_FRAME_MAX + 100;
+    uint8_t *body = malloc(body_len);
+    assert_non_null(body);
+    fill_pattern(body, body_len, 7);
+    size_t rstart = begin_request(&b, 42, &sample_req);
+    assert_int_equal(sandlet_wire_request_finish(&b, rstart, 42, body, body_len), 0);
+    size_t start = begin_response(&b, 42, &sample_resp);
+    sandlet_buf_put(&b, "hello", 5);
+    assert_int_equal(sandlet_frame_finish(&b, start, 0), 0);
+    start = sandlet_wire_body_begin(&b, 42);
+    sandlet_buf_put(&b, " world", 6);
+    assert_int_equal(sandlet_frame_finish(&b, start, 0), 0);
+    start = sandlet_wire_body_begin(&b, 42);
+    assert_int_equal(sandlet_frame_finish(&b, start, SANDLET_FRAME_END), 0);
+
+    size_t off = 0, plen;
+    const uint8_t *p =
+        expect_frame(b.data, b.len, &off, SANDLET_FRAME_INIT, 0, SANDLET_FRAME_END, &plen);
+    sandlet_wire_init out;
+    assert_int_equal(sandlet_wire_init_decode(p, plen, &out), 0);
+    assert_string_equal(out.sandbox, "default");
+    assert_int_equal(out.nservlets, 2);
+    assert_memory_equal(out.key, sample_key, SANDLET_WIRE_KEY_LEN);
+    sandlet_wire_init_free(&out);
+
+    expect_frame(b.data, b.len, &off, SANDLET_FRAME_READY, 0, SANDLET_FRAME_END, &plen);
+    assert_int_equal(plen, 0);
+
+    p = expect_frame(b.data, b.len, &off, SANDLET_FRAME_FAIL, 0, SANDLET_FRAME_END, &plen);
+    const char *msg;
+    assert_int_equal(sandlet_wire_fail_decode(p, plen, &msg), 0);
+    assert_string_equal(msg, "servlet /x: cannot load x.so");
+    assert_int_equal(sandlet_wire_fail_decode(p, 3, &msg), -EPROTO);
+    assert_string_equal(msg, "");
+
+    p = expect_frame(b.data, b.len, &off, SANDLET_FRAME_REQUEST, 42, 0, &plen);
+    assert_int_equal(plen, SANDLET_FRAME_MAX);
+    sandlet_wire_request rq;
+    assert_int_equal(sandlet_wire_request_decode(p, plen, &rq), 0);
+    assert_int_equal(rq.servlet, sample_req.servlet);
+    assert_int_equal(rq.http_major, 1);
+    assert_int_equal(rq.http_minor, 1);
+    assert_string_equal(rq.method, sample_req.method);
+    assert_string_equal(rq.target, sample_req.target);
+    assert_string_equal(rq.peer, sample_req.peer);
+    expect_headers(rq.headers, rq.nheaders, sample_headers, ARRAY_LEN(sample_headers));
+    size_t got = rq.body_len;
+    assert_memory_equal(rq.body, body, got);
+    p = expect_frame(b.data, b.len, &off, SANDLET_FRAME_REQBODY, 42, SANDLET_FRAME_END, &plen);
+    assert_int_equal(got + plen, body_len);
+    assert_memory_equal(p, body + got, plen);
+
+    p = expect_frame(b.data, b.len, &off, SANDLET_FRAME_RESPONSE, 42, 0, &plen);
+    sandlet_wire_response rs;
+    assert_int_equal(sandlet_wire_response_decode(p, plen, &rs), 0);
+    assert_int_equal(rs.status, sample_resp.status);
+    assert_true(rs.content_length == sample_resp.content_length);
+    expect_headers(rs.headers, rs.nheaders, sample_headers, ARRAY_LEN(sample_headers));
+    assert_int_equal(rs.body_len, 5);
+    assert_memory_equal(rs.body, "hello", 5);
+    p = expect_frame(b.data, b.len, &off, SANDLET_FRAME_BODY, 42, 0, &plen);
+    assert_true(sandlet_wire_body_valid(plen, 0));
+    assert_memory_equal(p, " world", 6);
+    expect_frame(b.data, b.len, &off, SANDLET_FRAME_BODY, 42, SANDLET_FRAME_END, &plen);
+    assert_int_equal(plen, 0);
+    assert_true(sandlet_wire_body_valid(plen, SANDLET_FRAME_END));
+    assert_false(sandlet_wire_body_valid(0, 0));
+    assert_int_equal(off, b.len);
+    free(body);
+    sandlet_buf_free(&b);
+}
+
+/* A message that does not fit leaves the queue it was appended to as it
+ * was: the acceptor keeps the frames of other requests. */
+static void test_encode_rollback(void **state)
+{
+    (void)state;
+    sandlet_buf b;
+    sandlet_buf_init(&b, 0);
+    assert_int_equal(sandlet_wire_ready_encode(&b), 0);
+    size_t before = b.len;
+    sandlet_wire_init in = sample_init();
+    char *big = malloc(SANDLET_FRAME_MAX + 1);
+    assert_non_null(big);
+    memset(big, 'a', SANDLET_FRAME_MAX);
+    big[SANDLET_FRAME_MAX] = 0;
+    in.cookie_path = big;
+    assert_int_equal(sandlet_wire_init_encode(&b, &in), -EMSGSIZE);
+    assert_int_equal(b.len, before);
+    assert_int_equal(b.error, 0);
+    req_spec rq = sample_req;
+    rq.target = big;
+    size_t start = begin_request(&b, 1, &rq);
+    assert_int_equal(sandlet_wire_request_finish(&b, start, 1, (const uint8_t *)"x", 1), -EMSGSIZE);
+    assert_int_equal(b.len, before);
+    assert_int_equal(b.error, 0);
+    free(big);
     sandlet_buf_free(&b);
 }
 
@@ -1797,6 +2065,8 @@ int main(void)
         cmocka_unit_test(test_buf_wipe),
         cmocka_unit_test(test_frame_begin_finish),
         cmocka_unit_test(test_frame_init_payload),
+        cmocka_unit_test(test_roundtrip_every_type),
+        cmocka_unit_test(test_encode_rollback),
         cmocka_unit_test(test_frame_finish_limited_buf),
         cmocka_unit_test(test_request_known_bytes),
         cmocka_unit_test(test_request_roundtrip),

@@ -12,7 +12,7 @@
  */
 #include "config.h"
 
-#include "loop/log.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

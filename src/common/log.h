@@ -1,5 +1,7 @@
 /*
  * log.h - the error log: one line per event, with time, process and level.
+ * It lives in src/common because the acceptor, the supervisor and the
+ * workers all use it; it must never depend on src/loop or src/sandbox.
  *
  * The acceptor and the supervisor write here (standard error, or the
  * error-log file made standard error at start).  Workers never hold it:

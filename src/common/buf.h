@@ -1,0 +1,39 @@
+/*
+ * buf.h - a growable byte buffer with a limit and sticky errors, shared by
+ * the acceptor (connection input and output, worker queues), the
+ * supervisor and the workers (frames).
+ *
+ * It lives in src/common because both sides of the socketpair use it;
+ * it must never depend on src/loop or src/sandbox.
+ */
+#ifndef SANDLET_BUF_H
+#define SANDLET_BUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A growable output buffer.  Errors are sticky: after a failed append all
+ * further appends do nothing and the error field holds -ENOMEM (or
+ * -EMSGSIZE past the limit), so callers check once at the end. */
+typedef struct sandlet_buf {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+    size_t limit; /* 0: no limit */
+    int error;
+    bool wipe; /* holds a client's data: growing and freeing clear it */
+} sandlet_buf;
+
+void sandlet_buf_init(sandlet_buf *b, size_t limit);
+void sandlet_buf_free(sandlet_buf *b);
+void sandlet_buf_reset(sandlet_buf *b);
+int sandlet_buf_reserve(sandlet_buf *b, size_t more);
+void sandlet_buf_put(sandlet_buf *b, const void *data, size_t len);
+/* Clears bytes [from, to) of b's memory (to is capped at the capacity),
+ * for buffers that held a client's data. */
+void sandlet_buf_wipe(sandlet_buf *b, size_t from, size_t to);
+/* Drops the first n bytes (consumed input), keeping the rest. */
+void sandlet_buf_consume(sandlet_buf *b, size_t n);
+
+#endif /* SANDLET_BUF_H */
