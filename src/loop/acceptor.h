@@ -9,7 +9,7 @@
 #ifndef SANDLET_ACCEPTOR_H
 #define SANDLET_ACCEPTOR_H
 
-#include "loop/conf.h"
+#include "common/conf.h"
 #include "loop/conn.h"
 #include "sandbox/control.h"
 #include "sandbox/frame.h"

@@ -5,7 +5,7 @@
 #ifndef SANDLET_LOOP_ROUTE_H
 #define SANDLET_LOOP_ROUTE_H
 
-#include "loop/conf.h"
+#include "common/conf.h"
 
 #include <stddef.h>
 

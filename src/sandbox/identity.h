@@ -12,7 +12,7 @@
 #ifndef SANDLET_IDENTITY_H
 #define SANDLET_IDENTITY_H
 
-#include "loop/conf.h"
+#include "common/conf.h"
 
 #include <stdint.h>
 

@@ -9,7 +9,7 @@
 #ifndef SANDLET_INIT_H
 #define SANDLET_INIT_H
 
-#include "loop/conf.h"
+#include "common/conf.h"
 #include "sandbox/frame.h"
 
 #include <stdbool.h>

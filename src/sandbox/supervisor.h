@@ -4,7 +4,7 @@
 #ifndef SANDLET_SUPERVISOR_H
 #define SANDLET_SUPERVISOR_H
 
-#include "loop/conf.h"
+#include "common/conf.h"
 
 /* Runs the supervisor until the acceptor closes ctl_fd and every worker
  * is gone.  conf is sandlet_conf_plan()'s copy: what starting workers

@@ -15,7 +15,7 @@
  */
 #include "config.h"
 
-#include "loop/conf.h"
+#include "common/conf.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -22,7 +22,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
-#include "loop/conf.h"
+#include "common/conf.h"
 #include "sandbox/control.h"
 #include "sandbox/frame.h"
 #include "sandbox/harden.h"

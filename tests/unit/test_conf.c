@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "loop/conf.h"
+#include "common/conf.h"
 
 static sandlet_conf *parse_ok(const char *text, const char *basedir)
 {

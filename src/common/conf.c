@@ -1,6 +1,8 @@
 /*
- * conf.c - sandlet.conf: tokenizer, parser, defaults and request routing
- * over the result (conf.h documents the format).
+ * conf.c - sandlet.conf: tokenizer, parser and defaults (conf.h documents
+ * the format), and the supervisor's plan: the part of the result that
+ * starting workers takes.  Both the acceptor and the supervisor use it;
+ * routing over the result is route.c's.
  *
  * The parser is table-driven: each directive is one row of directives[]
  * naming the block it belongs to, the kind of its argument (number, size,
@@ -16,7 +18,7 @@
  */
 #include "config.h"
 
-#include "conf.h"
+#include "common/conf.h"
 #include "lib/servlet.h"
 #include "common/log.h"
 
