@@ -36,6 +36,7 @@ static void worker_lost(sandlet_worker *w);
 static void worker_lost_status(sandlet_worker *w, int status);
 static void close_pipe(sandlet_worker *w);
 static void worker_process(sandlet_worker *w);
+static void kill_worker(sandlet_worker *w, int status);
 
 static const char *sandbox_name(const sandlet_worker *w)
 {
@@ -140,9 +141,7 @@ static void flush_or_lose(sandlet_worker *w)
     if (rc < 0) {
         sandlet_log_errno(SANDLET_LOG_ERROR, rc, "writing to worker %d of sandbox '%s'",
                           (int)w->pid, sandbox_name(w));
-        sandlet_server_control(w->pool->srv, SANDLET_CTL_KILL, (uint32_t)w->pool->index, w->slot,
-                               w->gen, SIGKILL);
-        worker_lost(w);
+        kill_worker(w, 0);
     }
 }
 
@@ -291,9 +290,7 @@ static void on_deadline(uv_timer_t *t)
                   w->reqline);
     w->timed_out = true;
     w->pool->timeouts++;
-    sandlet_server_control(w->pool->srv, SANDLET_CTL_KILL, (uint32_t)w->pool->index, w->slot,
-                           w->gen, SIGKILL);
-    worker_lost_status(w, 504);
+    kill_worker(w, 504);
 }
 
 /* The worker's first held request is the one it serves now: its timeout
@@ -508,9 +505,7 @@ static void violation(sandlet_worker *w, const char *why)
     sandlet_error("worker %d of sandbox '%s' broke the frame protocol (%s)%s%s; killing it",
                   (int)w->pid, sandbox_name(w), why, w->rcount ? " while serving " : "",
                   w->rcount ? w->reqline : "");
-    sandlet_server_control(w->pool->srv, SANDLET_CTL_KILL, (uint32_t)w->pool->index, w->slot,
-                           w->gen, SIGKILL);
-    worker_lost(w);
+    kill_worker(w, 0);
 }
 
 /* The first request's client left while its answer streams: restart the
@@ -522,9 +517,7 @@ static void recycle(sandlet_worker *w)
                  "%" PRIu64 " bytes, recycling the worker rather than read the rest",
                  (int)w->pid, sandbox_name(w), w->reqline, w->dropped);
     w->recycling = true;
-    sandlet_server_control(w->pool->srv, SANDLET_CTL_KILL, (uint32_t)w->pool->index, w->slot,
-                           w->gen, SIGKILL);
-    worker_lost_status(w, 502);
+    kill_worker(w, 502);
 }
 
 /* A status that is not a final HTTP status (a 1xx, or anything outside
@@ -739,9 +732,7 @@ static void worker_resume(sandlet_worker *w)
     if (rc < 0) {
         sandlet_log_errno(SANDLET_LOG_ERROR, rc, "reading from worker %d of sandbox '%s'",
                           (int)w->pid, sandbox_name(w));
-        sandlet_server_control(w->pool->srv, SANDLET_CTL_KILL, (uint32_t)w->pool->index, w->slot,
-                               w->gen, SIGKILL);
-        worker_lost(w);
+        kill_worker(w, 0);
         return;
     }
     w->reading = true;
@@ -827,6 +818,19 @@ static void worker_lost_status(sandlet_worker *w, int status)
 static void worker_lost(sandlet_worker *w)
 {
     worker_lost_status(w, w->timed_out ? 504 : 502);
+}
+
+/* The worker cannot be trusted or used any more: the supervisor kills it
+ * (by slot and generation, never by pid) and what it held fails with
+ * status (0: 504 when it ran out of time, else 502). */
+static void kill_worker(sandlet_worker *w, int status)
+{
+    sandlet_server_control(w->pool->srv, SANDLET_CTL_KILL, (uint32_t)w->pool->index, w->slot,
+                           w->gen, SIGKILL);
+    if (status)
+        worker_lost_status(w, status);
+    else
+        worker_lost(w);
 }
 
 /* The supervisor reported the exit of the worker of w's slot; it starts
@@ -931,8 +935,7 @@ static void take_worker(sandlet_worker *w, const sandlet_ctl *m, int channel, in
     if (rc < 0) {
         sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot read worker %d of sandbox '%s'",
                           (int)w->pid, sandbox_name(w));
-        sandlet_server_control(srv, SANDLET_CTL_KILL, (uint32_t)p->index, w->slot, w->gen, SIGKILL);
-        worker_lost(w);
+        kill_worker(w, 0);
         return;
     }
     w->reading = true;
