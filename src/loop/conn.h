@@ -1,7 +1,6 @@
 /*
  * conn.h - what a client connection offers the code that answers on it:
- * static files, the status page, the access log (and, for its calls that
- * go one way, the worker pool).
+ * static files, the status page, the access log and the worker pool.
  *
  * The connection (http.c) owns its state; everything else reads what it
  * needs through these calls and writes a response only through
@@ -18,6 +17,8 @@
 
 typedef struct sandlet_server sandlet_server;
 typedef struct sandlet_conn sandlet_conn;
+typedef struct sandlet_pool_link sandlet_pool_link;
+typedef struct sandlet_servlet_conf sandlet_servlet_conf;
 
 /* The state of a static file being sent, held by the connection for
  * files.c: only files.c writes it; http.c looks at fd (>= 0 while a body
@@ -52,6 +53,37 @@ const char *sandlet_conn_header(const sandlet_conn *c, const char *name);
 /* For the access log: the status answered (0 until a response began),
  * body bytes sent, and uv_hrtime at the request's first byte. */
 void sandlet_conn_outcome(const sandlet_conn *c, int *status, uint64_t *bytes, uint64_t *started);
+/* "GET /path HTTP/1.1" (truncated, "" before a request line), for logs. */
+const char *sandlet_conn_reqline(const sandlet_conn *c);
+/* The servlet that answers the request, or NULL. */
+const sandlet_servlet_conf *sandlet_conn_servlet(const sandlet_conn *c);
+
+/* What the worker pool frames into a REQUEST: pointers into the
+ * connection's buffers, valid until the request is done (no copies). */
+typedef struct sandlet_request_view {
+    const char *method, *target, *peer, *reqline;
+    size_t method_len, target_len, peer_len;
+    unsigned http_major, http_minor;
+    unsigned nheaders; /* read with sandlet_conn_header_at */
+    const uint8_t *body;
+    size_t body_len;
+    const sandlet_servlet_conf *servlet; /* NULL unless a servlet answers */
+    size_t servlet_index;                /* its index in the configuration */
+} sandlet_request_view;
+void sandlet_conn_request_view(const sandlet_conn *c, sandlet_request_view *v);
+/* The i-th request header (i < nheaders), in the order received: name and
+ * value point into the connection's buffer and are not NUL-ended. */
+void sandlet_conn_header_at(const sandlet_conn *c, unsigned i, const char **name, size_t *name_len,
+                            const char **value, size_t *value_len);
+
+/* ---- the worker pool's part ----------------------------------------- */
+
+/* The pool's state for this connection (pool.h); only pool.c looks in. */
+sandlet_pool_link *sandlet_conn_pool_link(sandlet_conn *c);
+const sandlet_pool_link *sandlet_conn_pool_link_const(const sandlet_conn *c);
+/* Waiting for a request with nothing unparsed and nothing being written:
+ * what the HTTP fuzz target waits for. */
+bool sandlet_conn_idle(const sandlet_conn *c);
 
 /* ---- the response --------------------------------------------------- */
 

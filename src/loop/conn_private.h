@@ -2,16 +2,16 @@
  * conn_private.h - the client connection's state.
  *
  * It belongs to http.c, which parses into it and writes every response
- * from it.  pool.c still reads and writes the request and queue fields
- * (servlet, pool, worker, qnext, queued_at, body, head, hdrs, reqline)
- * to frame a request for a worker, and the HTTP fuzz target looks at it
- * to tell when the acceptor is idle; nothing else may include this file:
- * static files, the status page and the access log go through conn.h.
+ * from it; nothing else may include this file.  Static files, the status
+ * page, the access log and the worker pool go through conn.h; the pool's
+ * own per-connection state is the embedded sandlet_pool_link (pool.h),
+ * which only pool.c looks into.
  */
 #ifndef SANDLET_LOOP_CONN_PRIVATE_H
 #define SANDLET_LOOP_CONN_PRIVATE_H
 
 #include "loop/acceptor.h"
+#include "loop/pool.h"
 #include "loop/route.h"
 
 typedef struct sandlet_hdr_ref {
@@ -72,11 +72,7 @@ struct sandlet_conn {
     int error_status; /* set by a parser callback to answer with an error */
     bool keep_alive;
     uint8_t http_major, http_minor;
-    /* Queue link while waiting for a worker. */
-    sandlet_conn *qnext;
-    uint64_t queued_at; /* uv_now when queued */
-    sandlet_pool *pool;
-    sandlet_worker *worker;
+    sandlet_pool_link link; /* pool.c's alone (pool.h) */
     /* Response framing. */
     bool chunked;
     bool head_only;   /* HEAD request: no body bytes go out */

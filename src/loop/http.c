@@ -178,6 +178,63 @@ sandlet_file_send *sandlet_conn_file(sandlet_conn *c)
     return &c->file;
 }
 
+const char *sandlet_conn_reqline(const sandlet_conn *c)
+{
+    return c->reqline;
+}
+
+const sandlet_servlet_conf *sandlet_conn_servlet(const sandlet_conn *c)
+{
+    return c->servlet;
+}
+
+void sandlet_conn_request_view(const sandlet_conn *c, sandlet_request_view *v)
+{
+    const char *method = sandlet_conn_method_name(c);
+    *v = (sandlet_request_view){
+        .method = method,
+        .method_len = strlen(method),
+        .target = c->target_len ? (const char *)c->head.data + c->target : "",
+        .target_len = c->target_len,
+        .peer = c->peer,
+        .peer_len = strlen(c->peer),
+        .reqline = c->reqline,
+        .http_major = c->http_major,
+        .http_minor = c->http_minor,
+        .nheaders = c->nhdrs,
+        .body = c->body.data,
+        .body_len = c->body.len,
+        .servlet = c->servlet,
+        .servlet_index = c->servlet ? c->servlet_index : 0,
+    };
+}
+
+void sandlet_conn_header_at(const sandlet_conn *c, unsigned i, const char **name, size_t *name_len,
+                            const char **value, size_t *value_len)
+{
+    const char *head = (const char *)c->head.data;
+    const sandlet_hdr_ref *h = &c->hdrs[i];
+    *name = head + h->name;
+    *name_len = h->name_len;
+    *value = head + h->value;
+    *value_len = h->value_len;
+}
+
+sandlet_pool_link *sandlet_conn_pool_link(sandlet_conn *c)
+{
+    return &c->link;
+}
+
+const sandlet_pool_link *sandlet_conn_pool_link_const(const sandlet_conn *c)
+{
+    return &c->link;
+}
+
+bool sandlet_conn_idle(const sandlet_conn *c)
+{
+    return c->state == CONN_READING && c->in.len == 0 && c->pending_writes == 0;
+}
+
 int sandlet_conn_socket(const sandlet_conn *c, uv_os_fd_t *fd)
 {
     return uv_fileno((const uv_handle_t *)&c->tcp, fd);
@@ -267,8 +324,8 @@ static void after_write(uv_write_t *req, int status)
         finish_close(c);
         return;
     }
-    if (c->worker && sandlet_conn_write_backlog(c) < SANDLET_WRITE_HIGH_WATER / 2)
-        sandlet_pool_resume(c);
+    if (sandlet_conn_write_backlog(c) < SANDLET_WRITE_HIGH_WATER / 2)
+        sandlet_pool_resume(c); /* nothing when no worker serves c */
     if (c->file.fd >= 0 && sandlet_conn_write_backlog(c) < SANDLET_WRITE_HIGH_WATER / 2)
         sandlet_files_pump(c);
     if (c->out_blocked && !c->parsing && c->state == CONN_READING &&
@@ -402,8 +459,7 @@ static void reset_request(sandlet_conn *c)
     c->servlet = NULL;
     c->route = SANDLET_ROUTE_FILES;
     c->error_status = 0;
-    c->worker = NULL;
-    c->pool = NULL;
+    sandlet_pool_link_reset(&c->link);
     c->chunked = false;
     c->head_only = false;
     c->reqline[0] = '\0';
@@ -519,8 +575,7 @@ static void simple_response(sandlet_conn *c, int status, bool close)
 
 void sandlet_conn_fail(sandlet_conn *c, int status)
 {
-    c->worker = NULL;
-    c->pool = NULL;
+    sandlet_pool_link_reset(&c->link);
     if (c->state == CONN_WAITING) {
         simple_response(c, status, false);
         return;
@@ -1076,8 +1131,7 @@ static void conn_close(sandlet_conn *c)
         finish_close(c);
         return;
     }
-    if (c->pool)
-        sandlet_pool_forget(c);
+    sandlet_pool_forget(c); /* nothing when c is at no pool */
     c->state = CONN_CLOSING;
     if (c->reading) {
         uv_read_stop((uv_stream_t *)&c->tcp);

@@ -15,7 +15,8 @@
 #include "config.h"
 
 #include "common/log.h"
-#include "loop/conn_private.h"
+#include "loop/acceptor.h"
+#include "loop/pool.h"
 #include "sandbox/control.h"
 #include "sandbox/session_store.h"
 
@@ -235,39 +236,39 @@ static int filter_cookie_header(const sandlet_pool *p, const char **vp, size_t *
     return 0;
 }
 
-/* Appends c's request to w->out; on failure w->out is left as it was. */
-static int encode_request(sandlet_worker *w, sandlet_conn *c, uint32_t id)
+/* Appends c's request (seen through v) to w->out; on failure w->out is
+ * left as it was. */
+static int encode_request(sandlet_worker *w, const sandlet_conn *c, const sandlet_request_view *v,
+                          uint32_t id)
 {
     sandlet_buf *b = &w->out;
-    const char *head = (const char *)c->head.data;
-    const char *method = llhttp_method_name(llhttp_get_method(&c->parser));
     sandlet_wire_request rq = {
-        .servlet = w->pool->srv->local_index[c->servlet_index],
-        .http_major = c->http_major,
-        .http_minor = c->http_minor,
-        .nheaders = (uint16_t)c->nhdrs,
-        .method = method,
-        .method_len = strlen(method),
-        .target = head + c->target,
-        .target_len = c->target_len,
-        .peer = c->peer,
-        .peer_len = strlen(c->peer),
+        .servlet = w->pool->srv->local_index[v->servlet_index],
+        .http_major = (uint8_t)v->http_major,
+        .http_minor = (uint8_t)v->http_minor,
+        .nheaders = (uint16_t)v->nheaders,
+        .method = v->method,
+        .method_len = v->method_len,
+        .target = v->target,
+        .target_len = v->target_len,
+        .peer = v->peer,
+        .peer_len = v->peer_len,
     };
     size_t start = sandlet_wire_request_begin(b, id, &rq);
-    for (unsigned i = 0; i < c->nhdrs; i++) {
-        const sandlet_hdr_ref *h = &c->hdrs[i];
-        const char *value = head + h->value;
-        size_t value_len = h->value_len;
+    for (unsigned i = 0; i < v->nheaders; i++) {
+        const char *name, *value;
+        size_t name_len, value_len;
+        sandlet_conn_header_at(c, i, &name, &name_len, &value, &value_len);
         int rc = 0;
-        if (h->name_len == 6 && strncasecmp(head + h->name, "Cookie", 6) == 0)
+        if (name_len == 6 && strncasecmp(name, "Cookie", 6) == 0)
             rc = filter_cookie_header(w->pool, &value, &value_len);
         if (rc < 0) {
             b->error = rc;
             break;
         }
-        sandlet_wire_header_put(b, head + h->name, h->name_len, value, value_len);
+        sandlet_wire_header_put(b, name, name_len, value, value_len);
     }
-    return sandlet_wire_request_finish(b, start, id, c->body.data, c->body.len);
+    return sandlet_wire_request_finish(b, start, id, v->body, v->body_len);
 }
 
 static void copy_str(char *dst, size_t size, const char *src)
@@ -314,12 +315,14 @@ static void send_request(sandlet_worker *w, sandlet_conn *c)
     if (++srv->next_id == 0)
         srv->next_id = 1;
     uint32_t id = srv->next_id;
-    int rc = encode_request(w, c, id);
+    sandlet_request_view v;
+    sandlet_conn_request_view(c, &v);
+    sandlet_pool_link *l = sandlet_conn_pool_link(c);
+    int rc = encode_request(w, c, &v, id);
     if (rc < 0) {
-        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot hand %s to sandbox '%s'", c->reqline,
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot hand %s to sandbox '%s'", v.reqline,
                           sandbox_name(w));
-        c->worker = NULL;
-        c->pool = NULL;
+        sandlet_pool_link_reset(l);
         sandlet_conn_fail(c, rc == -ENOMEM ? 503 : 500);
         return;
     }
@@ -327,10 +330,10 @@ static void send_request(sandlet_worker *w, sandlet_conn *c)
     f->conn = c;
     f->id = id;
     f->discard = false;
-    f->servlet = c->servlet;
-    f->timeout = c->servlet->timeout ? c->servlet->timeout : w->pool->conf->timeout;
-    copy_str(f->reqline, sizeof(f->reqline), c->reqline);
-    c->worker = w;
+    f->servlet = v.servlet;
+    f->timeout = v.servlet->timeout ? v.servlet->timeout : w->pool->conf->timeout;
+    copy_str(f->reqline, sizeof(f->reqline), v.reqline);
+    l->worker = w;
     w->state = W_BUSY;
     if (++w->rcount == 1)
         start_first(w);
@@ -348,7 +351,7 @@ static uint64_t tick(const sandlet_pool *p)
 static sandlet_conn *queue_pop(sandlet_pool *p)
 {
     sandlet_conn *c = p->qhead;
-    p->qhead = c->qnext;
+    p->qhead = sandlet_conn_pool_link(c)->qnext;
     if (!p->qhead)
         p->qtail = NULL;
     p->queued--;
@@ -361,13 +364,14 @@ static void queue_expire(uv_timer_t *t)
 {
     sandlet_pool *p = t->data;
     uint64_t now = uv_now(p->srv->loop);
-    while (p->qhead && now - p->qhead->queued_at >= p->conf->queue_timeout) {
+    while (p->qhead &&
+           now - sandlet_conn_pool_link(p->qhead)->queued_at >= p->conf->queue_timeout) {
         sandlet_conn *c = queue_pop(p);
-        c->pool = NULL;
+        sandlet_conn_pool_link(c)->pool = NULL;
         p->rejected++;
         sandlet_warn("sandbox '%s': no worker free for %u ms (queue-timeout); answering 503 "
                      "to %s",
-                     p->conf->name, p->conf->queue_timeout, c->reqline);
+                     p->conf->name, p->conf->queue_timeout, sandlet_conn_reqline(c));
         sandlet_conn_fail(c, 503);
     }
     if (!p->qhead)
@@ -389,9 +393,10 @@ static bool any_worker_up(const sandlet_pool *p)
  * queue-timeout, and the log says why once per failed start. */
 static void fail_fast(sandlet_pool *p, sandlet_conn *c)
 {
-    c->pool = NULL;
+    sandlet_conn_pool_link(c)->pool = NULL;
     p->rejected++;
-    sandlet_debug("sandbox '%s' cannot start; answering 503 to %s", p->conf->name, c->reqline);
+    sandlet_debug("sandbox '%s' cannot start; answering 503 to %s", p->conf->name,
+                  sandlet_conn_reqline(c));
     sandlet_conn_fail(c, 503);
 }
 
@@ -426,7 +431,8 @@ static sandlet_worker *pick_worker(sandlet_pool *p)
 void sandlet_pool_submit(sandlet_pool *p, sandlet_conn *c)
 {
     if (c) {
-        c->pool = p;
+        sandlet_pool_link *l = sandlet_conn_pool_link(c);
+        l->pool = p;
         sandlet_worker *w = p->qhead ? NULL : pick_worker(p);
         if (!w && p->failing && !any_worker_up(p)) {
             fail_fast(p, c);
@@ -435,18 +441,18 @@ void sandlet_pool_submit(sandlet_pool *p, sandlet_conn *c)
         if (!w) {
             if (p->queued >= p->conf->queue) {
                 sandlet_warn("sandbox '%s': queue full (%zu waiting); answering 503 to %s",
-                             p->conf->name, p->queued, c->reqline);
-                c->pool = NULL;
+                             p->conf->name, p->queued, sandlet_conn_reqline(c));
+                l->pool = NULL;
                 p->rejected++;
                 sandlet_conn_fail(c, 503);
                 return;
             }
-            c->qnext = NULL;
-            c->queued_at = uv_now(p->srv->loop);
+            l->qnext = NULL;
+            l->queued_at = uv_now(p->srv->loop);
             if (!uv_is_active((uv_handle_t *)&p->qtimer))
                 uv_timer_start(&p->qtimer, queue_expire, tick(p), tick(p));
             if (p->qtail)
-                p->qtail->qnext = c;
+                sandlet_conn_pool_link(p->qtail)->qnext = c;
             else
                 p->qhead = c;
             p->qtail = c;
@@ -465,8 +471,9 @@ static void worker_resume(sandlet_worker *w);
 
 void sandlet_pool_forget(sandlet_conn *c)
 {
-    sandlet_pool *p = c->pool;
-    sandlet_worker *w = c->worker;
+    sandlet_pool_link *l = sandlet_conn_pool_link(c);
+    sandlet_pool *p = l->pool;
+    sandlet_worker *w = l->worker;
     if (w) {
         /* A worker cannot be stopped midway: its answer is read and
          * dropped, up to SANDLET_DISCARD_MAX (then it is recycled). */
@@ -481,12 +488,12 @@ void sandlet_pool_forget(sandlet_conn *c)
          * would start it again, and the worker would block for ever. */
         worker_resume(w);
     } else if (p) {
-        for (sandlet_conn **pp = &p->qhead; *pp; pp = &(*pp)->qnext) {
+        for (sandlet_conn **pp = &p->qhead; *pp; pp = &sandlet_conn_pool_link(*pp)->qnext) {
             if (*pp == c) {
-                *pp = c->qnext;
+                *pp = l->qnext;
                 if (p->qtail == c) {
                     p->qtail = NULL;
-                    for (sandlet_conn *q = p->qhead; q; q = q->qnext)
+                    for (sandlet_conn *q = p->qhead; q; q = sandlet_conn_pool_link(q)->qnext)
                         p->qtail = q;
                 }
                 p->queued--;
@@ -494,8 +501,7 @@ void sandlet_pool_forget(sandlet_conn *c)
             }
         }
     }
-    c->worker = NULL;
-    c->pool = NULL;
+    sandlet_pool_link_reset(l);
 }
 
 /* ---- frames from workers ------------------------------------------------- */
@@ -741,8 +747,9 @@ static void worker_resume(sandlet_worker *w)
 
 void sandlet_pool_resume(sandlet_conn *c)
 {
-    if (c->worker)
-        worker_resume(c->worker);
+    sandlet_worker *w = sandlet_conn_pool_link(c)->worker;
+    if (w)
+        worker_resume(w);
 }
 
 /* ---- worker lifecycle ---------------------------------------------------- */
@@ -794,9 +801,10 @@ static void worker_lost_status(sandlet_worker *w, int status)
         sandlet_conn *c = held(w, i)->conn;
         if (!c)
             continue;
-        c->worker = NULL;
-        c->queued_at = uv_now(p->srv->loop);
-        c->qnext = p->qhead;
+        sandlet_pool_link *l = sandlet_conn_pool_link(c);
+        l->worker = NULL;
+        l->queued_at = uv_now(p->srv->loop);
+        l->qnext = p->qhead;
         p->qhead = c;
         if (!p->qtail)
             p->qtail = c;
@@ -807,8 +815,7 @@ static void worker_lost_status(sandlet_worker *w, int status)
     if (requeued && !uv_is_active((uv_handle_t *)&p->qtimer))
         uv_timer_start(&p->qtimer, queue_expire, tick(p), tick(p));
     if (first) {
-        first->worker = NULL;
-        first->pool = NULL;
+        sandlet_pool_link_reset(sandlet_conn_pool_link(first));
         sandlet_conn_fail(first, status);
     }
     if (requeued)
@@ -1036,7 +1043,8 @@ void sandlet_pools_stop(sandlet_server *srv)
 bool sandlet_pool_header_allowed(const sandlet_conn *c, const char *name, size_t name_len,
                                  const char *value, size_t value_len)
 {
-    if (name_len != 10 || strncasecmp(name, "Set-Cookie", 10) != 0 || !c->pool)
+    const sandlet_pool *pool = sandlet_conn_pool_link_const(c)->pool;
+    if (name_len != 10 || strncasecmp(name, "Set-Cookie", 10) != 0 || !pool)
         return true;
     /* The cookie's name as a browser reads it: up to '=', blanks around
      * it trimmed (RFC 6265 5.2). */
@@ -1049,13 +1057,14 @@ bool sandlet_pool_header_allowed(const sandlet_conn *c, const char *name, size_t
     while (q > p && (q[-1] == ' ' || q[-1] == '\t'))
         q--;
     size_t i;
-    if (!foreign_session_cookie(c->pool, p, (size_t)(q - p), &i))
+    if (!foreign_session_cookie(pool, p, (size_t)(q - p), &i))
         return true;
-    const sandlet_sandbox_conf *other = &c->srv->conf->sandboxes[i];
+    const sandlet_sandbox_conf *other = &sandlet_conn_server(c)->conf->sandboxes[i];
+    const sandlet_servlet_conf *servlet = sandlet_conn_servlet(c);
     sandlet_error("servlet %s of sandbox '%s' tried to set the session cookie %s of sandbox "
                   "'%s' (%s); answering 502 instead",
-                  c->servlet ? c->servlet->path : "?", c->pool->conf->name, other->session_cookie,
-                  other->name, c->reqline);
+                  servlet ? servlet->path : "?", pool->conf->name, other->session_cookie,
+                  other->name, sandlet_conn_reqline(c));
     return false;
 }
 

@@ -38,7 +38,7 @@
 #include "config.h"
 
 #include "common/log.h"
-#include "loop/conn_private.h"
+#include "loop/acceptor.h"
 #include "sandbox/control.h"
 
 #include <errno.h>
@@ -504,10 +504,11 @@ static bool acceptor_idle(bool seen)
     sandlet_conn *c = g.srv.conns;
     if (!c)
         return seen;
-    if (c->state != CONN_READING || c->in.len || c->pending_writes)
+    if (!sandlet_conn_idle(c))
         return false;
-    int fd, avail = 0;
-    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) < 0 || ioctl(fd, FIONREAD, &avail) < 0)
+    uv_os_fd_t fd;
+    int avail = 0;
+    if (sandlet_conn_socket(c, &fd) < 0 || ioctl(fd, FIONREAD, &avail) < 0)
         return true;
     return avail == 0;
 }
