@@ -14,7 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+/* The most descriptors one message can carry (the kernel's SCM_MAX_FD):
+ * a receive buffer this large means the kernel never has to close
+ * descriptors that did not fit, in our process, itself. */
+#define CTL_FD_ROOM 253
 
 int sandlet_ctl_send(int sock, const sandlet_ctl *m, const int *fds, size_t nfd)
 {
@@ -56,13 +62,29 @@ static int peer_closed(int sock)
     return (p.revents & (POLLHUP | POLLRDHUP | POLLERR)) != 0;
 }
 
+void sandlet_ctl_discard_fd(int fd)
+{
+    if (fd < 0)
+        return;
+    /* A socket whose sender set SO_LINGER with unsent data would make
+     * close() wait for the linger time (hours, if it chose): linger off
+     * first, so that closing what a hostile sender attached never blocks
+     * the process that received it. */
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) {
+        struct linger off = {.l_onoff = 0, .l_linger = 0};
+        (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &off, sizeof(off));
+    }
+    close(fd);
+}
+
 int sandlet_ctl_recv(int sock, sandlet_ctl *m, int *fds, size_t maxfd)
 {
     /* A larger message shows as MSG_TRUNC, a shorter one by its length:
      * neither is ever taken for a valid message. */
     struct iovec iov = {.iov_base = m, .iov_len = sizeof(*m)};
     union {
-        char buf[CMSG_SPACE(sizeof(int) * 8)];
+        char buf[CMSG_SPACE(sizeof(int) * CTL_FD_ROOM)];
         struct cmsghdr align;
     } u;
     struct msghdr msg = {
@@ -90,7 +112,7 @@ int sandlet_ctl_recv(int sock, sandlet_ctl *m, int *fds, size_t maxfd)
             if (got < maxfd)
                 fds[got++] = fd;
             else {
-                close(fd);
+                sandlet_ctl_discard_fd(fd);
                 bad = true;
             }
         }
@@ -99,7 +121,7 @@ int sandlet_ctl_recv(int sock, sandlet_ctl *m, int *fds, size_t maxfd)
         return 0;
     if (bad) {
         for (size_t i = 0; i < got; i++) {
-            close(fds[i]);
+            sandlet_ctl_discard_fd(fds[i]);
             fds[i] = -1;
         }
         return -EPROTO;

@@ -52,6 +52,9 @@ typedef struct sandlet_ctl {
 /* Sends m with the nfd descriptors of fds attached.  Returns 0 or -errno
  * (-EAGAIN when the socket is non-blocking and full). */
 int sandlet_ctl_send(int sock, const sandlet_ctl *m, const int *fds, size_t nfd);
+/* Closes a descriptor someone else attached, without ever waiting on it
+ * (a socket's SO_LINGER is turned off first). */
+void sandlet_ctl_discard_fd(int fd);
 /* Receives one message; fds[0..maxfd) get attached descriptors or -1.
  * Returns 1 for a message, 0 at end of stream (the peer closed: an empty
  * message is not the end), -EAGAIN when none is waiting, -EPROTO for a

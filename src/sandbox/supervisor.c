@@ -537,8 +537,9 @@ static void on_ctl(uv_poll_t *p, int status, int events)
             return;
         }
         if (fd >= 0) {
-            /* No message from the acceptor carries a descriptor. */
-            close(fd);
+            /* No message from the acceptor carries a descriptor; closing
+             * one must not wait on it (see sandlet_ctl_discard_fd). */
+            sandlet_ctl_discard_fd(fd);
             refuse("type %u with a descriptor attached", m.type);
             continue;
         }
