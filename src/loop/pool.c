@@ -592,17 +592,29 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
             return true;
         }
         if (h->type == SANDLET_FRAME_FAIL) {
+            /* Servlet code (a constructor, init) can write frames too:
+             * the message is escaped and cut like any worker output, and
+             * a worker says FAIL once -- its channel is closed after it,
+             * so a loop of FAIL frames cannot forge or flood the log. */
             const char *msg;
-            bool bad = sandlet_wire_fail_decode(payload, h->length, &msg) < 0;
+            char shown[512];
+            size_t used;
+            size_t n = 0;
+            if (sandlet_wire_fail_decode(payload, h->length, &msg) == 0)
+                n = sandlet_workerlog_escape(shown, sizeof(shown) - 1, (const uint8_t *)msg,
+                                             strlen(msg), &used);
+            shown[n] = '\0';
             sandlet_error("sandbox '%s' cannot start: %s%s", sandbox_name(w),
-                          bad ? "(no message)" : msg,
+                          n ? shown : "(no message)",
                           any_worker_up(w->pool) ? "" : "; answering 503 until a worker starts");
             if (!any_worker_up(w->pool)) {
                 w->pool->failing = true;
                 fail_queue(w->pool);
             }
-            /* It exits by itself; the supervisor backs off its restart. */
-            return true;
+            /* It exits; the supervisor backs off its restart. */
+            close_pipe(w);
+            w->state = W_DYING;
+            return false;
         }
         violation(w, "expected READY");
         return false;
