@@ -946,6 +946,8 @@ static void take_worker(sandlet_worker *w, const sandlet_ctl *m, int channel, in
         w->pipe.data = w;
         w->pipe_open = true;
         rc = uv_pipe_open(&w->pipe, channel);
+        if (rc < 0)
+            close(channel); /* libuv takes it only when the open succeeds */
     } else {
         close(channel);
     }

@@ -127,6 +127,14 @@ static int sandbox_identity(const sandlet_conf *conf, size_t i, const sandlet_id
                       conf->file, sb->line, sb->name, id->uid);
         return -EPERM;
     }
+    if (id->gid == acceptor->gid) {
+        sandlet_error("%s:%d: sandbox '%s' runs as gid %u, the acceptor's group: its servlets "
+                      "could write what the acceptor keeps group-writable (its log folder); "
+                      "give it another group (or no user and group: it then gets ids of its "
+                      "own)",
+                      conf->file, sb->line, sb->name, id->gid);
+        return -EPERM;
+    }
     return 0;
 }
 

@@ -872,9 +872,10 @@ static void test_refused_identities(void **state)
         "sandbox s { workers 1; user root; }\n",
         "sandbox s { workers 1; user nobody; group root; }\n",
         "user nobody;\nsandbox s { workers 1; user nobody; group nogroup; }\n",
+        "user nobody;\nsandbox s { workers 1; user daemon; group nogroup; }\n",
     };
-    const char *why[] = {"uid or gid 0", "uid or gid 0", "the acceptor's"};
-    for (size_t i = 0; i < 3; i++) {
+    const char *why[] = {"uid or gid 0", "uid or gid 0", "the acceptor's", "the acceptor's group"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char conf[1024];
         snprintf(conf, sizeof(conf), "%sservlet /p/* { library \"%s\"; sandbox s; }\n", bad[i],
                  th_build_path("tests/fixtures/.libs/probe.so"));
