@@ -34,19 +34,18 @@ static int read_page(const char *path, uint8_t **data, size_t *len)
     }
     size_t cap = 65536, n = 0;
     uint8_t *b = malloc(cap);
-    while (b) {
+    if (!b) {
+        fprintf(stderr, "sandlet-csp: cannot read %s: out of memory\n", path);
+        fclose(f);
+        return -1;
+    }
+    const char *why = NULL;
+    for (;;) {
         if (n == cap) {
-            if (cap > SANDLET_CSP_MAX_INPUT) {
-                fprintf(stderr, "sandlet-csp: %s: larger than the %zu bytes a page may have\n",
-                        path, (size_t)SANDLET_CSP_MAX_INPUT);
-                free(b);
-                fclose(f);
-                return -1;
-            }
-            uint8_t *nb = realloc(b, cap * 2);
+            uint8_t *nb = cap > SANDLET_CSP_MAX_INPUT ? NULL : realloc(b, cap * 2);
             if (!nb) {
-                free(b);
-                b = NULL;
+                why = cap > SANDLET_CSP_MAX_INPUT ? "larger than a page may be (16 MiB)"
+                                                  : "out of memory";
                 break;
             }
             b = nb;
@@ -57,9 +56,10 @@ static int read_page(const char *path, uint8_t **data, size_t *len)
         if (r == 0)
             break;
     }
-    if (!b || ferror(f)) {
-        fprintf(stderr, "sandlet-csp: cannot read %s: %s\n", path,
-                b ? strerror(errno) : "out of memory");
+    if (!why && ferror(f))
+        why = strerror(errno);
+    if (why) {
+        fprintf(stderr, "sandlet-csp: cannot read %s: %s\n", path, why);
         free(b);
         fclose(f);
         return -1;

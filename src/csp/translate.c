@@ -121,21 +121,18 @@ static void put_lit(sandlet_buf *b, const uint8_t *s, size_t n)
 static void emit_text(tr *t, const uint8_t *s, size_t n)
 {
     sandlet_buf *b = &t->body;
-    while (n > 0) {
-        size_t k = n < TEXT_CHUNK ? n : TEXT_CHUNK;
-        char head[64];
-        snprintf(head, sizeof(head), "    sl_write(rs, ");
-        puts_buf(b, head);
-        sandlet_buf_put(b, "\"", 1);
-        for (size_t i = 0; i < k; i++) {
+    for (size_t off = 0; off < n;) {
+        size_t end = n - off > TEXT_CHUNK ? off + TEXT_CHUNK : n;
+        puts_buf(b, "    sl_write(rs, \"");
+        for (size_t i = off; i < end; i++) {
             put_lit_byte(b, s[i]);
-            if (s[i] == '\n' && i + 1 < k)
+            if (s[i] == '\n' && i + 1 < end)
                 puts_buf(b, "\"\n        \"");
         }
-        snprintf(head, sizeof(head), "\", %zu);\n", k);
-        puts_buf(b, head);
-        s += k;
-        n -= k;
+        char tail[48];
+        snprintf(tail, sizeof(tail), "\", %zu);\n", end - off);
+        puts_buf(b, tail);
+        off = end;
     }
 }
 
@@ -151,6 +148,12 @@ static void emit_line(tr *t, sandlet_buf *b, size_t pos, size_t prefix)
     sandlet_buf_put(b, "\n", 1);
     for (unsigned long c = 1 + prefix; c < t->col; c++)
         sandlet_buf_put(b, " ", 1);
+}
+
+/* Whether s[p..] starts with the n bytes of what. */
+static bool at(const tr *t, size_t p, const char *what, size_t n)
+{
+    return p <= t->len && t->len - p >= n && memcmp(t->s + p, what, n) == 0;
 }
 
 static bool is_space(uint8_t c)
@@ -214,19 +217,19 @@ static const char *tag_name(enum kind k)
     }
 }
 
-static int tag(tr *t, size_t at, size_t *next)
+static int tag(tr *t, size_t open, size_t *next)
 {
     const uint8_t *s = t->s;
     size_t len = t->len;
-    seek(t, at);
+    seek(t, open);
     unsigned long tl = t->line, tc = t->col;
-    size_t p = at + 2;
-    if (p < len && s[p] == '%') { /* <%% writes a literal <% */
+    size_t p = open + 2;
+    if (at(t, p, "%", 1)) { /* <%% writes a literal <% */
         emit_text(t, (const uint8_t *)"<%", 2);
         *next = p + 1;
         return 0;
     }
-    if (len - p >= 2 && s[p] == '-' && s[p + 1] == '-') {
+    if (at(t, p, "--", 2)) {
         size_t end = find(s, p + 2, len, "--%>", 4);
         if (end == len)
             return fail(t, tl, tc, "unclosed comment: expected '--%%>'");
@@ -234,7 +237,7 @@ static int tag(tr *t, size_t at, size_t *next)
         return 0;
     }
     enum kind k = CODE;
-    if (len - p >= 2 && s[p] == '=' && s[p + 1] == '=') {
+    if (at(t, p, "==", 2)) {
         k = RAW;
         p += 2;
     } else if (p < len) {
@@ -335,11 +338,11 @@ int sandlet_csp_translate(const char *name, const uint8_t *src, size_t len, sand
     sandlet_buf_init(&t.body, OUTPUT_LIMIT);
     size_t pos = 0;
     while (pos < len) {
-        size_t at = find(src, pos, len, "<%", 2);
-        emit_text(&t, src + pos, at - pos);
-        if (at == len)
+        size_t open = find(src, pos, len, "<%", 2);
+        emit_text(&t, src + pos, open - pos);
+        if (open == len)
             break;
-        if (tag(&t, at, &pos) < 0) {
+        if (tag(&t, open, &pos) < 0) {
             tr_free(&t);
             return -1;
         }
