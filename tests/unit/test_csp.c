@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char dir[] = "/tmp/test_csp.XXXXXX";
@@ -289,6 +290,53 @@ static void test_text_is_literal(void **state)
     sandlet_buf_free(&out);
 }
 
+/* The tool: GCC-style diagnostics and exit status 1 for a bad page, the
+ * servlet's source in -o for a good one. */
+static void test_tool(void **state)
+{
+    (void)state;
+    const char *b = getenv("SANDLET_BUILDDIR");
+    char path[600], cmd[2048];
+    snprintf(path, sizeof(path), "%s/bad.csp", dir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs("<p>\n  <%= x\n", f);
+    assert_int_equal(fclose(f), 0);
+    snprintf(cmd, sizeof(cmd), "cd %s && %s/sandlet-csp translate bad.csp -o bad.c 2>bad.log", dir,
+             b ? b : ".");
+    int rc = system(cmd);
+    assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
+    snprintf(path, sizeof(path), "%s/bad.log", dir);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    char text[512];
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    assert_string_equal(text, "bad.csp:2:3: error: unclosed '<%=' tag: expected '%>'\n");
+    snprintf(path, sizeof(path), "%s/bad.c", dir);
+    assert_int_not_equal(access(path, F_OK), 0);
+
+    snprintf(path, sizeof(path), "%s/good.csp", dir);
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs("<p><%= 1 + 1 %></p>\n", f);
+    assert_int_equal(fclose(f), 0);
+    snprintf(cmd, sizeof(cmd), "cd %s && %s/sandlet-csp translate good.csp -o good.c", dir,
+             b ? b : ".");
+    rc = system(cmd);
+    assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 0);
+    snprintf(path, sizeof(path), "%s/good.c", dir);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    char src[4096];
+    n = fread(src, 1, sizeof(src) - 1, f);
+    fclose(f);
+    src[n] = '\0';
+    assert_non_null(strstr(src, "#line 1 \"good.csp\""));
+    assert_non_null(strstr(src, "SL_SERVLET(good) = {.service = csp_page_service};"));
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -314,6 +362,7 @@ int main(void)
         cmocka_unit_test(test_empty_page),
         cmocka_unit_test(test_megabyte_page),
         cmocka_unit_test(test_line_directives),
+        cmocka_unit_test(test_tool),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
