@@ -897,6 +897,68 @@ static void test_api_gone_meanwhile(void **state)
     end(&c);
 }
 
+/* The memory store, but the supervisor releases a forged lock right
+ * after a get timed out on it: the moment between a session's get and a
+ * create. */
+#define FORGED_HOLDER 0x1234
+static int get_then_release(void *store, const uint8_t *id, void *buf, size_t cap, size_t *len)
+{
+    int rc = mem_get(store, id, buf, cap, len);
+    if (rc == -ETIMEDOUT)
+        sandlet_session_store_release(store, FORGED_HOLDER);
+    return rc;
+}
+
+static const sandlet_session_ops release_ops = {
+    .create = mem_create,
+    .get = get_then_release,
+    .put = mem_put,
+    .touch = mem_touch,
+    .remove = mem_remove,
+    .new_id = mem_new_id,
+};
+
+/* A store whose lock cannot be had in time (a holder stuck, dead or
+ * lying, not yet released by the supervisor): sl_session_get fails with
+ * ETIMEDOUT and neither makes a new session nor sends a cookie, even if
+ * the store is usable again by then: that would replace the client's
+ * session, which still exists.  Afterwards the client's session is found
+ * again. */
+static void test_api_store_busy(void **state)
+{
+    fixture *f = *state;
+    sandlet_session_config cfg = {.ops = &release_ops,
+                                  .store = f->st,
+                                  .max_data = SANDLET_SESSION_SLOT_DATA,
+                                  .sandbox = "shop",
+                                  .cookie_name = "SLSESSION_shop",
+                                  .cookie_path = "/shop"};
+    memcpy(cfg.key, key_shop, sizeof(cfg.key));
+    assert_int_equal(sandlet_lib_session_configure(&cfg), 0);
+    client c;
+    begin(&c, "/", NULL);
+    sl_session *s = sl_session_get(&c.rq, &c.rs, true);
+    assert_non_null(s);
+    char token[160];
+    snprintf(token, sizeof(token), "%s", sl_session_id(s));
+    end(&c);
+    __atomic_store_n(&f->st->hdr->lock, (uint32_t)FORGED_HOLDER, __ATOMIC_SEQ_CST);
+    alarm(10);
+    begin(&c, "/", token);
+    errno = 0;
+    assert_null(sl_session_get(&c.rq, &c.rs, true));
+    assert_int_equal(errno, ETIMEDOUT);
+    assert_null(set_cookie(&c));
+    end(&c);
+    assert_int_equal(sandlet_session_store_holder(f->st), 0);
+    begin(&c, "/", token);
+    s = sl_session_get(&c.rq, &c.rs, true);
+    assert_non_null(s);
+    assert_string_equal(sl_session_id(s), token);
+    end(&c);
+    alarm(0);
+}
+
 /* ---- ids bound to their sandbox ------------------------------------------ */
 
 static void test_cookie_name(void **state)
@@ -1113,6 +1175,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_length_flip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_api, setup, teardown),
         cmocka_unit_test_setup_teardown(test_api_gone_meanwhile, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_api_store_busy, setup, teardown),
         cmocka_unit_test(test_cookie_name),
         cmocka_unit_test(test_key_make),
         cmocka_unit_test_setup_teardown(test_configure_checks, setup, teardown),
