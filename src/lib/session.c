@@ -189,12 +189,18 @@ static bool form_id(const sl_request *rq, uint8_t *id)
     return false;
 }
 
-/* Loads the session id names into s; true when the store has it. */
-static bool load(sl_session *s, const uint8_t *id)
+/* Loads the session id names into s; true when the store has it.  A store
+ * that could not be locked in time sets *busy: the session may well
+ * exist, and must not be replaced by a new one (the client's cookie with
+ * it). */
+static bool load(sl_session *s, const uint8_t *id, bool *busy)
 {
     uint8_t *buf = sl_alloc(s->rq, cfg.max_data ? cfg.max_data : 1);
     size_t len = 0;
-    if (!buf || cfg.ops->get(cfg.store, id, buf, cfg.max_data, &len) < 0 || len > cfg.max_data)
+    int rc = buf ? cfg.ops->get(cfg.store, id, buf, cfg.max_data, &len) : -ENOMEM;
+    if (rc == -ETIMEDOUT)
+        *busy = true;
+    if (rc < 0 || len > cfg.max_data)
         return false;
     set_id(s, id);
     s->data = buf;
@@ -226,20 +232,24 @@ sl_session *sl_session_get(sl_request *rq, sl_response *rs, bool create)
     /* Every cookie of this sandbox's name (a browser may hold one per
      * path), then the parameter that links and forms carry for clients
      * without cookies.  Other sandboxes' cookies are not even looked at. */
-    bool cookie_sent = false;
+    bool cookie_sent = false, busy = false;
     for (size_t i = 0; i < rq->ncookies; i++) {
         if (strcmp(rq->cookies[i].name, cfg.cookie_name) != 0)
             continue;
         cookie_sent = true;
         const char *v = rq->cookies[i].value;
-        if (sandlet_lib_session_verify(v, strlen(v), id) && load(s, id))
+        if (sandlet_lib_session_verify(v, strlen(v), id) && load(s, id, &busy))
             return rq->session = s;
     }
     if (!cookie_sent) {
         const char *v = sl_param(rq, cfg.cookie_name, NULL);
-        if ((v && sandlet_lib_session_verify(v, strlen(v), id) && load(s, id)) ||
-            (form_id(rq, id) && load(s, id)))
+        if ((v && sandlet_lib_session_verify(v, strlen(v), id) && load(s, id, &busy)) ||
+            (form_id(rq, id) && load(s, id, &busy)))
             return rq->session = s;
+    }
+    if (busy) {
+        errno = ETIMEDOUT;
+        return NULL;
     }
     if (!create) {
         errno = ENOENT;

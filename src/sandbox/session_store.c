@@ -14,14 +14,21 @@
  * for sessions; the store must make sure that the worst one of them can
  * do is lose or garble that sandbox's sessions, never crash or hang a
  * worker, and never reach anything outside the mapping.  Hence:
- *  - the lock is one futex word holding a ticket, no pointers (a robust
- *    pthread mutex keeps glibc's robust-list pointers and a thread id in
- *    the mapping: a forged owner hung every worker, a forged list made a
- *    peer's unlock write where the forger chose);
- *  - a holder seen unchanged for LEASE_MS is presumed dead (killed on a
- *    timeout, crashed, or lying) and its lock is taken over, and no
- *    operation waits longer than WAIT_MAX_MS in all: a session call then
- *    fails, the worker goes on serving;
+ *  - the lock is one futex word holding the holder's pid, no pointers (a
+ *    robust pthread mutex keeps glibc's robust-list pointers and a
+ *    thread id in the mapping: a forged owner hung every worker, a
+ *    forged list made a peer's unlock write where the forger chose);
+ *  - a worker never takes the lock from its holder, however long it is
+ *    held: a holder that is merely stalled (preempted, CPU-throttled,
+ *    paging, stopped by a debugger) wakes and goes on writing, and with
+ *    the lock taken over its memcpy would land in a slot that meanwhile
+ *    holds another client's session.  No operation waits longer than
+ *    WAIT_MAX_MS in all: a session call then fails, the worker goes on
+ *    serving;
+ *  - only the supervisor, which knows which pids are live workers of the
+ *    sandbox, clears a held lock (sandlet_session_store_release): when
+ *    the holder has exited, or the word names no live worker (forged);
+ *    a live worker that keeps holding it is killed first;
  *  - every field is read once (READ_ONCE) into a local that is checked
  *    before use, and indexes and sizes come from the mapping's length,
  *    never from the mapping: a value another process flips between two
@@ -29,13 +36,15 @@
  *  - a header that is not ours (magic, slot count, slot size) makes every
  *    operation fail with EIO; the supervisor, which checks the header
  *    before each spawn and every STORE_CHECK period, rebuilds it empty.
+ * A hostile worker can thus deny or lose its own sandbox's sessions, never
+ * hand one client's session data to another client.
  *
  * Layout of the mapping: a header (magic, sizes, LRU clock, the slot being
  * written, the lock word), then one fixed-size metadata record per slot,
  * then one fixed-size data area per slot.
  *
- * Crash safety: a worker can be killed while it holds the lock.  The next
- * locker takes the lock over when the lease runs out; the header names the
+ * Crash safety: a worker can be killed while it holds the lock.  The
+ * supervisor reaps it and releases the lock it held; the header names the
  * slot that was being written, and repair() frees that slot (its data may
  * be half-written) and any record whose fields are out of range.  One
  * session may be lost; the store stays usable.  This file must never call
@@ -48,6 +57,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
 #include <linux/futex.h>
 #include <sodium.h>
@@ -66,17 +76,15 @@
 #define ALIGN_UP(n, a) (((n) + (a)-1) / (a) * (a))
 #define NO_SLOT        (-1)
 
-/* A lock holder whose ticket stays the same this long is presumed dead.
- * No operation holds the lock for more than microseconds (a scan of the
- * slots' metadata and one memcpy of at most a slot), so only a dead,
- * stopped or lying holder reaches it. */
-#define LEASE_MS 100
 /* No operation waits longer for the lock, whatever the word shows: a
- * servlet that keeps changing it only makes its own sandbox's session
- * calls fail. */
+ * holder that is dead, stuck or lying only makes its own sandbox's
+ * session calls fail (the request is still answered) until the
+ * supervisor releases the lock.  No operation holds the lock for more
+ * than microseconds (a scan of the slots' metadata and one memcpy of at
+ * most a slot). */
 #define WAIT_MAX_MS 250
 /* Sleeps on the word are this short, so that a sleeper re-checks the
- * lease even when nobody wakes it (its waker may be the dead one). */
+ * word even when nobody wakes it (its waker may be the dead one). */
 #define WAIT_SLICE_MS 10
 /* Tries before sleeping: a holder keeps the lock for microseconds. */
 #define SPINS 100
@@ -94,8 +102,8 @@ typedef struct store_header {
     uint32_t data_cap;
     int32_t dirty;   /* slot being written, or NO_SLOT */
     uint64_t tick;   /* LRU clock: bumped on every use */
-    uint32_t lock;   /* futex word: 0 free, else the holder's ticket (| CONTENDED) */
-    uint32_t ticket; /* the last ticket handed out */
+    uint32_t lock;   /* futex word: 0 free, else the holder's pid (| CONTENDED) */
+    uint32_t unused; /* was the ticket counter; keeps the layout */
 } store_header;
 
 typedef struct slot_meta {
@@ -245,14 +253,38 @@ static bool lock_cas(uint32_t *word, uint32_t *expect, uint32_t want)
                                        __ATOMIC_RELAXED);
 }
 
-/* Takes the lock word with a ticket of our own.  Returns 0, 1 when the
- * lock was taken over from a holder whose lease ran out (the caller then
- * repairs), or -ETIMEDOUT. */
+/* The lock word's holder: our pid.  A pid fits below CONTENDED
+ * (pid_max is at most 2^22), and naming the holder is what lets the
+ * supervisor, which knows its live workers, tell a dead holder from a
+ * stalled one. */
+static pid_t self_pid; /* getpid(), cached: a lock costs no system call */
+
+static void forget_pid(void)
+{
+    self_pid = 0; /* a forked child is another holder */
+}
+
+static void watch_forks(void)
+{
+    pthread_atfork(NULL, NULL, forget_pid);
+}
+
+static uint32_t self_word(void)
+{
+    pid_t p = self_pid;
+    if (p == 0)
+        self_pid = p = getpid();
+    return (uint32_t)p & ~CONTENDED;
+}
+
+/* Takes the lock word as *mine.  Returns 0 or -ETIMEDOUT.  The lock is
+ * never taken from its holder, however long it holds it: a holder that
+ * is only stalled (preempted, throttled, paging, stopped) would wake and
+ * go on writing into slots that meanwhile hold another client's session.
+ * A dead or stuck holder is the supervisor's to clear (release). */
 static int word_lock(store_header *h, uint32_t *mine)
 {
-    uint32_t me = __atomic_add_fetch(&h->ticket, 1, __ATOMIC_RELAXED) & ~CONTENDED;
-    if (me == 0)
-        me = 1;
+    uint32_t me = self_word();
     *mine = me;
     for (int i = 0; i < SPINS; i++) {
         uint32_t expect = 0;
@@ -263,23 +295,12 @@ static int word_lock(store_header *h, uint32_t *mine)
         if (i >= SPINS / 2)
             sched_yield();
     }
-    uint64_t start = clock_ms(), since = start;
-    uint32_t seen = 0;
+    uint64_t start = clock_ms();
     for (;;) {
         uint32_t cur = __atomic_load_n(&h->lock, __ATOMIC_RELAXED);
-        uint64_t now = clock_ms();
         if (cur == 0 && lock_cas(&h->lock, &cur, me))
             return 0;
-        /* cur is the holder (a failed CAS loaded it). */
-        if ((cur & ~CONTENDED) != seen) {
-            /* A new holder (or a new lie): its lease starts now, as this
-             * process sees it; nothing in the mapping says when. */
-            seen = cur & ~CONTENDED;
-            since = now;
-        } else if (now - since >= LEASE_MS && lock_cas(&h->lock, &cur, me)) {
-            return 1;
-        }
-        if (now - start >= WAIT_MAX_MS)
+        if (clock_ms() - start >= WAIT_MAX_MS)
             return -ETIMEDOUT;
         if (cur == 0)
             continue;
@@ -299,8 +320,8 @@ static void word_unlock(store_header *h, uint32_t mine)
 {
     uint32_t cur = __atomic_load_n(&h->lock, __ATOMIC_RELAXED);
     do {
-        /* Taken over (we were too slow, or the word was forged): it is no
-         * longer ours to release. */
+        /* Released by the supervisor (it thought us dead) or forged by
+         * a peer: it is no longer ours to release. */
         if ((cur & ~CONTENDED) != mine)
             return;
     } while (
@@ -329,10 +350,7 @@ static int store_lock(sandlet_session_store *st, uint32_t *mine)
         return -EIO;
     }
     st->reported = false;
-    int rc = word_lock(st->hdr, mine);
-    if (rc == 1)
-        repair(st);
-    return rc < 0 ? rc : 0;
+    return word_lock(st->hdr, mine);
 }
 
 static void store_unlock(sandlet_session_store *st, uint32_t mine)
@@ -568,7 +586,7 @@ static void init_header(store_header *h, uint32_t nslots)
     WRITE_ONCE(h->data_cap, SANDLET_SESSION_SLOT_DATA);
     WRITE_ONCE(h->dirty, NO_SLOT);
     WRITE_ONCE(h->tick, 0);
-    WRITE_ONCE(h->ticket, 0);
+    WRITE_ONCE(h->unused, 0);
     __atomic_store_n(&h->lock, 0, __ATOMIC_SEQ_CST);
     __atomic_store_n(&h->magic, STORE_MAGIC, __ATOMIC_SEQ_CST);
 }
@@ -610,6 +628,10 @@ fail:
 
 sandlet_session_store *sandlet_session_store_attach(int fd, unsigned timeout)
 {
+    /* Before the worker confines itself; the cached pid is then right in
+     * any child a test or servlet forks. */
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, watch_forks);
     struct stat sb;
     if (fstat(fd, &sb) < 0)
         return NULL;
@@ -670,4 +692,33 @@ void sandlet_session_store_rebuild(sandlet_session_store *st)
     /* Sleepers re-check on their own within WAIT_SLICE_MS; this is only
      * sooner. */
     futex(&st->hdr->lock, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+pid_t sandlet_session_store_holder(const sandlet_session_store *st)
+{
+    return (pid_t)(__atomic_load_n(&st->hdr->lock, __ATOMIC_ACQUIRE) & ~CONTENDED);
+}
+
+bool sandlet_session_store_release(sandlet_session_store *st, pid_t holder)
+{
+    if (holder <= 0)
+        return false;
+    uint32_t want = (uint32_t)holder & ~CONTENDED;
+    uint32_t cur = __atomic_load_n(&st->hdr->lock, __ATOMIC_ACQUIRE);
+    if (cur == 0 || (cur & ~CONTENDED) != want)
+        return false;
+    /* Ours while we repair: a worker cannot take a word that is not 0,
+     * and the holder is dead (or never was a live worker), so nobody
+     * else writes the slots meanwhile but a forger, who garbles only its
+     * own sandbox's store. */
+    if (header_intact(st))
+        repair(st);
+    /* A waiter may set CONTENDED meanwhile: retry while the word still
+     * names holder. */
+    while (!__atomic_compare_exchange_n(&st->hdr->lock, &cur, 0, false, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED))
+        if ((cur & ~CONTENDED) != want)
+            return false;
+    futex(&st->hdr->lock, FUTEX_WAKE, INT_MAX, NULL);
+    return true;
 }

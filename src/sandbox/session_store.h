@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Bytes of session data each slot holds (keys, values and framing). */
 #define SANDLET_SESSION_SLOT_DATA 4096u
@@ -50,6 +51,18 @@ size_t sandlet_session_store_slots(const sandlet_session_store *st);
  * futex wake, nor trusts anything it reads from the mapping. */
 bool sandlet_session_store_intact(const sandlet_session_store *st);
 void sandlet_session_store_rebuild(sandlet_session_store *st);
+
+/* Supervisor side: who holds the lock (a pid, as the word says; a
+ * worker may have forged it), or 0 when it is free.  Workers never take
+ * the lock from a holder, since a stalled one would wake and write into
+ * slots reused meanwhile for another client; only the supervisor, which
+ * knows its live workers, clears it.  release repairs the store (drops
+ * the slot being written and impossible records), frees the lock and
+ * wakes the waiters, but only if the word still names holder: call it
+ * when holder has exited, or is no live worker of the sandbox.  Returns
+ * whether it released. */
+pid_t sandlet_session_store_holder(const sandlet_session_store *st);
+bool sandlet_session_store_release(sandlet_session_store *st, pid_t holder);
 
 /* The session key of one sandbox (SANDLET_SESSION_KEY_LEN bytes): the one
  * place session keys are made.  Without a secret, fresh random bytes from

@@ -51,6 +51,10 @@
  * the sandbox's session calls fail (EIO) until the next check rebuilds
  * it, so this bounds that outage.  A check is three loads per store. */
 #define STORE_CHECK_MS 1000
+/* A live worker seen holding its store's lock at this many consecutive
+ * checks is stuck or hostile (no operation holds it for more than
+ * microseconds): it is killed, and its exit releases the lock. */
+#define STORE_HOLD_CHECKS 5
 /* Crash-looping slots back off: 0, 100 ms, 200 ms, ... up to this. */
 #define RESTART_MAX_MS 30000u
 /* A worker that lived this long was not crash-looping, even if the
@@ -110,6 +114,8 @@ static struct {
     size_t nlive;
     int *session_fds;                     /* per sandbox: its memory session store, or -1 */
     sandlet_session_store **session_maps; /* our mapping of each, to check it */
+    pid_t *store_holder;                  /* per sandbox: the live holder last seen */
+    unsigned *store_held;                 /* per sandbox: checks it has been seen at */
     uint64_t reopen_window, refusal_window;
     unsigned reopens, refusals, suppressed;
     bool closing;
@@ -242,6 +248,11 @@ static void child_exited(uv_process_t *p, int64_t status, int term_signal)
         s->failures = 0;
     else
         s->failures++;
+    /* A worker killed (or crashed) while holding its store's lock: the
+     * lock is ours to release, after repairing what it was writing.
+     * Before the restart, so its pid cannot be reused meanwhile. */
+    if (sv.session_maps && sv.session_maps[s->sandbox])
+        sandlet_session_store_release(sv.session_maps[s->sandbox], p->pid);
     if (s->live == c)
         s->live = NULL;
     sv.nlive--;
@@ -614,7 +625,9 @@ static int create_session_stores(void)
     size_t n = sv.conf->nsandboxes + 1;
     sv.session_fds = malloc(n * sizeof(*sv.session_fds));
     sv.session_maps = calloc(n, sizeof(*sv.session_maps));
-    if (!sv.session_fds || !sv.session_maps) {
+    sv.store_holder = calloc(n, sizeof(*sv.store_holder));
+    sv.store_held = calloc(n, sizeof(*sv.store_held));
+    if (!sv.session_fds || !sv.session_maps || !sv.store_holder || !sv.store_held) {
         sandlet_error("out of memory creating the session stores");
         return -1;
     }
@@ -663,11 +676,60 @@ static void check_session_store(size_t i)
                   sv.conf->sandboxes[i].name);
 }
 
+/* The live worker of sandbox i with this pid, or NULL. */
+static child *live_child(size_t i, pid_t pid)
+{
+    for (size_t k = 0; k < sv.nslots; k++) {
+        const slot *s = &sv.slots[k];
+        if (s->sandbox == i && s->live && s->live->proc.pid == pid)
+            return s->live;
+    }
+    return NULL;
+}
+
+/* The lock hook: workers never take the store's lock from its holder
+ * (a stalled holder would wake and write into reused slots), so a lock
+ * left held is cleared here.  A word naming no live worker of the
+ * sandbox (forged, or a holder reaped already) is released at once; a
+ * live worker holding it for STORE_HOLD_CHECKS checks in a row is
+ * killed, and child_exited releases the lock. */
+static void check_store_lock(size_t i)
+{
+    if (!sv.session_maps || !sv.session_maps[i] || !sv.store_holder)
+        return;
+    sandlet_session_store *st = sv.session_maps[i];
+    pid_t holder = sandlet_session_store_holder(st);
+    child *c = holder > 0 ? live_child(i, holder) : NULL;
+    if (holder > 0 && !c) {
+        if (sandlet_session_store_release(st, holder))
+            sandlet_warn("sandbox '%s': its session store's lock named pid %d, which is no "
+                         "live worker of the sandbox (a servlet forged it); released it",
+                         sv.conf->sandboxes[i].name, (int)holder);
+        holder = 0;
+    }
+    if (holder == 0 || holder != sv.store_holder[i]) {
+        sv.store_holder[i] = holder;
+        sv.store_held[i] = holder ? 1 : 0;
+        return;
+    }
+    if (++sv.store_held[i] < STORE_HOLD_CHECKS || c->kill_asked)
+        return;
+    sandlet_error("sandbox '%s': worker %d has held the session store's lock for %d s (the "
+                  "sandbox's session calls fail meanwhile); killing it, a servlet of this "
+                  "sandbox is stuck or hostile",
+                  sv.conf->sandboxes[i].name, (int)holder,
+                  STORE_HOLD_CHECKS * STORE_CHECK_MS / 1000);
+    c->kill_asked = true;
+    uv_process_kill(&c->proc, SIGKILL);
+}
+
 static void on_stores(uv_timer_t *t)
 {
     (void)t;
-    for (size_t i = 0; i < sv.conf->nsandboxes; i++)
+    for (size_t i = 0; i < sv.conf->nsandboxes; i++) {
         check_session_store(i);
+        check_store_lock(i);
+    }
 }
 
 /* (See supervisor.h.)  close_range when the kernel has it; else each
@@ -790,6 +852,8 @@ static void cleanup(void)
     }
     free(sv.session_maps);
     free(sv.session_fds);
+    free(sv.store_holder);
+    free(sv.store_held);
     free(sv.write_blocked);
     free(sv.ids);
     free(sv.keys);

@@ -267,6 +267,15 @@ static void test_owner_died(void **state)
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* No worker takes the lock from its holder: the calls fail within
+     * the bound until the supervisor, having reaped the holder, releases
+     * it. */
+    assert_int_equal(sandlet_session_store_holder(f->st), pid);
+    assert_int_equal(ops->get(f->st, other, buf, sizeof(buf), &len), -ETIMEDOUT);
+    assert_false(sandlet_session_store_release(f->st, pid + 1));
+    assert_true(sandlet_session_store_release(f->st, pid));
+    assert_int_equal(sandlet_session_store_holder(f->st), 0);
+    assert_false(sandlet_session_store_release(f->st, pid));
     assert_int_equal(ops->get(f->st, victim, buf, sizeof(buf), &len), -ENOENT);
     assert_int_equal(ops->get(f->st, other, buf, sizeof(buf), &len), 0);
     assert_memory_equal(buf, "keep", 4);
@@ -304,6 +313,7 @@ static void test_owner_killed(void **state)
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFSIGNALED(status));
+    assert_true(sandlet_session_store_release(f->st, pid));
     /* Nothing was being written: every session survives. */
     assert_int_equal(ops->get(f->st, a, buf, sizeof(buf), &len), 0);
     assert_int_equal(ops->put(f->st, a, "z", 1), 0);
@@ -312,12 +322,9 @@ static void test_owner_killed(void **state)
 /* Mutual exclusion between processes that play by the rules: a counter
  * incremented under the lock by three processes at once loses nothing.
  * The read and the write are apart (volatile accesses), so that any
- * overlap of two holders would show.  Nothing in the critical section
- * gives the CPU away: on a loaded machine a holder that yielded could stay
- * off it past the lease, and the takeover that then follows is the
- * lease's designed behaviour, not a failure of exclusion.  For the same
- * reason a lock call that times out (the loaded machine, not a holder
- * that misbehaves) is tried again. */
+ * overlap of two holders would show.  A lock call that times out (a
+ * loaded machine keeping a holder off the CPU, not a holder that
+ * misbehaves) is tried again. */
 static void test_lock_excludes(void **state)
 {
     fixture *f = *state;
@@ -356,8 +363,8 @@ static void test_lock_excludes(void **state)
 
 /* ---- a hostile or stopped worker of the same sandbox ------------------- */
 
-/* Bound on any one operation below: the lease and the wait bound, plus
- * room for a loaded machine.  Without a bound the old mutex hung forever;
+/* Bound on any one operation below: the wait bound, plus room for a
+ * loaded machine.  Without a bound the old mutex hung forever;
  * the alarm turns such a hang into a failure. */
 #define OP_BOUND_MS (WAIT_MAX_MS + 750)
 
@@ -382,8 +389,9 @@ static void hold(sandlet_session_store *st)
 }
 
 /* A worker that takes the lock and is then stopped (SIGSTOP, a debugger,
- * an endless loop): another worker's operation takes the lock over when
- * the lease runs out, and succeeds. */
+ * an endless loop): another worker's operation fails within the wait
+ * bound, and never takes the lock over (the stopped one may wake and
+ * write).  The supervisor's release of that pid makes the store usable. */
 static void test_holder_stopped(void **state)
 {
     fixture *f = *state;
@@ -395,18 +403,90 @@ static void test_holder_stopped(void **state)
     assert_int_equal(kill(pid, SIGSTOP), 0);
     alarm(10);
     unsigned long long t0 = now_ms();
-    assert_int_equal(ops->get(f->st, a, buf, sizeof(buf), &len), 0);
-    assert_true(now_ms() - t0 < OP_BOUND_MS);
-    assert_memory_equal(buf, "kept", 4);
-    /* Ours now, and released: the next operation does not wait. */
+    assert_int_equal(ops->get(f->st, a, buf, sizeof(buf), &len), -ETIMEDOUT);
+    unsigned long long took = now_ms() - t0;
+    assert_true(took >= WAIT_MAX_MS && took < OP_BOUND_MS);
+    assert_int_equal(sandlet_session_store_holder(f->st), pid);
+    stop_child(pid);
+    assert_true(sandlet_session_store_release(f->st, pid));
     t0 = now_ms();
+    assert_int_equal(ops->get(f->st, a, buf, sizeof(buf), &len), 0);
+    assert_memory_equal(buf, "kept", 4);
     assert_int_equal(ops->put(f->st, a, "next", 4), 0);
     assert_true(now_ms() - t0 < 50);
     alarm(0);
-    stop_child(pid);
 }
 
-/* Garbage, or the id of a live process, written into the lock: no hang. */
+/* The reviewer's scenario: a holder stalls in the middle of a put (a
+ * preempted, throttled or stopped worker) for longer than any lease,
+ * while another client creates a session.  When it resumes it finishes
+ * its write; the other client's session must not hold its data.  (With
+ * the lease, the waiter took the lock over, repair() freed the slot being
+ * written, the create reused it, and the resumed memcpy filled client Y's
+ * session with client X's data.) */
+static uint8_t stall_x[16];
+
+static void stalled_put(sandlet_session_store *st)
+{
+    uint32_t mine;
+    if (store_lock(st, &mine) < 0)
+        _exit(2);
+    long i = find(st, stall_x, st->now(), NULL);
+    if (i < 0)
+        _exit(3);
+    begin_write(st, (uint32_t)i);
+    /* The lock is held and slot i marked: now the stall. */
+    raise(SIGSTOP);
+    memcpy(st->data + (size_t)i * SANDLET_SESSION_SLOT_DATA, "X-secret", 8);
+    WRITE_ONCE(st->meta[i].len, 8);
+    mark_used(st, (uint32_t)i, st->now());
+    end_write(st);
+    store_unlock(st, mine);
+}
+
+static void test_stalled_holder_no_leak(void **state)
+{
+    fixture *f = *state;
+    uint8_t y[16], fill[3][16], buf[64];
+    size_t len = 0;
+    /* Every slot busy, so that a freed slot is the one a create reuses. */
+    assert_int_equal(ops->create(f->st, stall_x), 0);
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(ops->create(f->st, fill[k]), 0);
+    alarm(20);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        stalled_put(f->st);
+        _exit(0);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, WUNTRACED), pid);
+    assert_true(WIFSTOPPED(status));
+    /* Stalled well past the old lease (100 ms). */
+    usleep(150 * 1000);
+    int created = ops->create(f->st, y);
+    assert_true(created == 0 || created == -ETIMEDOUT);
+    /* The holder wakes and finishes its put. */
+    assert_int_equal(kill(pid, SIGCONT), 0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (created != 0)
+        assert_int_equal(ops->create(f->st, y), 0);
+    assert_int_equal(ops->get(f->st, y, buf, sizeof(buf), &len), 0);
+    assert_int_equal(len, 0); /* Y's own session: nothing in it yet */
+    /* Y's session took the least recently used slot (fill[0]); X's data
+     * is X's. */
+    assert_int_equal(ops->get(f->st, stall_x, buf, sizeof(buf), &len), 0);
+    assert_int_equal(len, 8);
+    assert_memory_equal(buf, "X-secret", 8);
+    alarm(0);
+}
+
+/* Garbage, or the pid of a live process, written into the lock: no hang
+ * (calls fail within the bound), no takeover; releasing the pid the word
+ * names (the supervisor's check) frees it. */
 static void test_forged_lock_word(void **state)
 {
     fixture *f = *state;
@@ -416,15 +496,24 @@ static void test_forged_lock_word(void **state)
     alarm(10);
     memset(&f->st->hdr->lock, 0x5a, sizeof(f->st->hdr->lock));
     unsigned long long t0 = now_ms();
-    assert_int_equal(ops->get(f->st, a, buf, sizeof(buf), &len), 0);
+    assert_int_equal(ops->get(f->st, a, buf, sizeof(buf), &len), -ETIMEDOUT);
     assert_true(now_ms() - t0 < OP_BOUND_MS);
+    pid_t forged = sandlet_session_store_holder(f->st);
+    assert_int_equal(forged, 0x5a5a5a5a);
+    assert_true(sandlet_session_store_release(f->st, forged));
+    assert_int_equal(ops->get(f->st, a, buf, sizeof(buf), &len), 0);
 
     pid_t pid = start_child(f, NULL);
     uint32_t live = (uint32_t)pid;
     memcpy(&f->st->hdr->lock, &live, sizeof(live));
     t0 = now_ms();
-    assert_int_equal(ops->put(f->st, a, "x", 1), 0);
+    assert_int_equal(ops->put(f->st, a, "x", 1), -ETIMEDOUT);
     assert_true(now_ms() - t0 < OP_BOUND_MS);
+    /* Our own unlock does not free a word naming someone else. */
+    store_unlock(f->st, self_word());
+    assert_int_equal(sandlet_session_store_holder(f->st), pid);
+    assert_true(sandlet_session_store_release(f->st, pid));
+    assert_int_equal(ops->put(f->st, a, "x", 1), 0);
     uint8_t b[16];
     assert_int_equal(ops->create(f->st, b), 0);
     alarm(0);
@@ -443,9 +532,9 @@ static void churn(sandlet_session_store *st)
     }
 }
 
-/* A worker that keeps changing the lock word, so that no holder ever
- * looks expired: operations give up within the wait bound (the servlet
- * sees an error), and work again once it stops. */
+/* A worker that keeps changing the lock word: operations give up within
+ * the wait bound (the servlet sees an error), and work again once it
+ * stops and the word it left is released. */
 static void test_lock_word_churn(void **state)
 {
     fixture *f = *state;
@@ -468,6 +557,7 @@ static void test_lock_word_churn(void **state)
     /* The churner (the child's only child), then the child. */
     kill_grandchild(pid);
     stop_child(pid);
+    assert_true(sandlet_session_store_release(f->st, sandlet_session_store_holder(f->st)));
     assert_int_equal(ops->get(f->st, a, buf, sizeof(buf), &len), 0);
     alarm(0);
 }
@@ -536,11 +626,13 @@ static void test_slot_garbage(void **state)
     assert_int_equal(ops->get(f->st, id[2], buf, sizeof(buf), &len), -ENOENT);
     assert_int_equal(ops->get(f->st, id[3], buf, sizeof(buf), &len), 0);
     /* A dirty mark and LRU clock out of range, then a lock whose holder
-     * never returns: the take-over's repair must not trust them. */
+     * never returns: the release's repair must not trust them. */
     f->st->hdr->dirty = INT32_MAX;
     f->st->hdr->tick = UINT64_MAX;
     memset(&f->st->hdr->lock, 0x11, sizeof(f->st->hdr->lock));
     alarm(10);
+    assert_int_equal(ops->put(f->st, id[3], "still", 5), -ETIMEDOUT);
+    assert_true(sandlet_session_store_release(f->st, 0x11111111));
     assert_int_equal(ops->put(f->st, id[3], "still", 5), 0);
     alarm(0);
     assert_int_equal(ops->get(f->st, id[3], buf, sizeof(buf), &len), 0);
@@ -805,6 +897,68 @@ static void test_api_gone_meanwhile(void **state)
     end(&c);
 }
 
+/* The memory store, but the supervisor releases a forged lock right
+ * after a get timed out on it: the moment between a session's get and a
+ * create. */
+#define FORGED_HOLDER 0x1234
+static int get_then_release(void *store, const uint8_t *id, void *buf, size_t cap, size_t *len)
+{
+    int rc = mem_get(store, id, buf, cap, len);
+    if (rc == -ETIMEDOUT)
+        sandlet_session_store_release(store, FORGED_HOLDER);
+    return rc;
+}
+
+static const sandlet_session_ops release_ops = {
+    .create = mem_create,
+    .get = get_then_release,
+    .put = mem_put,
+    .touch = mem_touch,
+    .remove = mem_remove,
+    .new_id = mem_new_id,
+};
+
+/* A store whose lock cannot be had in time (a holder stuck, dead or
+ * lying, not yet released by the supervisor): sl_session_get fails with
+ * ETIMEDOUT and neither makes a new session nor sends a cookie, even if
+ * the store is usable again by then: that would replace the client's
+ * session, which still exists.  Afterwards the client's session is found
+ * again. */
+static void test_api_store_busy(void **state)
+{
+    fixture *f = *state;
+    sandlet_session_config cfg = {.ops = &release_ops,
+                                  .store = f->st,
+                                  .max_data = SANDLET_SESSION_SLOT_DATA,
+                                  .sandbox = "shop",
+                                  .cookie_name = "SLSESSION_shop",
+                                  .cookie_path = "/shop"};
+    memcpy(cfg.key, key_shop, sizeof(cfg.key));
+    assert_int_equal(sandlet_lib_session_configure(&cfg), 0);
+    client c;
+    begin(&c, "/", NULL);
+    sl_session *s = sl_session_get(&c.rq, &c.rs, true);
+    assert_non_null(s);
+    char token[160];
+    snprintf(token, sizeof(token), "%s", sl_session_id(s));
+    end(&c);
+    __atomic_store_n(&f->st->hdr->lock, (uint32_t)FORGED_HOLDER, __ATOMIC_SEQ_CST);
+    alarm(10);
+    begin(&c, "/", token);
+    errno = 0;
+    assert_null(sl_session_get(&c.rq, &c.rs, true));
+    assert_int_equal(errno, ETIMEDOUT);
+    assert_null(set_cookie(&c));
+    end(&c);
+    assert_int_equal(sandlet_session_store_holder(f->st), 0);
+    begin(&c, "/", token);
+    s = sl_session_get(&c.rq, &c.rs, true);
+    assert_non_null(s);
+    assert_string_equal(sl_session_id(s), token);
+    end(&c);
+    alarm(0);
+}
+
 /* ---- ids bound to their sandbox ------------------------------------------ */
 
 static void test_cookie_name(void **state)
@@ -1013,6 +1167,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_owner_killed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lock_excludes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_holder_stopped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stalled_holder_no_leak, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forged_lock_word, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lock_word_churn, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_scribbled, setup, teardown),
@@ -1020,6 +1175,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_length_flip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_api, setup, teardown),
         cmocka_unit_test_setup_teardown(test_api_gone_meanwhile, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_api_store_busy, setup, teardown),
         cmocka_unit_test(test_cookie_name),
         cmocka_unit_test(test_key_make),
         cmocka_unit_test_setup_teardown(test_configure_checks, setup, teardown),
