@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -550,14 +549,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "sandletd: --worker is internal: started by the supervisor\n");
             return 2;
         }
-        /* Dies with the supervisor.  Set here, after the identity change
-         * that would clear it, and checked against the pid the supervisor
-         * gave: if it died before this line we were already adopted. */
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != (pid_t)parent) {
-            fprintf(stderr, "sandletd: worker of sandbox '%s': the supervisor is gone\n", argv[2]);
-            return 2;
-        }
-        return sandlet_worker_main(argv[2], blocked);
+        return sandlet_worker_main(argv[2], (pid_t)parent, blocked);
     }
     /* A descriptor left open by whoever started us (a shell, a service
      * manager, a careless wrapper) must never reach a worker: every one

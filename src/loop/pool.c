@@ -180,8 +180,9 @@ static void mark_dirty(sandlet_worker *w)
 static bool foreign_session_cookie(const sandlet_pool *p, const char *name, size_t len,
                                    size_t *which)
 {
+    static const char prefix[] = SL_SESSION_COOKIE "_";
     const sandlet_conf *conf = p->srv->conf;
-    if (len <= sizeof(SL_SESSION_COOKIE) || strncasecmp(name, SL_SESSION_COOKIE "_", 10) != 0)
+    if (len < sizeof(prefix) || strncasecmp(name, prefix, sizeof(prefix) - 1) != 0)
         return false;
     for (size_t i = 0; i < conf->nsandboxes; i++) {
         const char *other = conf->sandboxes[i].session_cookie;
@@ -193,41 +194,62 @@ static bool foreign_session_cookie(const sandlet_pool *p, const char *name, size
     return false;
 }
 
+/* The pair of a Cookie header value that starts at pos: [*start, *end) is
+ * the pair as sent, *name its name with blanks trimmed (as the worker's
+ * parser splits it: ';' between pairs).  Returns where the next one
+ * starts, or len. */
+static size_t cookie_pair(const char *v, size_t len, size_t pos, size_t *end, const char **name,
+                          size_t *name_len)
+{
+    const char *semi = memchr(v + pos, ';', len - pos);
+    *end = semi ? (size_t)(semi - v) : len;
+    const char *a = v + pos, *z = v + *end;
+    while (a < z && (*a == ' ' || *a == '\t'))
+        a++;
+    const char *eq = memchr(a, '=', (size_t)(z - a));
+    const char *ne = eq ? eq : a;
+    while (ne > a && (ne[-1] == ' ' || ne[-1] == '\t'))
+        ne--;
+    *name = a;
+    *name_len = (size_t)(ne - a);
+    return semi ? *end + 1 : len;
+}
+
 /* A Cookie header's value without the session cookies of other
  * sandboxes: a browser sends every cookie whose Path matches, so when
  * sandboxes' routes nest, a servlet would otherwise be handed the session
- * tokens of its neighbours' clients.  Pairs are split as the worker's
- * parser splits them (';', blanks trimmed); the rest is kept byte for
- * byte.  *vp becomes the value to send: unchanged when nothing is
+ * tokens of its neighbours' clients.  The rest is kept byte for byte.
+ * *vp becomes the value to send: unchanged (no copy) when nothing is
  * dropped, else a scratch buffer valid until the next call.  Returns 0 or
  * the scratch buffer's error. */
 static int filter_cookie_header(const sandlet_pool *p, const char **vp, size_t *len)
 {
-    size_t which;
-    const char *v = *vp;
+    size_t which, end, nlen;
+    const char *v = *vp, *name;
     if (p->srv->conf->nsandboxes < 2 || !memchr(v, '_', *len))
         return 0;
+    size_t pos = 0;
+    while (pos < *len) {
+        size_t next = cookie_pair(v, *len, pos, &end, &name, &nlen);
+        if (foreign_session_cookie(p, name, nlen, &which))
+            break;
+        pos = next;
+    }
+    if (pos >= *len)
+        return 0; /* nothing to drop: the common case costs no copy */
     /* One loop thread: one scratch buffer, never larger than a header. */
     static sandlet_buf out = {.limit = SANDLET_MAX_HEADER_SIZE_LIMIT};
     sandlet_buf_reset(&out);
     bool first = true;
-    for (size_t pos = 0; pos < *len;) {
-        const char *semi = memchr(v + pos, ';', *len - pos);
-        size_t end = semi ? (size_t)(semi - v) : *len;
-        const char *a = v + pos, *z = v + end;
-        while (a < z && (*a == ' ' || *a == '\t'))
-            a++;
-        const char *eq = memchr(a, '=', (size_t)(z - a));
-        const char *ne = eq ? eq : a;
-        while (ne > a && (ne[-1] == ' ' || ne[-1] == '\t'))
-            ne--;
-        if (!eq || !foreign_session_cookie(p, a, (size_t)(ne - a), &which)) {
+    for (pos = 0; pos < *len;) {
+        size_t next = cookie_pair(v, *len, pos, &end, &name, &nlen);
+        if (!foreign_session_cookie(p, name, nlen, &which)) {
             if (!first)
                 sandlet_buf_put(&out, ";", 1);
             sandlet_buf_put(&out, v + pos, end - pos);
             first = false;
         }
-        pos = semi ? end + 1 : *len;
+        pos = next;
     }
     if (out.error)
         return out.error;

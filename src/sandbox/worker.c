@@ -519,7 +519,7 @@ static void start_clean(void)
     }
 }
 
-int sandlet_worker_main(const char *sandbox, bool write_blocked)
+int sandlet_worker_main(const char *sandbox, pid_t supervisor, bool write_blocked)
 {
     char role[64];
     snprintf(role, sizeof(role), "worker %s", sandbox);
@@ -527,9 +527,10 @@ int sandlet_worker_main(const char *sandbox, bool write_blocked)
     sandlet_log_set_bare(true);
     memset(&w, 0, sizeof(w));
     w.fd = SANDLET_WORKER_FD;
-    /* Our parent at exec is the supervisor, which is the one that would
-     * reap us: taken first, before it can change. */
-    w.supervisor = getppid();
+    /* The supervisor named itself on our command line: the parent we
+     * must have, and die with (checked in die_with_supervisor, which also
+     * catches a supervisor that died before the death signal was set). */
+    w.supervisor = supervisor;
     start_clean();
     /* Die with the supervisor (set again after the identity drop). */
     die_with_supervisor();

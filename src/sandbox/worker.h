@@ -5,13 +5,15 @@
 #define SANDLET_WORKER_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 /* The descriptor the supervisor maps the worker's socketpair end to. */
 #define SANDLET_WORKER_FD 3
 
 /* Runs a worker of the named sandbox on SANDLET_WORKER_FD until the
- * acceptor closes it; write_blocked (the sandbox is over its write quota)
+ * acceptor closes it, dying with supervisor (its parent, named on the
+ * command line); write_blocked (the sandbox is over its write quota)
  * makes its writable directories read-only.  Returns the exit status. */
-int sandlet_worker_main(const char *sandbox, bool write_blocked);
+int sandlet_worker_main(const char *sandbox, pid_t supervisor, bool write_blocked);
 
 #endif /* SANDLET_WORKER_H */
