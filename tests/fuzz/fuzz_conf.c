@@ -88,8 +88,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (plan) {
             invariant(plan->nsandboxes == conf->nsandboxes && plan->nservlets == conf->nservlets,
                       "the supervisor's copy lost a sandbox or a servlet");
-            invariant(plan->nlistens == 0 && !plan->docroot && !plan->status_page,
+            invariant(plan->nlistens == 0 && !plan->status_page,
                       "the supervisor's copy holds acceptor settings");
+            /* The docroot is the supervisor's too: it compiles the pages. */
+            invariant(!conf->docroot || (plan->docroot && plan->docroot != conf->docroot &&
+                                         strcmp(plan->docroot, conf->docroot) == 0),
+                      "the supervisor's copy of the docroot differs");
             for (size_t i = 0; i < plan->nsandboxes; i++)
                 invariant(plan->sandboxes[i].name != conf->sandboxes[i].name &&
                               strcmp(plan->sandboxes[i].name, conf->sandboxes[i].name) == 0 &&
