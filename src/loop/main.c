@@ -14,6 +14,7 @@
 #include "sandbox/identity.h"
 #include "sandbox/supervisor.h"
 #include "sandbox/worker.h"
+#include "csp/build.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -569,6 +570,13 @@ int main(int argc, char **argv)
             return 2;
         }
         return sandlet_worker_main(argv[2], (pid_t)parent, blocked);
+    }
+    if (argc >= 2 && strcmp(argv[1], "--compile-page") == 0) {
+        /* sandletd --compile-page --docroot DIR --page REL --workdir DIR
+         * [--cc CC] [-I DIR]... [--cpu S] [--memory MIB] [--wall MS]:
+         * started by the supervisor as the page sandbox's user (build.h);
+         * exits with SANDLET_BUILD_*, the diagnostics are in the work dir. */
+        return sandlet_page_build_main(argc - 2, argv + 2);
     }
     /* A descriptor left open by whoever started us (a shell, a service
      * manager, a careless wrapper) must never reach a worker: every one
