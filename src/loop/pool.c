@@ -16,6 +16,7 @@
 
 #include "common/log.h"
 #include "loop/acceptor.h"
+#include "loop/pages.h"
 #include "loop/pool.h"
 #include "sandbox/control.h"
 #include "sandbox/session_store.h"
