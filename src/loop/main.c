@@ -14,6 +14,7 @@
 #include "sandbox/identity.h"
 #include "sandbox/supervisor.h"
 #include "sandbox/worker.h"
+#include "csp/build.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -75,6 +76,17 @@ int sandlet_server_control(sandlet_server *srv, uint32_t type, uint32_t sandbox,
     /* Queued when the socket is full: a KILL that is lost would leave a
      * hung worker in its slot for ever. */
     int rc = sandlet_ctl_queue_send(&srv->ctl_out, srv->ctl, &msg, NULL, 0);
+    if (rc < 0)
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot reach the supervisor");
+    ctl_watch(srv);
+    return rc;
+}
+
+int sandlet_server_send(sandlet_server *srv, const sandlet_ctl *msg)
+{
+    if (srv->ctl < 0)
+        return -EPIPE;
+    int rc = sandlet_ctl_queue_send(&srv->ctl_out, srv->ctl, msg, NULL, 0);
     if (rc < 0)
         sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot reach the supervisor");
     ctl_watch(srv);
@@ -319,6 +331,10 @@ static void on_ctl(uv_poll_t *p, int status, int events)
         }
         if (fds[1] >= 0)
             close(fds[1]);
+        if (msg.type == SANDLET_CTL_PAGE) {
+            sandlet_pages_answer(srv, &msg, fd); /* takes fd */
+            continue;
+        }
         if (msg.type == SANDLET_CTL_LOGFD && fd >= 0) {
             if (msg.status == SANDLET_LOG_ACCESS) {
                 sandlet_access_reopen(srv, fd);
@@ -457,6 +473,9 @@ static int run(sandlet_conf *conf)
     srv->ctl_out.max = 64;
     for (size_t i = 0; i < conf->nsandboxes; i++)
         srv->ctl_out.max += 2 * (size_t)conf->sandboxes[i].workers;
+    /* And a PAGE_CHECK per page asked about at once. */
+    if (conf->npages)
+        srv->ctl_out.max += 8192;
     srv->supervisor = pid;
     sandlet_log_set_role("acceptor");
 
@@ -512,7 +531,7 @@ static int run(sandlet_conf *conf)
     }
     srv->nlisteners = conf->nlistens;
     free(fds);
-    if (!srv->stopping && sandlet_pools_start(srv) < 0) {
+    if (!srv->stopping && (sandlet_pools_start(srv) < 0 || sandlet_pages_open(srv) < 0)) {
         sandlet_error("out of memory starting the sandboxes");
         begin_stop(1);
     }
@@ -529,6 +548,7 @@ static int run(sandlet_conf *conf)
     sandlet_workerlog_free(srv);
     sandlet_ctl_queue_clear(&srv->ctl_out);
     sandlet_pools_free(srv);
+    sandlet_pages_free(srv);
     sandlet_files_close(srv);
     free(srv->paused);
     free(srv->listeners);
@@ -550,6 +570,13 @@ int main(int argc, char **argv)
             return 2;
         }
         return sandlet_worker_main(argv[2], (pid_t)parent, blocked);
+    }
+    if (argc >= 2 && strcmp(argv[1], "--compile-page") == 0) {
+        /* sandletd --compile-page --docroot DIR --page REL --workdir DIR
+         * [--cc CC] [-I DIR]... [--cpu S] [--memory MIB] [--wall MS]:
+         * started by the supervisor as the page sandbox's user (build.h);
+         * exits with SANDLET_BUILD_*, the diagnostics are in the work dir. */
+        return sandlet_page_build_main(argc - 2, argv + 2);
     }
     /* A descriptor left open by whoever started us (a shell, a service
      * manager, a careless wrapper) must never reach a worker: every one

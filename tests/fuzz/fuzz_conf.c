@@ -90,10 +90,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                       "the supervisor's copy lost a sandbox or a servlet");
             invariant(plan->nlistens == 0 && !plan->status_page,
                       "the supervisor's copy holds acceptor settings");
-            /* The docroot is the supervisor's too: it compiles the pages. */
-            invariant(!conf->docroot || (plan->docroot && plan->docroot != conf->docroot &&
-                                         strcmp(plan->docroot, conf->docroot) == 0),
-                      "the supervisor's copy of the docroot differs");
+            /* The docroot is the supervisor's too (it compiles pages). */
+            invariant(!plan->docroot == !conf->docroot && plan->npages == conf->npages,
+                      "the supervisor's copy lost the docroot or a pages mapping");
+            for (size_t i = 0; i < conf->npages; i++) {
+                invariant(plan->pages[i].prefix != conf->pages[i].prefix &&
+                              strcmp(plan->pages[i].prefix, conf->pages[i].prefix) == 0,
+                          "a pages mapping is shared or differs");
+                (void)sandlet_conf_pages_for(conf, "a/b.csp");
+            }
             for (size_t i = 0; i < plan->nsandboxes; i++)
                 invariant(plan->sandboxes[i].name != conf->sandboxes[i].name &&
                               strcmp(plan->sandboxes[i].name, conf->sandboxes[i].name) == 0 &&
