@@ -7,7 +7,9 @@
  * shipped.  Checks what only the daemon can show: the cart's session
  * cookie working across requests served by two workers, the board
  * writing files from inside its confined sandbox, a PNG arriving intact
- * over HTTP, libcalc found by a confined worker.
+ * over HTTP, libcalc found by a confined worker, and the example C Server
+ * Pages compiled on their first request and run in the pages sandbox
+ * (their compiled copies go to a fresh temporary page cache).
  */
 #include "config.h"
 
@@ -29,7 +31,7 @@
 #include <unistd.h>
 
 static th_daemon d;
-static char msgdir[64];
+static char msgdir[64], cachedir[64];
 
 static char *read_file(const char *path)
 {
@@ -44,15 +46,18 @@ static char *read_file(const char *path)
 }
 
 /* The example config without listen lines, with the board's directory
- * (every occurrence of the build tree's one) moved to msgdir. */
+ * and the page cache (every occurrence of the build tree's ones) moved to
+ * msgdir and cachedir. */
 static char *example_conf(void)
 {
     const char *conf = read_file(th_build_path("examples/sandlet.conf"));
     const char *builddir = getenv("SANDLET_BUILDDIR");
     if (!conf || !builddir)
         return NULL;
-    char old[4096];
-    snprintf(old, sizeof(old), "%s/examples/board/messages", builddir);
+    char old[2][4096];
+    const char *repl[2] = {msgdir, cachedir};
+    snprintf(old[0], sizeof(old[0]), "%s/examples/board/messages", builddir);
+    snprintf(old[1], sizeof(old[1]), "%s/examples/page-cache", builddir);
     size_t cap = strlen(conf) * 2 + 4096, n = 0;
     char *out = malloc(cap);
     if (!out)
@@ -62,9 +67,12 @@ static char *example_conf(void)
         size_t len = nl ? (size_t)(nl - line + 1) : strlen(line);
         if (strncmp(line, "listen ", 7) != 0) {
             for (size_t i = 0; i < len;) {
-                if (strncmp(line + i, old, strlen(old)) == 0) {
-                    n += (size_t)snprintf(out + n, cap - n, "%s", msgdir);
-                    i += strlen(old);
+                size_t k = 0;
+                while (k < 2 && strncmp(line + i, old[k], strlen(old[k])) != 0)
+                    k++;
+                if (k < 2) {
+                    n += (size_t)snprintf(out + n, cap - n, "%s", repl[k]);
+                    i += strlen(old[k]);
                 } else {
                     out[n++] = line[i++];
                 }
@@ -81,10 +89,11 @@ static int group_setup(void **state)
     (void)state;
     th_prepare();
     /* Workers of a daemon started as root run as nobody. */
-    if (th_tempdir(msgdir, sizeof(msgdir), "board", 01777) < 0)
+    if (th_tempdir(msgdir, sizeof(msgdir), "board", 01777) < 0 ||
+        th_tempdir(cachedir, sizeof(cachedir), "pagecache", 0755) < 0)
         return -1;
     char *conf = example_conf();
-    if (!conf || !strstr(conf, msgdir) || !strstr(conf, "servlet /cart"))
+    if (!conf || !strstr(conf, msgdir) || !strstr(conf, cachedir) || !strstr(conf, "servlet /cart"))
         return -1;
     int rc = th_start(&d, conf, false);
     free(conf);
@@ -106,6 +115,10 @@ static int group_teardown(void **state)
     if (dir)
         closedir(dir);
     rmdir(msgdir);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", cachedir);
+    if (system(cmd) != 0)
+        rc = -1;
     return rc == 0 ? 0 : -1;
 }
 
@@ -267,6 +280,55 @@ static void test_libcall(void **state)
     th_response_free(&r);
 }
 
+/* The example pages as the example site serves them: compiled on their
+ * first request, never sent as source, run in the pages sandbox whose
+ * session (one cookie) all three pages share across its two workers. */
+static void test_pages(void **state)
+{
+    (void)state;
+    th_response r;
+    assert_int_equal(th_request(d.port, "GET", "/table.csp", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_memory_equal(r.body, "<!DOCTYPE html>", 15);
+    assert_non_null(strstr(r.body, "The table is empty."));
+    assert_null(strstr(r.body, "<%"));
+    char cookie[256];
+    session_cookie(&r, cookie, sizeof(cookie));
+    assert_non_null(strstr(cookie, "SLSESSION_pages="));
+    th_response_free(&r);
+
+    assert_int_equal(post("/table.csp", cookie, "action=add&text=%3Ci%3Eone%3C%2Fi%3E", &r), 0);
+    assert_int_equal(r.status, 303);
+    char loc[128];
+    assert_true(th_header(&r, "Location", loc, sizeof(loc)));
+    assert_string_equal(loc, "table.csp");
+    th_response_free(&r);
+    assert_int_equal(th_request(d.port, "GET", "/table.csp", cookie, NULL, 0, &r), 0);
+    assert_non_null(strstr(r.body, "<td>1</td><td>&lt;i&gt;one&lt;/i&gt;</td>"));
+    th_response_free(&r);
+
+    assert_int_equal(
+        post("/guestbook.csp", cookie, "name=%3Cscript%3Ealert(1)%3C%2Fscript%3E&text=hello", &r),
+        0);
+    assert_int_equal(r.status, 303);
+    th_response_free(&r);
+    assert_int_equal(th_request(d.port, "GET", "/guestbook.csp", cookie, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_null(strstr(r.body, "<script"));
+    assert_non_null(strstr(r.body, "<strong>&lt;script&gt;alert(1)&lt;/script&gt;</strong>"));
+    th_response_free(&r);
+
+    /* Enough requests that both workers serve some: the count goes on. */
+    for (int i = 1; i <= 6; i++) {
+        assert_int_equal(th_request(d.port, "GET", "/counter.csp", cookie, NULL, 0, &r), 0);
+        assert_int_equal(r.status, 200);
+        char want[64];
+        snprintf(want, sizeof(want), "<strong id=\"visits\">%d</strong>", i);
+        assert_non_null(strstr(r.body, want));
+        th_response_free(&r);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -274,6 +336,7 @@ int main(void)
         cmocka_unit_test(test_board_create_read_delete),
         cmocka_unit_test(test_mandelbrot_png),
         cmocka_unit_test(test_libcall),
+        cmocka_unit_test(test_pages),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
