@@ -53,7 +53,7 @@ typedef struct token {
     int col;
 } token;
 
-enum ctx { CTX_NONE, CTX_TOP, CTX_SANDBOX, CTX_SERVLET };
+enum ctx { CTX_NONE, CTX_TOP, CTX_SANDBOX, CTX_SERVLET, CTX_PAGES };
 
 /* What a directive's argument is, and so how it is checked and where it
  * goes.  Every kind but K_CUSTOM and K_BLOCK is parsed and stored by
@@ -98,6 +98,7 @@ typedef struct parser {
     const char *basedir;
     sandlet_conf *conf;
     sandbox_ref *refs;        /* parallel to conf->servlets */
+    sandbox_ref *page_refs;   /* parallel to conf->pages */
     size_t cur;               /* the sandbox or servlet whose block is open */
     int seen[MAX_DIRECTIVES]; /* per row: the line that set it in this block */
     char *err;
@@ -138,6 +139,8 @@ static int close_sandbox(parser *ps, const token *dir);
 static int open_servlet(parser *ps, const directive *d, const token *dir, token *args);
 static int close_servlet(parser *ps, const token *dir);
 static int do_pipeline(parser *ps, const directive *d, const token *dir, token *args);
+static int open_pages(parser *ps, const directive *d, const token *dir, token *args);
+static int do_compiler(parser *ps, const directive *d, const token *dir, token *args);
 static int do_use_sandbox(parser *ps, const directive *d, const token *dir, token *args);
 static int do_param(parser *ps, const directive *d, const token *dir, token *args);
 
@@ -260,6 +263,30 @@ static const directive directives[] = {
      .kind = K_CUSTOM,
      .usage = "FILE",
      .handler = do_secret},
+    {.name = "page-cache",
+     .ctx = CTX_TOP,
+     .kind = K_PATH,
+     .usage = "DIR",
+     .off = TOP(page_cache, char *)},
+    {.name = "page-compiler",
+     .ctx = CTX_TOP,
+     .kind = K_CUSTOM,
+     .usage = "PROGRAM|off",
+     .handler = do_compiler},
+    {.name = "page-compile-timeout",
+     .ctx = CTX_TOP,
+     .kind = K_UINT,
+     .usage = "MS",
+     .off = TOP(page_compile_timeout, unsigned),
+     .min = 100,
+     .max = 3600000,
+     .def = SANDLET_DEFAULT_COMPILE_TIMEOUT},
+    {.name = "development",
+     .ctx = CTX_TOP,
+     .kind = K_BOOL,
+     .usage = "on|off",
+     .off = TOP(development, bool),
+     .values = on_off},
     {.name = "sandbox",
      .ctx = CTX_TOP,
      .kind = K_BLOCK,
@@ -276,6 +303,13 @@ static const directive directives[] = {
      .block = CTX_SERVLET,
      .handler = open_servlet,
      .close = close_servlet},
+    {.name = "pages",
+     .ctx = CTX_TOP,
+     .kind = K_BLOCK,
+     .usage = "FOLDER { ... }",
+     .repeat = true,
+     .block = CTX_PAGES,
+     .handler = open_pages},
     /* sandbox NAME { ... }: the pool, then DESIGN.md's confinement order
      * (limits, user, Landlock paths, system-call groups), guardian, sessions */
     {.name = "workers",
@@ -500,6 +534,12 @@ static const directive directives[] = {
      .kind = K_CUSTOM,
      .usage = "NAME",
      .handler = do_use_sandbox},
+    /* pages FOLDER { ... } */
+    {.name = "sandbox",
+     .ctx = CTX_PAGES,
+     .kind = K_CUSTOM,
+     .usage = "NAME",
+     .handler = do_use_sandbox},
     {.name = "param",
      .ctx = CTX_SERVLET,
      .kind = K_CUSTOM,
@@ -611,6 +651,7 @@ static const char *where(enum ctx ctx)
     switch (ctx) {
     case CTX_SANDBOX: return "in sandbox block";
     case CTX_SERVLET: return "in servlet block";
+    case CTX_PAGES: return "in pages block";
     default: return "at top level";
     }
 }
@@ -1262,14 +1303,96 @@ static int close_servlet(parser *ps, const token *dir)
     return 0;
 }
 
-static int do_use_sandbox(parser *ps, const directive *d, const token *dir, token *args)
+/* pages FOLDER: a docroot folder as a request path sees it, "/" or
+ * "/a/b/", stored with both slashes so that prefix tests stop at segment
+ * boundaries ("/admin/" never takes "/administrator.csp"). */
+static int open_pages(parser *ps, const directive *d, const token *dir, token *args)
 {
     (void)d;
+    char sh[SHOWN_MAX];
+    sandlet_conf *c = ps->conf;
+    token *arg = &args[0];
+    const char *s = arg->text;
+    size_t len = strlen(s);
+    if (s[0] != '/')
+        return fail(ps, arg->line, arg->col,
+                    "pages folder '%s' must start with '/' (expected a docroot folder as a URL "
+                    "path, e.g. 'pages / { ... }' or 'pages /admin/ { ... }')",
+                    shown(sh, sizeof(sh), s));
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        bool dots = ch == '.' && (i == 0 || s[i - 1] == '/') &&
+                    (s[i + 1] == '/' || s[i + 1] == '\0' ||
+                     (s[i + 1] == '.' && (s[i + 2] == '/' || s[i + 2] == '\0')));
+        if (ch <= 0x20 || ch == 0x7f || ch == '?' || ch == '#' || ch == '%' || ch == '*' ||
+            ch == '\\' || (ch == '/' && i > 0 && s[i - 1] == '/') || dots)
+            return fail(ps, arg->line, arg->col,
+                        "invalid pages folder '%s' (expected a plain folder path: no space, "
+                        "control character, '?', '#', '%%', '*', '\\', '//', '.' or '..' "
+                        "segment)",
+                        shown(sh, sizeof(sh), s));
+    }
+    if (s[len - 1] != '/') {
+        char *t = realloc(arg->text, len + 2);
+        if (!t)
+            return nomem(ps);
+        t[len] = '/';
+        t[len + 1] = '\0';
+        arg->text = t;
+    }
+    for (size_t i = 0; i < c->npages; i++)
+        if (strcmp(c->pages[i].prefix, arg->text) == 0)
+            return fail(ps, arg->line, arg->col,
+                        "duplicate pages folder '%s' (already mapped at line %d; expected each "
+                        "folder once)",
+                        shown(sh, sizeof(sh), arg->text), c->pages[i].line);
+    sandlet_pages_conf *pg = reserve(c->pages, c->npages, sizeof(*pg));
+    if (!pg)
+        return nomem(ps);
+    c->pages = pg;
+    sandbox_ref *r = reserve(ps->page_refs, c->npages, sizeof(*r));
+    if (!r)
+        return nomem(ps);
+    ps->page_refs = r;
+    ps->cur = c->npages;
+    r[c->npages] = (sandbox_ref){0};
+    pg[c->npages++] =
+        (sandlet_pages_conf){.prefix = arg->text, .sandbox = SIZE_MAX, .line = dir->line};
+    arg->text = NULL;
+    return 0;
+}
+
+/* page-compiler PROGRAM|off: a name looked up in PATH when a compile
+ * starts (like a shell would), or an absolute path. */
+static int do_compiler(parser *ps, const directive *d, const token *dir, token *args)
+{
+    (void)d;
+    (void)dir;
+    char sh[SHOWN_MAX];
+    token *arg = &args[0];
+    sandlet_conf *c = ps->conf;
+    free(c->page_compiler);
+    c->page_compiler = NULL;
+    if (strcmp(arg->text, "off") == 0)
+        return 0;
+    if (!arg->text[0] || arg->text[strcspn(arg->text, " \t\n\r;")] != '\0' ||
+        (arg->text[0] != '/' && strchr(arg->text, '/')))
+        return fail(ps, arg->line, arg->col,
+                    "invalid page-compiler '%s' (expected a program name such as cc, an "
+                    "absolute path such as /usr/bin/gcc, or off)",
+                    shown(sh, sizeof(sh), arg->text));
+    c->page_compiler = arg->text;
+    arg->text = NULL;
+    return 0;
+}
+
+static int do_use_sandbox(parser *ps, const directive *d, const token *dir, token *args)
+{
     token *name = &args[0];
     if (!name->text[0])
         return fail(ps, name->line, name->col, "empty sandbox name (expected '%s NAME;')",
                     dir->text);
-    sandbox_ref *r = &ps->refs[ps->cur];
+    sandbox_ref *r = d->ctx == CTX_PAGES ? &ps->page_refs[ps->cur] : &ps->refs[ps->cur];
     *r = (sandbox_ref){.name = name->text, .line = name->line, .col = name->col};
     name->text = NULL;
     return 0;
@@ -1573,6 +1696,31 @@ static int resolve_sandboxes(parser *ps)
         }
         c->servlets[i].sandbox = dflt;
     }
+    for (size_t i = 0; i < c->npages; i++) {
+        const sandbox_ref *r = &ps->page_refs[i];
+        const char *want = r->name ? r->name : SANDLET_DEFAULT_PAGES_SANDBOX;
+        size_t sb = find_sandbox(c, want);
+        if (sb == SIZE_MAX && r->name && strcmp(want, SANDLET_DEFAULT_SANDBOX) != 0 &&
+            strcmp(want, SANDLET_DEFAULT_PAGES_SANDBOX) != 0)
+            return fail(ps, r->line, r->col,
+                        "pages '%s' use undefined sandbox '%s' (expected the name of a "
+                        "'sandbox NAME { ... }' block)",
+                        shown(sh, sizeof(sh), c->pages[i].prefix), shown(sh2, sizeof(sh2), want));
+        if (sb == SIZE_MAX) {
+            char *name = dupn(want, strlen(want));
+            if (!name)
+                return nomem(ps);
+            int rc = add_sandbox(ps, name, c->pages[i].line);
+            if (rc) {
+                free(name);
+                return rc;
+            }
+            sb = c->nsandboxes - 1;
+            c->sandboxes[sb].max_file_size = 0; /* writes no files, see close_sandbox */
+        }
+        c->pages[i].sandbox = sb;
+        c->sandboxes[sb].pages = true;
+    }
     return 0;
 }
 
@@ -1582,14 +1730,23 @@ static int resolve_sandboxes(parser *ps)
  * the sandbox and to no path outside that prefix (RFC 6265 path-match).
  * Cut before anything a Path attribute cannot hold; "/" when the routes
  * share nothing or the sandbox has none. */
+static const char *route_of(const sandlet_conf *c, size_t i, size_t sb)
+{
+    if (i < c->nservlets)
+        return c->servlets[i].sandbox == sb ? c->servlets[i].path : NULL;
+    i -= c->nservlets;
+    return c->pages[i].sandbox == sb ? c->pages[i].prefix : NULL;
+}
+
 static char *session_path(const sandlet_conf *c, size_t sb)
 {
     const char *first = NULL;
     size_t len = 0;
-    for (size_t i = 0; i < c->nservlets; i++) {
-        if (c->servlets[i].sandbox != sb)
+    size_t nroutes = c->nservlets + c->npages;
+    for (size_t i = 0; i < nroutes; i++) {
+        const char *p = route_of(c, i, sb);
+        if (!p)
             continue;
-        const char *p = c->servlets[i].path;
         if (!first) {
             first = p;
             len = strlen(p);
@@ -1611,9 +1768,9 @@ static char *session_path(const sandlet_conf *c, size_t sb)
     }
     /* Every route is at least len long: p[len] is in bounds. */
     bool whole = true;
-    for (size_t i = 0; i < c->nservlets && !(len > 0 && first[len - 1] == '/'); i++) {
-        const char *p = c->servlets[i].path;
-        if (c->servlets[i].sandbox == sb && p[len] != '\0' && p[len] != '/')
+    for (size_t i = 0; i < nroutes && !(len > 0 && first[len - 1] == '/'); i++) {
+        const char *p = route_of(c, i, sb);
+        if (p && p[len] != '\0' && p[len] != '/')
             whole = false;
     }
     if (!whole)
@@ -1658,6 +1815,25 @@ static int session_cookies(parser *ps)
 
 /* ---- public API ----------------------------------------------------------- */
 
+const sandlet_pages_conf *sandlet_conf_pages_for(const sandlet_conf *conf, const char *rel)
+{
+    const sandlet_pages_conf *best = NULL;
+    size_t bestlen = 0, rlen = rel ? strlen(rel) : 0;
+    if (!conf || !rel)
+        return NULL;
+    for (size_t i = 0; i < conf->npages; i++) {
+        const char *pre = conf->pages[i].prefix; /* "/" or "/a/b/" */
+        size_t n = strlen(pre) - 1;              /* without the leading '/' */
+        if (n > rlen || memcmp(pre + 1, rel, n) != 0)
+            continue;
+        if (!best || n > bestlen) {
+            best = &conf->pages[i];
+            bestlen = n;
+        }
+    }
+    return best;
+}
+
 int sandlet_conf_parse(const char *text, size_t len, const char *name, const char *basedir,
                        sandlet_conf **out, char *err, size_t errlen)
 {
@@ -1691,7 +1867,9 @@ int sandlet_conf_parse(const char *text, size_t len, const char *name, const cha
         return nomem(&ps);
     set_defaults(CTX_TOP, (char *)ps.conf);
     ps.conf->file = dupn(ps.name, strlen(ps.name));
-    rc = ps.conf->file ? 0 : nomem(&ps);
+    ps.conf->page_compiler =
+        dupn(SANDLET_DEFAULT_PAGE_COMPILER, strlen(SANDLET_DEFAULT_PAGE_COMPILER));
+    rc = ps.conf->file && ps.conf->page_compiler ? 0 : nomem(&ps);
     if (rc == 0)
         rc = parse_block(&ps, CTX_TOP, NULL, NULL);
     if (rc == 0)
@@ -1711,9 +1889,24 @@ int sandlet_conf_parse(const char *text, size_t len, const char *name, const cha
         if (ps.conf->servlets[i].max_body_size == SIZE_MAX)
             ps.conf->servlets[i].max_body_size = ps.conf->max_body_size;
 
+    if (rc == 0 && ps.conf->npages && !ps.conf->docroot) {
+        set_err(err, errlen,
+                "%s:%d: 'pages' without a docroot (expected a 'docroot DIR;' line: pages are "
+                ".csp files under it)",
+                ps.name, ps.conf->pages[0].line);
+        rc = -EINVAL;
+    }
+    if (rc == 0 && !ps.conf->page_cache) {
+        ps.conf->page_cache = dupn(SANDLET_DEFAULT_PAGE_CACHE, strlen(SANDLET_DEFAULT_PAGE_CACHE));
+        if (!ps.conf->page_cache)
+            rc = nomem(&ps);
+    }
     for (size_t i = 0; i < ps.conf->nservlets; i++)
         free(ps.refs[i].name);
     free(ps.refs);
+    for (size_t i = 0; i < ps.conf->npages; i++)
+        free(ps.page_refs[i].name);
+    free(ps.page_refs);
     if (rc) {
         sandlet_conf_free(ps.conf);
         return rc;
@@ -1848,6 +2041,11 @@ void sandlet_conf_free(sandlet_conf *conf)
         free(s->path);
         free(s->library);
     }
+    for (size_t i = 0; i < conf->npages; i++)
+        free(conf->pages[i].prefix);
+    free(conf->pages);
+    free(conf->page_cache);
+    free(conf->page_compiler);
     free(conf->listens);
     free(conf->sandboxes);
     free(conf->servlets);
@@ -1910,6 +2108,7 @@ static void plan_sandbox(sandlet_sandbox_conf *d, const sandlet_sandbox_conf *s,
         .session_size = s->session_size,
         .session_timeout = s->session_timeout,
         .session_cookie_secure = s->session_cookie_secure,
+        .pages = s->pages,
         .line = s->line,
     };
     memcpy(d->database_ports, s->database_ports, sizeof(d->database_ports));
@@ -1959,6 +2158,26 @@ sandlet_conf *sandlet_conf_plan(const sandlet_conf *conf)
     p->error_log = copy_str(conf->error_log, &bad);
     memcpy(p->session_secret, conf->session_secret, sizeof(p->session_secret));
     p->session_secret_set = conf->session_secret_set;
+    /* Pages: the supervisor compiles them (from the docroot, into the
+     * cache) and checks every page the acceptor asks about against this
+     * mapping itself. */
+    p->docroot = copy_str(conf->docroot, &bad);
+    p->page_cache = copy_str(conf->page_cache, &bad);
+    p->page_compiler = copy_str(conf->page_compiler, &bad);
+    p->page_compile_timeout = conf->page_compile_timeout;
+    p->development = conf->development;
+    if (conf->npages) {
+        p->pages = calloc(conf->npages, sizeof(*p->pages));
+        if (p->pages) {
+            p->npages = conf->npages;
+            for (size_t i = 0; i < conf->npages; i++) {
+                p->pages[i] = conf->pages[i];
+                p->pages[i].prefix = copy_str(conf->pages[i].prefix, &bad);
+            }
+        } else {
+            bad = true;
+        }
+    }
     if (conf->nsandboxes) {
         p->sandboxes = calloc(conf->nsandboxes, sizeof(*p->sandboxes));
         if (p->sandboxes) {

@@ -38,6 +38,13 @@
  *       session-timeout 1800;       # seconds a session may stay idle
  *       session-cookie-secure off;  # on: SLSESSION_<sandbox> only over HTTPS
  *   }
+ *   pages /admin/ {                 # .csp files under this docroot folder are pages
+ *       sandbox admin;              # that run here (default: "pages", on demand)
+ *   }
+ *   page-cache /var/cache/sandlet;  # compiled pages, one folder per sandbox
+ *   page-compiler cc;               # or off: serve only precompiled pages
+ *   page-compile-timeout 60000;     # ms one compile may take
+ *   development on;                 # compile errors shown in the 500 page
  *   servlet /hello {                # exact path; "/app/" + "*" matches a prefix
  *       library hello.so;           # relative to the config file's folder
  *       sandbox shop;               # default: "default" (created on demand)
@@ -103,6 +110,17 @@
 #define SANDLET_DEFAULT_WRITE_FILES   100000
 /* Address space a worker needs besides its session store. */
 #define SANDLET_MEMORY_HEADROOM ((unsigned long long)32 * 1024 * 1024)
+/* C Server Pages (sandlet-csp(5)): the sandbox of "pages" blocks without a
+ * "sandbox" line, where compiled pages are kept, how long one compile may
+ * take, and how many pages one sandbox may hold. */
+#define SANDLET_DEFAULT_PAGES_SANDBOX   "pages"
+#define SANDLET_DEFAULT_PAGE_COMPILER   "cc"
+#define SANDLET_DEFAULT_COMPILE_TIMEOUT 60000
+#define SANDLET_MAX_PAGES               1024
+#ifndef SANDLET_LOCALSTATEDIR
+#define SANDLET_LOCALSTATEDIR "/var"
+#endif
+#define SANDLET_DEFAULT_PAGE_CACHE SANDLET_LOCALSTATEDIR "/cache/sandlet"
 /* TCP ports a sandbox's database group may connect to. */
 #define SANDLET_MAX_DATABASE_PORTS 16
 
@@ -162,6 +180,7 @@ typedef struct sandlet_sandbox_conf {
      * prefix its servlet routes share ("/" when they share none). */
     char *session_cookie;
     char *session_path;
+    bool pages; /* a "pages" block maps docroot folders to this sandbox */
     int line;
 } sandlet_sandbox_conf;
 
@@ -176,6 +195,14 @@ typedef struct sandlet_servlet_conf {
     size_t max_body_size; /* bytes; the global limit unless set here */
     int line;
 } sandlet_servlet_conf;
+
+/* pages PREFIX { sandbox NAME; }: the .csp files under the docroot folder
+ * PREFIX ("/" or "/dir/", always with both slashes) run in that sandbox. */
+typedef struct sandlet_pages_conf {
+    char *prefix;
+    size_t sandbox; /* index into sandlet_conf.sandboxes */
+    int line;
+} sandlet_pages_conf;
 
 typedef struct sandlet_conf {
     char *file; /* as given, for messages */
@@ -203,6 +230,13 @@ typedef struct sandlet_conf {
     char *session_secret_file;
     unsigned char session_secret[32];
     bool session_secret_set;
+    /* C Server Pages. */
+    sandlet_pages_conf *pages;
+    size_t npages;
+    char *page_cache;              /* the cache root; one folder per sandbox */
+    char *page_compiler;           /* NULL: "page-compiler off" */
+    unsigned page_compile_timeout; /* ms of wall clock one compile may take */
+    bool development;              /* compile errors go into the 500 page */
 } sandlet_conf;
 
 /* Parses text (len bytes, need not be NUL-terminated).  name is used in
@@ -218,12 +252,19 @@ void sandlet_conf_free(sandlet_conf *conf);
  * copy: per sandbox its name, workers, identity, limits, Landlock paths,
  * system-call groups, database ports, write quotas and session settings;
  * per servlet its path, library, params and sandbox; the file's name, the
- * acceptor's user, the log paths it reopens and the session secret.
- * Everything only the acceptor uses (listen addresses, docroot, status
+ * acceptor's user, the log paths it reopens and the session secret; and
+ * for pages the docroot, the pages mappings, the cache, the compiler,
+ * its timeout and development mode.
+ * Everything only the acceptor uses (listen addresses, status
  * page, client timeouts and size limits, queues and request timeouts) is
  * zero or NULL in it.  Free with sandlet_conf_free; NULL when out of
  * memory. */
 sandlet_conf *sandlet_conf_plan(const sandlet_conf *conf);
+
+/* The pages mapping that serves the docroot-relative page rel ("a/b.csp",
+ * no leading '/'): the longest prefix that contains "/" rel; NULL when no
+ * "pages" block covers it. */
+const sandlet_pages_conf *sandlet_conf_pages_for(const sandlet_conf *conf, const char *rel);
 
 /* (route.c) The servlet serving path (the request path before '?'), or NULL.
  * Exact routes win over prefix routes; the longest prefix wins. */

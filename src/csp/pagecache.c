@@ -715,7 +715,9 @@ int sandlet_page_workdir(const char *cachedir, const char *rel, uid_t uid, gid_t
             rc = -errno;
         } else {
             int wfd = openat(cfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (wfd < 0 || fchown(wfd, uid, gid) < 0 || fchmod(wfd, 0700) < 0)
+            /* chmod first: once the dir is the compile's, changing its mode
+             * would need CAP_FOWNER, which the supervisor does not keep. */
+            if (wfd < 0 || fchmod(wfd, 0700) < 0 || fchown(wfd, uid, gid) < 0)
                 rc = -errno;
             if (wfd >= 0)
                 close(wfd);

@@ -78,6 +78,22 @@ void sandlet_files_pump(sandlet_conn *c);
 int sandlet_files_open(sandlet_server *srv);
 void sandlet_files_close(sandlet_server *srv);
 
+/* ---- pages.c ---------------------------------------------------------- */
+
+typedef struct sandlet_page sandlet_page;
+int sandlet_pages_open(sandlet_server *srv);
+void sandlet_pages_free(sandlet_server *srv);
+/* Answers a request route.c sent to a page. */
+void sandlet_pages_serve(sandlet_conn *c);
+/* The supervisor's answer (PAGE) about a page; takes fd (-1: none). */
+void sandlet_pages_answer(sandlet_server *srv, const sandlet_ctl *m, int fd);
+/* The connection's request no longer waits for its page (closing). */
+void sandlet_pages_forget(sandlet_conn *c);
+/* What the pool hands a worker for a page: its servlet view, its slot
+ * among the sandbox's pages and the generation a worker must have. */
+const sandlet_servlet_conf *sandlet_page_servlet(const sandlet_page *p, uint32_t *slot,
+                                                 uint32_t *gen);
+
 /* ---- pool.c ----------------------------------------------------------- */
 
 enum sandlet_worker_state { W_DOWN, W_STARTING, W_IDLE, W_BUSY, W_DYING };
@@ -127,6 +143,7 @@ struct sandlet_worker {
     bool timed_out;
     uint64_t started; /* uv_now when the first request became first */
     uint64_t served;  /* by this incarnation, for max-requests */
+    uint32_t pages_gen; /* the pages generation its INIT carried */
 };
 
 struct sandlet_pool {
@@ -137,6 +154,10 @@ struct sandlet_pool {
     sandlet_conn *qhead, *qtail;
     size_t queued;
     uv_timer_t qtimer; /* expires requests that waited too long */
+    uint16_t nservlets; /* configured servlets: pages' indexes follow them */
+    /* The newest pages generation the supervisor announced: workers with
+     * an older one are retired once they are idle. */
+    uint32_t pages_gen;
     /* Runs once per loop turn, after all I/O callbacks, while workers are
      * dirty: everything handed to a worker in one turn leaves in one
      * write. */
@@ -155,6 +176,9 @@ int sandlet_pools_start(sandlet_server *srv);
 void sandlet_pool_submit(sandlet_pool *p, sandlet_conn *c);
 /* The client of c went away while c waited or was served. */
 void sandlet_pool_forget(sandlet_conn *c);
+/* The supervisor announced pages generation gen for p's sandbox: workers
+ * started before it are replaced as soon as they are idle. */
+void sandlet_pool_pages(sandlet_pool *p, uint32_t gen);
 /* The client drained below the high-water mark: read the worker again. */
 void sandlet_pool_resume(sandlet_conn *c);
 void sandlet_pools_stop(sandlet_server *srv);
@@ -210,6 +234,7 @@ struct sandlet_server {
     bool *paused; /* listener left unaccepted at max-connections */
     sandlet_pool *pools;
     uint16_t *local_index; /* per servlet: its index in its sandbox's INIT */
+    struct sandlet_pagetab *pagetab; /* pages.c; NULL without pages */
     sandlet_conn *conns;
     size_t nconns;
     int ctl;
@@ -235,6 +260,8 @@ struct sandlet_server {
 /* Sends a control message to the supervisor; logs and returns the error. */
 int sandlet_server_control(sandlet_server *srv, uint32_t type, uint32_t sandbox, uint32_t slot,
                            uint32_t gen, int32_t status);
+/* Sends a whole control message (a PAGE_CHECK); as above. */
+int sandlet_server_send(sandlet_server *srv, const sandlet_ctl *msg);
 /* Called whenever a connection or worker finishes during shutdown. */
 void sandlet_server_check_stopped(sandlet_server *srv);
 

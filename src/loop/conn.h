@@ -18,6 +18,8 @@
 typedef struct sandlet_server sandlet_server;
 typedef struct sandlet_conn sandlet_conn;
 typedef struct sandlet_pool_link sandlet_pool_link;
+typedef struct sandlet_page_link sandlet_page_link;
+typedef struct sandlet_page sandlet_page;
 typedef struct sandlet_servlet_conf sandlet_servlet_conf;
 
 /* The state of a static file being sent, held by the connection for
@@ -67,8 +69,9 @@ typedef struct sandlet_request_view {
     unsigned nheaders; /* read with sandlet_conn_header_at */
     const uint8_t *body;
     size_t body_len;
-    const sandlet_servlet_conf *servlet; /* NULL unless a servlet answers */
+    const sandlet_servlet_conf *servlet; /* NULL unless a servlet or page answers */
     size_t servlet_index;                /* its index in the configuration */
+    const sandlet_page *page;            /* a page answers (servlet is its view) */
 } sandlet_request_view;
 void sandlet_conn_request_view(const sandlet_conn *c, sandlet_request_view *v);
 /* The i-th request header (i < nheaders), in the order received: name and
@@ -81,6 +84,9 @@ void sandlet_conn_header_at(const sandlet_conn *c, unsigned i, const char **name
 /* The pool's state for this connection (pool.h); only pool.c looks in. */
 sandlet_pool_link *sandlet_conn_pool_link(sandlet_conn *c);
 const sandlet_pool_link *sandlet_conn_pool_link_const(const sandlet_conn *c);
+/* The page table's state for this connection (pages.h). */
+sandlet_page_link *sandlet_conn_page_link(sandlet_conn *c);
+
 /* Waiting for a request with nothing unparsed and nothing being written:
  * what the HTTP fuzz target waits for. */
 bool sandlet_conn_idle(const sandlet_conn *c);

@@ -12,6 +12,7 @@
 
 #include "loop/acceptor.h"
 #include "loop/pool.h"
+#include "loop/pages.h"
 #include "loop/route.h"
 
 typedef struct sandlet_hdr_ref {
@@ -73,6 +74,7 @@ struct sandlet_conn {
     bool keep_alive;
     uint8_t http_major, http_minor;
     sandlet_pool_link link; /* pool.c's alone (pool.h) */
+    sandlet_page_link plink; /* pages.c's alone (pages.h) */
     /* Response framing. */
     bool chunked;
     bool head_only;   /* HEAD request: no body bytes go out */

@@ -323,6 +323,16 @@ void sandlet_files_serve(sandlet_conn *c)
             sandlet_conn_fail(c, status_of(rc));
             return;
         }
+        if (strcmp(ext, "csp") == 0) {
+            /* A C Server Page's source, reached by a link or with pages
+             * off: never sent (route.c gives page names to pages.c). */
+            close(fd);
+            sandlet_debug("%s: /%s is a C Server Page's source; answering 404%s",
+                          sandlet_conn_reqline(c), rel,
+                          srv->conf->npages ? "" : " (no 'pages' block serves pages)");
+            sandlet_conn_fail(c, 404);
+            return;
+        }
         sandlet_static_etag(&st, etagbuf, sizeof(etagbuf));
         sandlet_static_http_date(st.st_mtime, lastmodbuf, sizeof(lastmodbuf));
         size = (uint64_t)st.st_size;

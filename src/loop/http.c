@@ -206,7 +206,10 @@ void sandlet_conn_request_view(const sandlet_conn *c, sandlet_request_view *v)
         .body_len = c->body.len,
         .servlet = c->servlet,
         .servlet_index = c->servlet ? c->servlet_index : 0,
+        .page = c->plink.page,
     };
+    if (c->plink.page)
+        v->servlet = sandlet_page_servlet(c->plink.page, NULL, NULL);
 }
 
 void sandlet_conn_header_at(const sandlet_conn *c, unsigned i, const char **name, size_t *name_len,
@@ -218,6 +221,11 @@ void sandlet_conn_header_at(const sandlet_conn *c, unsigned i, const char **name
     *name_len = h->name_len;
     *value = head + h->value;
     *value_len = h->value_len;
+}
+
+sandlet_page_link *sandlet_conn_page_link(sandlet_conn *c)
+{
+    return &c->plink;
 }
 
 sandlet_pool_link *sandlet_conn_pool_link(sandlet_conn *c)
@@ -460,6 +468,7 @@ static void reset_request(sandlet_conn *c)
     c->route = SANDLET_ROUTE_FILES;
     c->error_status = 0;
     sandlet_pool_link_reset(&c->link);
+    sandlet_page_link_reset(&c->plink);
     c->chunked = false;
     c->head_only = false;
     c->reqline[0] = '\0';
@@ -576,6 +585,7 @@ static void simple_response(sandlet_conn *c, int status, bool close)
 void sandlet_conn_fail(sandlet_conn *c, int status)
 {
     sandlet_pool_link_reset(&c->link);
+    sandlet_pages_forget(c);
     if (c->state == CONN_WAITING) {
         simple_response(c, status, false);
         return;
@@ -883,8 +893,9 @@ static int on_headers_complete(llhttp_t *p)
     sandlet_route route = sandlet_route_request(c->srv->conf, c->peer, target, plen);
     c->route = route.kind;
     c->servlet = route.servlet;
-    if (c->servlet) {
-        c->servlet_index = (size_t)(c->servlet - c->srv->conf->servlets);
+    if (c->servlet || c->route == SANDLET_ROUTE_PAGE) {
+        if (c->servlet)
+            c->servlet_index = (size_t)(c->servlet - c->srv->conf->servlets);
         /* Its REQUEST frame must fit one frame: head strings (NUL ended,
          * as in c->head), a 4-byte length per string, method, peer and the
          * fixed fields.  Only a max-header-size near its 1 MiB bound comes
@@ -973,6 +984,7 @@ static void dispatch(sandlet_conn *c)
     case SANDLET_ROUTE_SERVLET: sandlet_pool_submit(&c->srv->pools[c->servlet->sandbox], c); break;
     case SANDLET_ROUTE_STATUS: sandlet_status_serve(c); break;
     case SANDLET_ROUTE_FILES: sandlet_files_serve(c); break;
+    case SANDLET_ROUTE_PAGE: sandlet_pages_serve(c); break;
     }
 }
 
@@ -1132,6 +1144,7 @@ static void conn_close(sandlet_conn *c)
         return;
     }
     sandlet_pool_forget(c); /* nothing when c is at no pool */
+    sandlet_pages_forget(c); /* nothing when c waits for no page */
     c->state = CONN_CLOSING;
     if (c->reading) {
         uv_read_stop((uv_stream_t *)&c->tcp);

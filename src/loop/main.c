@@ -82,6 +82,17 @@ int sandlet_server_control(sandlet_server *srv, uint32_t type, uint32_t sandbox,
     return rc;
 }
 
+int sandlet_server_send(sandlet_server *srv, const sandlet_ctl *msg)
+{
+    if (srv->ctl < 0)
+        return -EPIPE;
+    int rc = sandlet_ctl_queue_send(&srv->ctl_out, srv->ctl, msg, NULL, 0);
+    if (rc < 0)
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot reach the supervisor");
+    ctl_watch(srv);
+    return rc;
+}
+
 /* ---- listeners ------------------------------------------------------------ */
 
 /* Binds before the privilege drop, so that ports below 1024 work. */
@@ -320,6 +331,10 @@ static void on_ctl(uv_poll_t *p, int status, int events)
         }
         if (fds[1] >= 0)
             close(fds[1]);
+        if (msg.type == SANDLET_CTL_PAGE) {
+            sandlet_pages_answer(srv, &msg, fd); /* takes fd */
+            continue;
+        }
         if (msg.type == SANDLET_CTL_LOGFD && fd >= 0) {
             if (msg.status == SANDLET_LOG_ACCESS) {
                 sandlet_access_reopen(srv, fd);
@@ -458,6 +473,9 @@ static int run(sandlet_conf *conf)
     srv->ctl_out.max = 64;
     for (size_t i = 0; i < conf->nsandboxes; i++)
         srv->ctl_out.max += 2 * (size_t)conf->sandboxes[i].workers;
+    /* And a PAGE_CHECK per page asked about at once. */
+    if (conf->npages)
+        srv->ctl_out.max += 8192;
     srv->supervisor = pid;
     sandlet_log_set_role("acceptor");
 
@@ -513,7 +531,7 @@ static int run(sandlet_conf *conf)
     }
     srv->nlisteners = conf->nlistens;
     free(fds);
-    if (!srv->stopping && sandlet_pools_start(srv) < 0) {
+    if (!srv->stopping && (sandlet_pools_start(srv) < 0 || sandlet_pages_open(srv) < 0)) {
         sandlet_error("out of memory starting the sandboxes");
         begin_stop(1);
     }
@@ -530,6 +548,7 @@ static int run(sandlet_conf *conf)
     sandlet_workerlog_free(srv);
     sandlet_ctl_queue_clear(&srv->ctl_out);
     sandlet_pools_free(srv);
+    sandlet_pages_free(srv);
     sandlet_files_close(srv);
     free(srv->paused);
     free(srv->listeners);

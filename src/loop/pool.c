@@ -16,6 +16,7 @@
 
 #include "common/log.h"
 #include "loop/acceptor.h"
+#include "loop/pages.h"
 #include "loop/pool.h"
 #include "sandbox/control.h"
 #include "sandbox/session_store.h"
@@ -264,8 +265,12 @@ static int encode_request(sandlet_worker *w, const sandlet_conn *c, const sandle
                           uint32_t id)
 {
     sandlet_buf *b = &w->out;
+    uint32_t slot = 0;
+    if (v->page)
+        sandlet_page_servlet(v->page, &slot, NULL);
     sandlet_wire_request rq = {
-        .servlet = w->pool->srv->local_index[v->servlet_index],
+        .servlet = v->page ? (uint16_t)(w->pool->nservlets + slot)
+                           : w->pool->srv->local_index[v->servlet_index],
         .http_major = (uint8_t)v->http_major,
         .http_minor = (uint8_t)v->http_minor,
         .nheaders = (uint16_t)v->nheaders,
@@ -431,7 +436,18 @@ static void fail_queue(sandlet_pool *p)
 
 /* The worker for the next request: an idle one below what max-requests
  * leaves it; NULL when all are busy, starting or down. */
-static sandlet_worker *pick_worker(sandlet_pool *p)
+/* The pages generation a worker needs for c's request: a page's, 0 for
+ * a servlet (any worker has every configured servlet). */
+static uint32_t needs(sandlet_conn *c)
+{
+    const sandlet_page *pg = sandlet_conn_page_link(c)->page;
+    uint32_t gen = 0;
+    if (pg)
+        sandlet_page_servlet(pg, NULL, &gen);
+    return gen;
+}
+
+static sandlet_worker *pick_worker(sandlet_pool *p, uint32_t gen)
 {
     sandlet_worker *best = NULL;
     unsigned max = p->conf->max_requests;
@@ -439,6 +455,8 @@ static sandlet_worker *pick_worker(sandlet_pool *p)
         sandlet_worker *w = &p->workers[i];
         if ((w->state != W_IDLE && w->state != W_BUSY) || !w->pipe_open)
             continue;
+        if (w->pages_gen < gen)
+            continue; /* started before the page's version: being replaced */
         if (w->rcount >= HELD_MAX || (max && w->served + w->rcount >= max))
             continue;
         if (!best || w->rcount < best->rcount)
@@ -455,7 +473,7 @@ void sandlet_pool_submit(sandlet_pool *p, sandlet_conn *c)
     if (c) {
         sandlet_pool_link *l = sandlet_conn_pool_link(c);
         l->pool = p;
-        sandlet_worker *w = p->qhead ? NULL : pick_worker(p);
+        sandlet_worker *w = p->qhead ? NULL : pick_worker(p, needs(c));
         if (!w && p->failing && !any_worker_up(p)) {
             fail_fast(p, c);
             return;
@@ -485,7 +503,7 @@ void sandlet_pool_submit(sandlet_pool *p, sandlet_conn *c)
         }
     }
     sandlet_worker *w;
-    while (p->qhead && (w = pick_worker(p)))
+    while (p->qhead && (w = pick_worker(p, needs(p->qhead))))
         send_request(w, queue_pop(p));
 }
 
@@ -567,6 +585,30 @@ static void not_final(sandlet_worker *w, sandlet_inflight *f, unsigned status)
     }
 }
 
+/* An idle worker leaves: closing its socketpair makes it run destroy and
+ * exit 0, and its EXITED report starts the next one at once (no back-off:
+ * this is no crash).  Requests keep going to the other workers. */
+static void retire(sandlet_worker *w, const char *why)
+{
+    sandlet_debug("worker %d of sandbox '%s': %s; replacing it", (int)w->pid, sandbox_name(w),
+                  why);
+    close_pipe(w);
+    w->reqline[0] = '\0';
+    w->state = W_DYING;
+}
+
+void sandlet_pool_pages(sandlet_pool *p, uint32_t gen)
+{
+    if (gen <= p->pages_gen)
+        return;
+    p->pages_gen = gen;
+    for (unsigned i = 0; i < p->conf->workers; i++) {
+        sandlet_worker *w = &p->workers[i];
+        if (w->state == W_IDLE && w->pipe_open && w->pages_gen < gen)
+            retire(w, "a page it serves has a new version");
+    }
+}
+
 static void request_finished(sandlet_worker *w)
 {
     /* Answering the client may have lost this worker meanwhile (a failed
@@ -579,6 +621,11 @@ static void request_finished(sandlet_worker *w)
     w->served++;
     w->pool->served++;
     unsigned max = w->pool->conf->max_requests;
+    if (w->rcount == 0 && w->pages_gen < w->pool->pages_gen) {
+        retire(w, "its pages are out of date");
+        sandlet_pool_submit(w->pool, NULL);
+        return;
+    }
     if (max && w->served >= max && w->rcount == 0) {
         /* Recycle: closing the socketpair makes the worker run destroy
          * and exit 0; its EXITED report starts the next one at once. */
@@ -610,6 +657,12 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
             sandlet_server_control(w->pool->srv, SANDLET_CTL_READY, (uint32_t)w->pool->index,
                                    w->slot, w->gen, 0);
             sandlet_debug("worker %d of sandbox '%s' is ready", (int)w->pid, sandbox_name(w));
+            if (w->pages_gen < w->pool->pages_gen) {
+                /* Started just before a page's new version: it would only
+                 * ever serve servlets and older pages. */
+                retire(w, "it started before the newest pages");
+                return false;
+            }
             sandlet_pool_submit(w->pool, NULL);
             return true;
         }
@@ -949,6 +1002,7 @@ static void take_worker(sandlet_worker *w, const sandlet_ctl *m, int channel, in
         p->restarts++;
     w->gen = m->gen;
     w->pid = m->pid;
+    w->pages_gen = m->pages;
     w->state = W_STARTING;
     w->served = 0;
     w->timed_out = false;
@@ -1020,6 +1074,7 @@ int sandlet_pools_start(sandlet_server *srv)
         for (size_t j = 0; j < conf->nservlets; j++)
             if (conf->servlets[j].sandbox == i)
                 srv->local_index[j] = n++;
+        srv->pools[i].nservlets = n;
     }
     for (size_t i = 0; i < conf->nsandboxes; i++) {
         sandlet_pool *p = &srv->pools[i];

@@ -44,6 +44,36 @@ static bool loopback(const char *peer)
            strncmp(peer, "[::ffff:127.", 12) == 0;
 }
 
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c = (char)(c | 0x20);
+    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* Whether the last segment of path, percent-decoded as static.c decodes
+ * it, ends in ".csp" in any case: every spelling of a page's name is a
+ * page, so that no spelling reaches the docroot as a static file. */
+static bool names_page(const char *path, size_t len)
+{
+    char tail[4] = {0};
+    for (size_t i = 0; i < len; i++) {
+        char c = path[i];
+        if (c == '%' && len - i >= 3 && hexval(path[i + 1]) >= 0 && hexval(path[i + 2]) >= 0) {
+            c = (char)(hexval(path[i + 1]) * 16 + hexval(path[i + 2]));
+            i += 2;
+        }
+        if (c == '/') {
+            memset(tail, 0, sizeof(tail));
+            continue;
+        }
+        memmove(tail, tail + 1, 3);
+        tail[3] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    }
+    return memcmp(tail, ".csp", 4) == 0;
+}
+
 sandlet_route sandlet_route_request(const sandlet_conf *conf, const char *peer, const char *path,
                                     size_t len)
 {
@@ -55,5 +85,7 @@ sandlet_route sandlet_route_request(const sandlet_conf *conf, const char *peer, 
     const char *page = conf->status_page;
     if (page && loopback(peer) && len == strlen(page) && memcmp(path, page, len) == 0)
         r.kind = SANDLET_ROUTE_STATUS;
+    else if (conf->npages && names_page(path, len))
+        r.kind = SANDLET_ROUTE_PAGE;
     return r;
 }

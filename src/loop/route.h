@@ -13,6 +13,7 @@ enum sandlet_route_kind {
     SANDLET_ROUTE_FILES,   /* the docroot (or 404 without one) */
     SANDLET_ROUTE_SERVLET, /* a worker of servlet's sandbox */
     SANDLET_ROUTE_STATUS,  /* the status page */
+    SANDLET_ROUTE_PAGE,    /* a C Server Page (pages.c resolves which) */
 };
 
 typedef struct sandlet_route {
@@ -22,7 +23,9 @@ typedef struct sandlet_route {
 
 /* Who answers path (the request path before '?') asked by peer ("ip:port"
  * or "[ip]:port"): a servlet's route first, then the status page for a
- * loopback peer, else the docroot. */
+ * loopback peer, then a page when the configuration has pages and the
+ * path's last segment, percent-decoded, ends in ".csp" in any case, else
+ * the docroot. */
 sandlet_route sandlet_route_request(const sandlet_conf *conf, const char *peer, const char *path,
                                     size_t len);
 

@@ -279,11 +279,35 @@ static int probe_strict(int dirfd, const char *rel, struct stat *st)
  * the docroot, but only to decide to try the real open, which is fenced
  * (openat2 RESOLVE_BENEATH refuses the escape).  Anything else (missing,
  * directory, loop) is asked again under the fence for the right answer. */
-static int probe(int dirfd, const char *rel, struct stat *st)
+static int probe(int dirfd, const char *rel, struct stat *st, bool *linked)
 {
-    if (fstatat(dirfd, rel, st, 0) == 0 && S_ISREG(st->st_mode))
-        return 0;
+    /* Not following the last link: a regular file answers at once, and a
+     * link is known to be one (see linked_to_page). */
+    if (fstatat(dirfd, rel, st, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (S_ISREG(st->st_mode))
+            return 0;
+        if (S_ISLNK(st->st_mode))
+            *linked = true;
+    }
     return probe_strict(dirfd, rel, st);
+}
+
+static void extension(const char *name, char *key, size_t keylen);
+
+/* A C Server Page's source is never a static file, under any name: a link
+ * "x.txt" to "page.csp" counts as a page (its target's name is asked of
+ * the kernel, only for names that are links). */
+static bool linked_to_page(int fd)
+{
+    char proc[32], target[PATH_MAX];
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(proc, target, sizeof(target) - 1);
+    if (n <= 0)
+        return true; /* cannot tell: refuse rather than risk it */
+    target[n] = '\0';
+    char ext[8];
+    extension(target, ext, sizeof(ext));
+    return strcmp(ext, "csp") == 0;
 }
 
 /* Lowercase extension of the last segment of name into key, "" if none. */
@@ -350,7 +374,8 @@ int sandlet_static_open_rel(int docroot_fd, const char *target, size_t len, cons
         rel = NULL;
 
     struct stat st;
-    rc = probe(docroot_fd, rel ? rel : ".", &st);
+    bool linked = false;
+    rc = probe(docroot_fd, rel ? rel : ".", &st, &linked);
     if (rc < 0)
         return rc;
     if (S_ISDIR(st.st_mode)) {
@@ -365,7 +390,8 @@ int sandlet_static_open_rel(int docroot_fd, const char *target, size_t len, cons
             path[at - 1] = '/';
         memcpy(path + at, index_name, ilen + 1);
         rel = path + 1;
-        rc = probe(docroot_fd, rel, &st);
+        linked = false;
+        rc = probe(docroot_fd, rel, &st, &linked);
         if (rc < 0)
             return rc;
         if (S_ISDIR(st.st_mode))
@@ -397,6 +423,8 @@ int sandlet_static_open_rel(int docroot_fd, const char *target, size_t len, cons
     /* O_NONBLOCK stays: it means nothing for a regular file's reads or
      * sendfile, and clearing it would cost two more system calls. */
     extension(rel, mime_key, mime_key_len);
+    if (linked && mime_key && mime_key_len > 3 && linked_to_page(fd))
+        memcpy(mime_key, "csp", 4);
     if (rel_out && rel_size > strlen(rel))
         memcpy(rel_out, rel, strlen(rel) + 1);
     *st_out = st2;

@@ -76,7 +76,8 @@ typedef struct sandlet_mime {
  * On success returns 0, *fd_out is an O_RDONLY|O_CLOEXEC fd of a regular
  * file (O_NONBLOCK may be set: it means nothing for a regular file), *st_out its fstat, and
  * mime_key (when not NULL) the lowercase extension, without the dot, of the name opened (the index
- * name for a directory, the link's name for a symlink), "" when there is
+ * name for a directory, the link's name for a symlink -- except "csp"
+ * for a link to a C Server Page, whose source is never a static file), "" when there is
  * none or it does not fit.  On failure returns a negative errno (see the
  * table above), *fd_out is -1 and mime_key is "".
  */

@@ -98,7 +98,10 @@ int sandlet_ctl_recv(int sock, sandlet_ctl *m, int *fds, size_t maxfd)
     while (n < 0 && errno == EINTR);
     if (n < 0)
         return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-    bool bad = n != (ssize_t)sizeof(*m) || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC));
+    /* A page path is a C string for whoever reads it: it must end inside
+     * the message. */
+    bool bad = n != (ssize_t)sizeof(*m) || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
+               m->page[sizeof(m->page) - 1] != '\0';
     size_t got = 0;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {

@@ -33,7 +33,14 @@ enum sandlet_ctl_type {
     SANDLET_CTL_REOPEN,       /* acceptor→supervisor: reopen the log files */
     SANDLET_CTL_LOGFD,        /* supervisor→acceptor: status 0 access, 1 error log; fd */
     SANDLET_CTL_READY,        /* acceptor→supervisor: that worker said READY */
+    SANDLET_CTL_PAGE_CHECK,   /* acceptor→supervisor: is page ready? (sandbox, page) */
+    SANDLET_CTL_PAGE,         /* supervisor→acceptor: the answer, see below */
 };
+
+/* A page's path relative to the docroot, NUL included, in PAGE_CHECK and
+ * PAGE ("" in every other message).  Longer pages are refused (404) by
+ * the acceptor before they are asked about. */
+#define SANDLET_CTL_PAGE_MAX 1024
 
 typedef struct sandlet_ctl {
     uint32_t type;
@@ -44,6 +51,14 @@ typedef struct sandlet_ctl {
     int32_t status; /* exit code, signal to send, or -errno */
     int32_t signal; /* terminating signal, 0 when the worker exited */
     int32_t core;   /* non-zero when it dumped core */
+    /* WORKER: the pages generation of the worker's INIT.  PAGE: the
+     * generation a worker must have to serve the page, slot its index
+     * among the sandbox's pages, status 0 (ready), -ENOENT (no such page),
+     * -ENOEXEC (its compile failed; the diagnostics' file attached when
+     * there is one), -ENOSYS (compiling is off and no compiled copy is up
+     * to date), -ETIMEDOUT (the compile was cut off) or another -errno. */
+    uint32_t pages;
+    char page[SANDLET_CTL_PAGE_MAX];
 } sandlet_ctl;
 
 /* Most descriptors one message carries (WORKER: channel and output). */

@@ -397,6 +397,12 @@ int sandlet_wire_init_encode(sandlet_buf *b, const sandlet_wire_init *in)
             put_cstr(b, s->params[j].value);
         }
     }
+    sandlet_buf_put_u32(b, in->pages_gen);
+    sandlet_buf_put_u16(b, in->npages);
+    for (size_t i = 0; i < in->npages; i++) {
+        put_cstr(b, in->pages[i].path);
+        put_cstr(b, in->pages[i].library);
+    }
     sandlet_buf_put_u8(b, in->confine);
     sandlet_buf_put_u32(b, in->uid);
     sandlet_buf_put_u32(b, in->gid);
@@ -445,6 +451,7 @@ void sandlet_wire_init_free(sandlet_wire_init *in)
     for (size_t i = 0; in->servlets && i < in->nservlets; i++)
         free(in->servlets[i].params);
     free(in->servlets);
+    free(in->pages);
     free(in->readable);
     free(in->writable);
     free(in->ports);
@@ -484,6 +491,16 @@ int sandlet_wire_init_decode(const uint8_t *payload, size_t len, sandlet_wire_in
             s->params[j].name = sandlet_read_str(&r, NULL);
             s->params[j].value = sandlet_read_str(&r, NULL);
         }
+    }
+    out->pages_gen = sandlet_read_u32(&r);
+    n = sandlet_read_u16(&r);
+    if (rc == 0)
+        out->pages = init_array(&r, n, 10, sizeof(*out->pages), &rc);
+    if (out->pages)
+        out->npages = n;
+    for (size_t i = 0; out->pages && i < n; i++) {
+        out->pages[i].path = sandlet_read_str(&r, NULL);
+        out->pages[i].library = sandlet_read_str(&r, NULL);
     }
     out->confine = sandlet_read_u8(&r) != 0;
     out->uid = sandlet_read_u32(&r);

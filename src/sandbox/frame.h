@@ -23,7 +23,10 @@
  *
  *   INIT     (supervisor→worker) str sandbox, u16 servlet count, then
  *            per servlet: str path, str library, u16 param count,
- *            params × (str name, str value); then the confinement: u8
+ *            params × (str name, str value); then the pages (C Server
+ *            Pages compiled for this sandbox): u32 pages generation, u16
+ *            page count, per page: str path, str library ("" for a page
+ *            slot with nothing to load); then the confinement: u8
  *            enabled, u32 uid, u32 gid (0xFFFFFFFF: keep), u32 memory MiB,
  *            u32 open files, u32 cpu seconds (0: unchanged), u8 core
  *            dumps, u8 syscall groups (1 files, 2 database), u8 learn,
@@ -235,10 +238,21 @@ typedef struct sandlet_wire_servlet {
     uint16_t nparams;
 } sandlet_wire_servlet;
 
+/* A page of an INIT: its request path and shared object ("": the slot is
+ * empty, its requests get 500). */
+typedef struct sandlet_wire_page {
+    const char *path;
+    const char *library;
+} sandlet_wire_page;
+
 typedef struct sandlet_wire_init {
     const char *sandbox;
     sandlet_wire_servlet *servlets;
     uint16_t nservlets;
+    /* pages: request index nservlets + i is page i */
+    uint32_t pages_gen;
+    sandlet_wire_page *pages;
+    uint16_t npages;
     /* confinement */
     bool confine;
     uint32_t uid, gid; /* SANDLET_WIRE_KEEP_ID: unchanged */

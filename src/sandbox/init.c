@@ -17,7 +17,8 @@
 _Static_assert(SANDLET_WIRE_KEY_LEN == SANDLET_SESSION_KEY_LEN, "INIT carries one session key");
 
 int sandlet_init_encode(sandlet_buf *b, const sandlet_conf *conf, size_t sandbox, bool confine,
-                        uint32_t uid, uint32_t gid, const uint8_t *key)
+                        uint32_t uid, uint32_t gid, const uint8_t *key,
+                        const sandlet_init_pages *pages)
 {
     if (sandbox >= conf->nsandboxes)
         return -EINVAL;
@@ -30,7 +31,7 @@ int sandlet_init_encode(sandlet_buf *b, const sandlet_conf *conf, size_t sandbox
             n++;
             nparams += conf->servlets[i].nparams;
         }
-    if (n > UINT16_MAX)
+    if (n > UINT16_MAX || (pages && pages->npages > UINT16_MAX))
         return -EMSGSIZE;
     /* The message points into the configuration; only the lists of
      * pairs are laid out anew. */
@@ -62,6 +63,9 @@ int sandlet_init_encode(sandlet_buf *b, const sandlet_conf *conf, size_t sandbox
         .sandbox = sb->name,
         .servlets = servlets,
         .nservlets = (uint16_t)n,
+        .pages_gen = pages ? pages->gen : 0,
+        .pages = pages ? pages->pages : NULL,
+        .npages = pages ? (uint16_t)pages->npages : 0,
         .confine = confine,
         .uid = uid,
         .gid = gid,

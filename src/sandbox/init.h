@@ -15,11 +15,21 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* The pages a new worker of a sandbox loads: generation gen, slot i
+ * serving pages[i] (library "" for an empty slot).  NULL: none. */
+typedef struct sandlet_init_pages {
+    uint32_t gen;
+    sandlet_wire_page *pages;
+    size_t npages;
+} sandlet_init_pages;
+
 /* Appends sandbox's INIT frame to b.  uid and gid are what the worker
  * already runs as (UINT32_MAX: unchanged), key the sandbox's session key
- * (SANDLET_SESSION_KEY_LEN bytes).  Returns 0 or -errno (-EMSGSIZE when
- * the frame would exceed SANDLET_FRAME_MAX). */
+ * (SANDLET_SESSION_KEY_LEN bytes), pages its compiled pages (or NULL).
+ * Returns 0 or -errno (-EMSGSIZE when the frame would exceed
+ * SANDLET_FRAME_MAX). */
 int sandlet_init_encode(sandlet_buf *b, const sandlet_conf *conf, size_t sandbox, bool confine,
-                        uint32_t uid, uint32_t gid, const uint8_t *key);
+                        uint32_t uid, uint32_t gid, const uint8_t *key,
+                        const sandlet_init_pages *pages);
 
 #endif /* SANDLET_INIT_H */

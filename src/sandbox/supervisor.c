@@ -23,6 +23,7 @@
 #include "sandbox/harden.h"
 #include "sandbox/identity.h"
 #include "sandbox/init.h"
+#include "sandbox/pages.h"
 #include "sandbox/quota.h"
 #include "sandbox/session_store.h"
 
@@ -284,7 +285,7 @@ static int write_init(slot *s, int fd)
     b.wipe = true; /* it holds the sandbox's session key */
     const sandlet_id *id = &sv.ids[s->sandbox];
     int rc = sandlet_init_encode(&b, sv.conf, s->sandbox, sv.confine, id->uid, id->gid,
-                                 sv.keys[s->sandbox]);
+                                 sv.keys[s->sandbox], sandlet_pages_of(s->sandbox));
     if (rc == 0) {
         /* The frame must fit the socket's buffer: the worker has not
          * started, and the supervisor never blocks on a worker. */
@@ -376,11 +377,13 @@ static void spawn(slot *s)
     c->started = uv_now(&sv.loop);
     s->live = c;
     sv.nlive++;
+    const sandlet_init_pages *pages = sandlet_pages_of(s->sandbox);
     sandlet_ctl m = {.type = SANDLET_CTL_WORKER,
                      .sandbox = s->sandbox,
                      .slot = s->index,
                      .gen = s->gen,
-                     .pid = c->proc.pid};
+                     .pid = c->proc.pid,
+                     .pages = pages ? pages->gen : 0};
     int fds[2] = {ch[0], out[0]};
     tell(&m, fds, 2);
 }
@@ -509,6 +512,7 @@ static void begin_shutdown(void)
     uv_close((uv_handle_t *)&sv.stores, NULL);
     uv_timer_stop(&sv.reopen);
     uv_close((uv_handle_t *)&sv.reopen, NULL);
+    sandlet_pages_stop();
     uv_poll_stop(&sv.poll);
     uv_close((uv_handle_t *)&sv.poll, NULL);
     sandlet_ctl_queue_clear(&sv.out);
@@ -558,6 +562,7 @@ static void on_ctl(uv_poll_t *p, int status, int events)
         case SANDLET_CTL_KILL: kill_child(&m); break;
         case SANDLET_CTL_REOPEN: reopen_logs(); break;
         case SANDLET_CTL_READY: worker_ready(&m); break;
+        case SANDLET_CTL_PAGE_CHECK: sandlet_pages_check(&m); break;
         case SANDLET_CTL_SPAWN: refuse("SPAWN: workers are started by the supervisor alone"); break;
         default: refuse("unknown type %u", m.type); break;
         }
@@ -801,6 +806,9 @@ static int prepare(const sandlet_conf *conf)
      * descriptors.  Twice that is room to spare, never a bound hit in
      * normal operation. */
     sv.out.max = 4 * sv.nslots + 16;
+    /* And an answer per page the acceptor asks about at once. */
+    if (conf->npages)
+        sv.out.max += 8192;
     return 0;
 }
 
@@ -893,6 +901,16 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
     int rc = prepare(conf);
     if (rc == 0)
         rc = create_session_stores();
+    sandlet_pages_env penv = {.loop = &sv.loop,
+                              .conf = conf,
+                              .ids = sv.ids,
+                              .exe = sv.exe,
+                              .env = sv.env,
+                              .tell = tell,
+                              .refuse = refuse};
+    /* Before hardening: the cache folders are made as root. */
+    if (rc == 0)
+        rc = sandlet_pages_start(&penv);
     if (rc < 0) {
         cleanup();
         return 1;

@@ -39,6 +39,8 @@
 typedef struct loaded {
     const char *path; /* route, for logs */
     sandlet_lib_servlet run;
+    bool page;   /* a C Server Page: one that fails to load is only absent */
+    bool absent; /* a page slot with nothing loaded: its requests get 500 */
 } loaded;
 
 static struct {
@@ -46,8 +48,8 @@ static struct {
     sandlet_buf in;  /* bytes read from the acceptor, not yet consumed */
     size_t in_dirty; /* bytes of in's memory written since the last wipe */
     uint8_t *init;   /* the INIT payload; servlet params point into it */
-    loaded *servlets;
-    size_t nservlets;
+    loaded *servlets; /* the configured servlets, then the pages */
+    size_t nservlets; /* both */
     sandlet_buf head;        /* scratch for the response head frame */
     sandlet_buf reqhead;     /* REQUEST payload of a request spread over frames */
     sandlet_buf body;        /* its body, gathered from REQBODY frames */
@@ -191,7 +193,7 @@ static void fail(const char *fmt, ...)
 /* Reads the confinement part of INIT into w.confine.  The library paths
  * become readable under Landlock, with what dlopen() needs to load them. */
 static void confine_settings(const sandlet_wire_init *in, const char *sandbox, const char **libs,
-                             bool write_blocked)
+                             size_t nlibs, bool write_blocked)
 {
     sandlet_confine *c = &w.confine;
     memset(c, 0, sizeof(*c));
@@ -209,7 +211,7 @@ static void confine_settings(const sandlet_wire_init *in, const char *sandbox, c
     c->read_paths = in->readable;
     c->nread = in->nreadable;
     c->lib_paths = libs;
-    c->nlibs = w.nservlets;
+    c->nlibs = nlibs;
     c->write_paths = in->writable;
     c->nwrite = in->nwritable;
     c->file_size = in->max_file_size;
@@ -265,6 +267,8 @@ static void session_settings(const sandlet_wire_init *in, const char *sandbox)
 static void session_configure(const char *sandbox)
 {
     for (size_t i = 0; i < w.nservlets; i++) {
+        if (w.servlets[i].absent)
+            continue;
         sl_session_mode want = w.servlets[i].run.servlet->session;
         if (want == SL_SESSION_MEMORY && w.session_mode != 1)
             fail("servlet %s wants memory sessions but sandbox '%s' has 'sessions none'; "
@@ -327,12 +331,12 @@ static void load_servlets(const char *sandbox, bool write_blocked)
         fail("out of memory reading the servlet list");
     if (rc < 0)
         fail("malformed INIT frame from the acceptor");
-    w.nservlets = in.nservlets;
+    w.nservlets = (size_t)in.nservlets + in.npages;
     w.servlets = calloc(w.nservlets ? w.nservlets : 1, sizeof(*w.servlets));
     const char **libs = calloc(w.nservlets ? w.nservlets : 1, sizeof(*libs));
     if (!w.servlets || !libs)
-        fail("out of memory loading %zu servlets", w.nservlets);
-    for (size_t i = 0; i < w.nservlets; i++) {
+        fail("out of memory loading %zu servlets and pages", w.nservlets);
+    for (size_t i = 0; i < in.nservlets; i++) {
         loaded *s = &w.servlets[i];
         const sandlet_wire_servlet *ws = &in.servlets[i];
         s->path = ws->path;
@@ -347,7 +351,19 @@ static void load_servlets(const char *sandbox, bool write_blocked)
         }
         sandlet_lib_servlet_params(&s->run, params, np);
     }
-    confine_settings(&in, sandbox, libs, write_blocked);
+    /* Pages follow the servlets; an empty slot loads nothing.  Only the
+     * libraries there are become readable. */
+    size_t nlibs = in.nservlets;
+    for (size_t i = 0; i < in.npages; i++) {
+        loaded *s = &w.servlets[in.nservlets + i];
+        s->path = in.pages[i].path;
+        s->page = true;
+        s->absent = !in.pages[i].library[0];
+        if (!s->absent)
+            libs[nlibs++] = in.pages[i].library;
+        sandlet_lib_servlet_params(&s->run, NULL, 0);
+    }
+    confine_settings(&in, sandbox, libs, nlibs, write_blocked);
     session_settings(&in, sandbox);
 
     /* Identity, limits, no_new_privs, Landlock and no exec or fork, before
@@ -376,9 +392,19 @@ static void load_servlets(const char *sandbox, bool write_blocked)
              sandbox);
     die_with_supervisor();
 
-    for (size_t i = 0; i < w.nservlets; i++) {
+    for (size_t i = 0, lib = 0; i < w.nservlets; i++) {
         loaded *s = &w.servlets[i];
-        rc = sandlet_lib_servlet_open(&s->run, libs[i], "sandletd", true, err, sizeof(err));
+        if (s->absent)
+            continue;
+        rc = sandlet_lib_servlet_open(&s->run, libs[lib++], "sandletd", true, err, sizeof(err));
+        if (rc < 0 && s->page) {
+            /* One page that will not load must not keep the sandbox's
+             * servlets and other pages from serving. */
+            sandlet_error("page %s: %s; its requests get 500 until it is compiled again", s->path,
+                          err);
+            s->absent = true;
+            continue;
+        }
         if (rc == -ENOENT)
             fail("servlet %s: %s%s", s->path, err,
                  w.confine_on ? " (a library it needs outside the system's library directories "
@@ -394,7 +420,15 @@ static void load_servlets(const char *sandbox, bool write_blocked)
      * leaves a half-initialised set behind. */
     for (size_t i = 0; i < w.nservlets; i++) {
         loaded *s = &w.servlets[i];
-        if ((rc = sandlet_lib_servlet_init(&s->run)) < 0)
+        if (s->absent)
+            continue;
+        if ((rc = sandlet_lib_servlet_init(&s->run)) < 0 && s->page) {
+            sandlet_error("page %s: its init section returned %d; its requests get 500", s->path,
+                          rc);
+            s->absent = true;
+            continue;
+        }
+        if (rc < 0)
             fail("servlet %s: init returned %d", s->path, rc);
     }
     /* Servlets are loaded and initialised (database connections opened,
@@ -486,6 +520,11 @@ static int serve(const uint8_t *payload, size_t len, const uint8_t *body, size_t
                              .body = body,
                              .body_len = body_len};
     int result = 0;
+    if (w.servlets[wr.servlet].absent) {
+        /* A page that failed to load here (the error log says why). */
+        sandlet_lib_response_reset(rs);
+        return sandlet_lib_response_finish(rs, 500);
+    }
     if (sandlet_lib_serve(w.servlets[wr.servlet].run.servlet, rq, rs, &call, &result) < 0) {
         /* Out of memory before the servlet ran: answer for it. */
         sandlet_lib_response_reset(rs);

@@ -572,7 +572,8 @@ static void test_plan(void **state)
     /* acceptor-only settings are absent */
     assert_int_equal(p->nlistens, 0);
     assert_null(p->listens);
-    assert_null(p->docroot);
+    /* The supervisor compiles pages from the docroot. */
+    assert_string_equal(p->docroot, "/etc/sandlet/www");
     assert_null(p->status_page);
     assert_int_equal(p->header_timeout, 0);
     assert_int_equal(p->max_body_size, 0);
@@ -1113,6 +1114,66 @@ static void test_load_too_large(void **state)
     assert_int_equal(unlink(path), 0);
 }
 
+/* pages blocks: the longest folder wins, "pages" is made on demand, and
+ * the session cookie's Path covers a pages-only sandbox's folder. */
+static void test_pages(void **state)
+{
+    (void)state;
+    sandlet_conf *c = parse_ok("docroot /srv/www;\n"
+                               "pages / { }\n"
+                               "pages /admin { sandbox admin; }\n"
+                               "sandbox admin { workers 1; }\n"
+                               "page-cache /tmp/pc;\npage-compiler off;\n"
+                               "development on;\npage-compile-timeout 5000;\n",
+                               "/etc/sandlet");
+    assert_int_equal(c->npages, 2);
+    assert_string_equal(c->pages[1].prefix, "/admin/");
+    size_t admin = sandbox_index(c, "admin"), pages = sandbox_index(c, "pages");
+    assert_int_equal(c->pages[0].sandbox, pages);
+    assert_int_equal(c->pages[1].sandbox, admin);
+    assert_true(c->sandboxes[admin].pages);
+    assert_string_equal(c->sandboxes[admin].session_path, "/admin");
+    assert_ptr_equal(sandlet_conf_pages_for(c, "admin/x.csp"), &c->pages[1]);
+    assert_ptr_equal(sandlet_conf_pages_for(c, "administrator.csp"), &c->pages[0]);
+    assert_ptr_equal(sandlet_conf_pages_for(c, "x.csp"), &c->pages[0]);
+    assert_null(c->page_compiler);
+    assert_string_equal(c->page_cache, "/tmp/pc");
+    assert_true(c->development);
+    assert_int_equal(c->page_compile_timeout, 5000);
+    sandlet_conf *p = sandlet_conf_plan(c);
+    assert_non_null(p);
+    assert_int_equal(p->npages, 2);
+    assert_string_equal(p->pages[1].prefix, "/admin/");
+    assert_true(p->sandboxes[admin].pages);
+    sandlet_conf_free(p);
+    sandlet_conf_free(c);
+
+    c = parse_ok("docroot /srv/www;\npages /shop/ { }\n", "/etc/sandlet");
+    assert_string_equal(c->page_compiler, "cc");
+    assert_string_equal(c->page_cache, SANDLET_DEFAULT_PAGE_CACHE);
+    assert_null(sandlet_conf_pages_for(c, "x.csp"));
+    assert_false(c->development);
+    sandlet_conf_free(c);
+
+    char err[512];
+    const char *bad[][2] = {
+        {"pages / { }\n", "without a docroot"},
+        {"docroot /d;\npages admin/ { }\n", "must start with '/'"},
+        {"docroot /d;\npages /a/../b/ { }\n", "invalid pages folder"},
+        {"docroot /d;\npages /a//b/ { }\n", "invalid pages folder"},
+        {"docroot /d;\npages / { }\npages / { }\n", "duplicate pages folder"},
+        {"docroot /d;\npages / { sandbox nope; }\n", "undefined sandbox 'nope'"},
+        {"docroot /d;\npages / { workers 2; }\n", "in pages block"},
+        {"page-compiler \"gcc -O0\";\n", "invalid page-compiler"},
+        {"page-compiler bin/cc;\n", "invalid page-compiler"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_true(parse_bad(bad[i][0], strlen(bad[i][0]), err, sizeof(err)) < 0);
+        if (!strstr(err, bad[i][1]))
+            fail_msg("'%s': got '%s', expected '%s'", bad[i][0], err, bad[i][1]);
+    }
+}
+
 static void test_free_null(void **state)
 {
     (void)state;
@@ -1149,6 +1210,7 @@ int main(void)
         cmocka_unit_test(test_load_missing),
         cmocka_unit_test(test_load_file),
         cmocka_unit_test(test_load_too_large),
+        cmocka_unit_test(test_pages),
         cmocka_unit_test(test_free_null),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

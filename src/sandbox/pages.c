@@ -1,0 +1,621 @@
+/*
+ * pages.c - the supervisor's side of C Server Pages: each sandbox's page
+ * table, the compiles, and the answers to the acceptor's PAGE_CHECKs.
+ *
+ * The acceptor asks about a page (by sandbox and docroot-relative path)
+ * when a request for it arrives and its last answer is older than a
+ * moment.  This file checks the path against its own copy of the pages
+ * mapping (a page can never be moved into another sandbox by whoever
+ * controls the acceptor), applies the cache's timestamp rule, and starts
+ * at most MAX_COMPILES compiles at a time: `sandletd --compile-page` as
+ * the page sandbox's own uid, in a session of its own (so that its whole
+ * process group can be killed at the wall-clock limit), under
+ * no_new_privs inherited from us, confining itself further (build.c).
+ * A compiled page gets a new generation of its sandbox: workers started
+ * from then on load it (INIT), and the acceptor retires older ones as
+ * they finish their request, so no request in flight ever fails.
+ *
+ * It must never load or run a page, never read what a compile wrote
+ * except through the cache's checks (pagecache.c), and never let the
+ * acceptor choose a path outside a sandbox's pages.
+ */
+#include "config.h"
+
+#include "sandbox/pages.h"
+#include "common/log.h"
+#include "csp/pagecache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Compiles running at once: a core each on a small machine; the rest
+ * wait their turn, and nothing else waits for them. */
+#define MAX_COMPILES 2
+/* Time a compile's process gets beyond page-compile-timeout to write its
+ * diagnostics after cutting the compiler off itself. */
+#define WALL_GRACE_MS 2000
+
+typedef struct page {
+    char *rel;
+    char *path;    /* "/" rel: the request path, for the worker's logs */
+    char so[PATH_MAX];
+    dev_t so_dev;  /* the .so workers of generation gen load */
+    ino_t so_ino;
+    struct timespec so_mtime;
+    uint32_t gen;  /* 0: not loaded by any worker yet */
+    bool compiling;
+    bool queued;
+} page;
+
+typedef struct pagebox {
+    page *pages;
+    size_t n, cap;
+    uint32_t gen;
+    char cachedir[PATH_MAX];
+    bool usable; /* the cache folder exists */
+    sandlet_wire_page *wire;
+    sandlet_init_pages init;
+} pagebox;
+
+typedef struct job {
+    uv_process_t proc;
+    uv_timer_t timer;
+    size_t sandbox, index;
+    char workdir[PATH_MAX];
+    bool timed_out;
+    int handles; /* open libuv handles of this job */
+    struct job *next;
+} job;
+
+/* A page waiting for a compile slot. */
+typedef struct pending {
+    size_t sandbox, index;
+} pending;
+
+static struct {
+    sandlet_pages_env env;
+    pagebox *boxes;
+    int docroot_fd;
+    job *jobs; /* running */
+    size_t running;
+    pending *queue;
+    size_t qhead, qlen, qcap;
+    char **spawn_env; /* env plus PATH and LANG */
+    char include[PATH_MAX];
+} pg = {.docroot_fd = -1};
+
+static const sandlet_conf *conf(void)
+{
+    return pg.env.conf;
+}
+
+/* mkdir -p for the cache root, owned by us (root): the compiles and the
+ * workers only ever get into their own sandbox's folder below it. */
+static int make_dirs(const char *path)
+{
+    char tmp[PATH_MAX];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof(tmp))
+        return -ENAMETOOLONG;
+    memcpy(tmp, path, n + 1);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+            return -errno;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    struct stat st;
+    if (stat(tmp, &st) < 0)
+        return -errno;
+    return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
+/* One sandbox's folder: ours, readable by its group (its workers and
+ * compiles) and by nobody else. */
+static int make_box_dir(pagebox *b, const sandlet_sandbox_conf *sb, const sandlet_id *id)
+{
+    int n = snprintf(b->cachedir, sizeof(b->cachedir), "%s/%s", conf()->page_cache, sb->name);
+    if (n < 0 || (size_t)n >= sizeof(b->cachedir))
+        return -ENAMETOOLONG;
+    int rc = make_dirs(conf()->page_cache);
+    if (rc < 0)
+        return rc;
+    if (mkdir(b->cachedir, 0750) < 0 && errno != EEXIST)
+        return -errno;
+    int fd = open(b->cachedir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    rc = 0;
+    if (geteuid() == 0 && id->uid != UINT32_MAX &&
+        (fchown(fd, 0, (gid_t)id->gid) < 0 || fchmod(fd, 0750) < 0))
+        rc = -errno;
+    close(fd);
+    return rc;
+}
+
+/* sandlet's own headers: the installed ones, or the source tree's when
+ * this sandletd runs from its build tree (tests, the README's first
+ * command). */
+static void find_include(void)
+{
+    static const char *const dirs[] = {SANDLET_INCLUDEDIR, SANDLET_SRC_INCLUDEDIR};
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+        char hdr[PATH_MAX];
+        if (snprintf(hdr, sizeof(hdr), "%s/sandlet/csp.h", dirs[i]) >= (int)sizeof(hdr))
+            continue;
+        if (access(hdr, R_OK) == 0) {
+            snprintf(pg.include, sizeof(pg.include), "%s", dirs[i]);
+            return;
+        }
+    }
+    pg.include[0] = '\0';
+}
+
+static int build_env(void)
+{
+    size_t n = 0;
+    while (pg.env.env && pg.env.env[n])
+        n++;
+    pg.spawn_env = calloc(n + 3, sizeof(char *));
+    if (!pg.spawn_env)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        pg.spawn_env[i] = pg.env.env[i];
+    /* The compiler is looked up here; nothing else of ours is passed. */
+    pg.spawn_env[n] = "PATH=/usr/local/bin:/usr/bin:/bin";
+    pg.spawn_env[n + 1] = "LANG=C";
+    return 0;
+}
+
+int sandlet_pages_start(const sandlet_pages_env *env)
+{
+    pg.env = *env;
+    const sandlet_conf *c = conf();
+    if (!c->npages)
+        return 0;
+    pg.boxes = calloc(c->nsandboxes, sizeof(*pg.boxes));
+    if (!pg.boxes || build_env() < 0) {
+        sandlet_error("out of memory preparing C Server Pages");
+        return -ENOMEM;
+    }
+    find_include();
+    if (c->page_compiler && !pg.include[0])
+        sandlet_warn("pages: sandlet's headers (sandlet/csp.h) are in neither %s nor %s; "
+                     "compiles will fail until libsandlet-dev is installed",
+                     SANDLET_INCLUDEDIR, SANDLET_SRC_INCLUDEDIR);
+    pg.docroot_fd = open(c->docroot, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (pg.docroot_fd < 0)
+        sandlet_log_errno(SANDLET_LOG_ERROR, -errno,
+                          "pages: docroot %s cannot be opened; pages answer 404 until it exists "
+                          "and sandletd is restarted",
+                          c->docroot);
+    for (size_t i = 0; i < c->nsandboxes; i++) {
+        const sandlet_sandbox_conf *sb = &c->sandboxes[i];
+        if (!sb->pages)
+            continue;
+        int rc = make_box_dir(&pg.boxes[i], sb, &env->ids[i]);
+        pg.boxes[i].usable = rc == 0;
+        if (rc < 0)
+            sandlet_log_errno(SANDLET_LOG_ERROR, rc,
+                              "pages of sandbox '%s': cannot make the page cache %s; create it "
+                              "(writable by root) or set 'page-cache DIR;' -- its pages answer "
+                              "500 meanwhile",
+                              sb->name, pg.boxes[i].cachedir);
+    }
+    return 0;
+}
+
+const sandlet_init_pages *sandlet_pages_of(size_t sandbox)
+{
+    if (!pg.boxes || sandbox >= conf()->nsandboxes || !pg.boxes[sandbox].n)
+        return NULL;
+    return &pg.boxes[sandbox].init;
+}
+
+bool sandlet_pages_busy(void)
+{
+    return pg.jobs != NULL;
+}
+
+/* ---- answers ------------------------------------------------------------- */
+
+static void answer(size_t sandbox, const char *rel, uint32_t slot, uint32_t gen, int status,
+                   int fd)
+{
+    sandlet_ctl m = {.type = SANDLET_CTL_PAGE,
+                     .sandbox = (uint32_t)sandbox,
+                     .slot = slot,
+                     .pages = gen,
+                     .status = status};
+    snprintf(m.page, sizeof(m.page), "%s", rel);
+    pg.env.tell(&m, fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0);
+}
+
+/* The diagnostics of a failed page, for the acceptor's development-mode
+ * 500 page: a descriptor, so that it reads them without any access to the
+ * cache. */
+static int open_diag(const sandlet_page_info *info)
+{
+    if (!info->diag[0])
+        return -1;
+    return open(info->diag, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+}
+
+/* Rebuilds what INIT carries of a sandbox's pages. */
+static int rebuild_init(pagebox *b)
+{
+    sandlet_wire_page *w = realloc(b->wire, (b->n ? b->n : 1) * sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    b->wire = w;
+    for (size_t i = 0; i < b->n; i++)
+        w[i] = (sandlet_wire_page){.path = b->pages[i].path,
+                                   .library = b->pages[i].gen ? b->pages[i].so : ""};
+    b->init = (sandlet_init_pages){.gen = b->gen, .pages = w, .npages = b->n};
+    return 0;
+}
+
+static bool same_so(const page *p, const struct stat *st)
+{
+    return p->so_dev == st->st_dev && p->so_ino == st->st_ino &&
+           p->so_mtime.tv_sec == st->st_mtim.tv_sec && p->so_mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+/* A READY page: served by workers of its generation, a new one when its
+ * shared object is not what workers load (first sight, a compile, a cache
+ * rebuilt ahead of time by sandlet-csp). */
+static void ready(size_t sandbox, size_t index, const sandlet_page_info *info)
+{
+    pagebox *b = &pg.boxes[sandbox];
+    page *p = &b->pages[index];
+    struct stat st;
+    if (stat(info->so, &st) < 0) {
+        sandlet_log_errno(SANDLET_LOG_ERROR, -errno, "page /%s: its compiled copy %s is gone",
+                          p->rel, info->so);
+        answer(sandbox, p->rel, (uint32_t)index, 0, -EIO, -1);
+        return;
+    }
+    if (!p->gen || strcmp(p->so, info->so) != 0 || !same_so(p, &st)) {
+        snprintf(p->so, sizeof(p->so), "%s", info->so);
+        p->so_dev = st.st_dev;
+        p->so_ino = st.st_ino;
+        p->so_mtime = st.st_mtim;
+        uint32_t old = p->gen;
+        p->gen = ++b->gen;
+        if (rebuild_init(b) < 0) {
+            p->gen = old;
+            answer(sandbox, p->rel, (uint32_t)index, 0, -ENOMEM, -1);
+            return;
+        }
+    }
+    answer(sandbox, p->rel, (uint32_t)index, p->gen, 0, -1);
+}
+
+/* ---- compiles -------------------------------------------------------------- */
+
+static void start_next(void);
+
+static void job_closed(uv_handle_t *h)
+{
+    job *j = h->data;
+    if (--j->handles == 0)
+        free(j);
+}
+
+static void finish(job *j, int64_t status, int term_signal)
+{
+    pagebox *b = &pg.boxes[j->sandbox];
+    page *p = &b->pages[j->index];
+    /* Whatever the compile left running (a compiler that ignored the
+     * build's own limit) goes before its files are read. */
+    kill(-j->proc.pid, SIGKILL);
+    int build = term_signal || status < 0 || status > 2 ? 2 : (int)status;
+    if (j->timed_out || term_signal == SIGKILL || term_signal == SIGXCPU)
+        build = 1; /* the page made the compiler run past its limits */
+    sandlet_page_info info;
+    char err[512] = "";
+    int rc = sandlet_page_install(b->cachedir, j->workdir, p->rel, build, &info, err, sizeof(err));
+    p->compiling = false;
+    if (rc < 0) {
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "page /%s: %s", p->rel, err);
+        answer(j->sandbox, p->rel, (uint32_t)j->index, 0, -EIO, -1);
+    } else if (info.state == SANDLET_PAGE_READY) {
+        sandlet_info("page /%s compiled for sandbox '%s'", p->rel,
+                     conf()->sandboxes[j->sandbox].name);
+        ready(j->sandbox, j->index, &info);
+    } else {
+        if (j->timed_out)
+            sandlet_error("page /%s: the compile ran past page-compile-timeout (%u ms) and was "
+                          "cut off; the page answers 500 until it changes",
+                          p->rel, conf()->page_compile_timeout);
+        else if (term_signal)
+            sandlet_error("page /%s: the compiler was killed by signal %d (a limit: CPU time, "
+                          "memory or file size); the page answers 500 until it changes",
+                          p->rel, term_signal);
+        else
+            sandlet_error("page /%s: compile failed: %s%s", p->rel,
+                          info.first[0] ? info.first : "see ", info.first[0] ? "" : info.diag);
+        answer(j->sandbox, p->rel, (uint32_t)j->index, 0,
+               j->timed_out ? -ETIMEDOUT : build == 2 ? -EIO : -ENOEXEC, open_diag(&info));
+    }
+}
+
+static void job_exited(uv_process_t *proc, int64_t status, int term_signal)
+{
+    job *j = proc->data;
+    uv_timer_stop(&j->timer);
+    for (job **pp = &pg.jobs; *pp; pp = &(*pp)->next)
+        if (*pp == j) {
+            *pp = j->next;
+            break;
+        }
+    pg.running--;
+    if (pg.boxes)
+        finish(j, status, term_signal);
+    uv_close((uv_handle_t *)&j->timer, job_closed);
+    uv_close((uv_handle_t *)&j->proc, job_closed);
+    start_next();
+}
+
+static void job_timeout(uv_timer_t *t)
+{
+    job *j = t->data;
+    j->timed_out = true;
+    kill(-j->proc.pid, SIGKILL);
+}
+
+static void compile(size_t sandbox, size_t index)
+{
+    pagebox *b = &pg.boxes[sandbox];
+    page *p = &b->pages[index];
+    const sandlet_id *id = &pg.env.ids[sandbox];
+    job *j = calloc(1, sizeof(*j));
+    if (!j) {
+        p->compiling = false;
+        answer(sandbox, p->rel, (uint32_t)index, 0, -ENOMEM, -1);
+        return;
+    }
+    j->sandbox = sandbox;
+    j->index = index;
+    uid_t uid = id->uid == UINT32_MAX ? geteuid() : (uid_t)id->uid;
+    gid_t gid = id->gid == UINT32_MAX ? getegid() : (gid_t)id->gid;
+    int rc = sandlet_page_workdir(b->cachedir, p->rel, uid, gid, j->workdir, sizeof(j->workdir));
+    if (rc < 0) {
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc,
+                          "page /%s: cannot make its work folder in %s; check that the page "
+                          "cache is on a writable file system",
+                          p->rel, b->cachedir);
+        free(j);
+        p->compiling = false;
+        answer(sandbox, p->rel, (uint32_t)index, 0, -EIO, -1);
+        return;
+    }
+    char cpu[16], wall[16];
+    /* The compile's own limit on CPU time follows the wall clock's: a
+     * page cannot buy more by forking. */
+    unsigned secs = conf()->page_compile_timeout / 1000 + 1;
+    snprintf(cpu, sizeof(cpu), "%u", secs);
+    snprintf(wall, sizeof(wall), "%u", conf()->page_compile_timeout);
+    char *args[24];
+    size_t n = 0;
+    args[n++] = "sandletd";
+    args[n++] = "--compile-page";
+    args[n++] = "--docroot";
+    args[n++] = conf()->docroot;
+    args[n++] = "--page";
+    args[n++] = p->rel;
+    args[n++] = "--workdir";
+    args[n++] = j->workdir;
+    args[n++] = "--cc";
+    args[n++] = conf()->page_compiler;
+    if (pg.include[0]) {
+        args[n++] = "-I";
+        args[n++] = pg.include;
+    }
+    args[n++] = "--cpu";
+    args[n++] = cpu;
+    args[n++] = "--wall";
+    args[n++] = wall;
+    args[n] = NULL;
+    uv_stdio_container_t stdio[3] = {
+        {.flags = UV_IGNORE},
+        {.flags = UV_IGNORE},
+        {.flags = UV_INHERIT_FD, .data.fd = STDERR_FILENO}, /* its own errors: the log */
+    };
+    uv_process_options_t opts = {
+        .exit_cb = job_exited,
+        .file = pg.env.exe,
+        .args = args,
+        .env = pg.spawn_env,
+        .stdio_count = 3,
+        .stdio = stdio,
+        /* A session of its own: its process group is killed whole. */
+        .flags = UV_PROCESS_DETACHED,
+    };
+    if (id->uid != UINT32_MAX) {
+        opts.flags |= UV_PROCESS_SETUID | UV_PROCESS_SETGID;
+        opts.uid = (uv_uid_t)id->uid;
+        opts.gid = (uv_gid_t)id->gid;
+    }
+    j->proc.data = j;
+    j->timer.data = j;
+    uv_timer_init(pg.env.loop, &j->timer);
+    j->handles = 1;
+    rc = uv_spawn(pg.env.loop, &j->proc, &opts);
+    j->handles++;
+    if (rc < 0) {
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "page /%s: cannot start its compile", p->rel);
+        sandlet_page_workdir_remove(j->workdir);
+        p->compiling = false;
+        uv_close((uv_handle_t *)&j->timer, job_closed);
+        uv_close((uv_handle_t *)&j->proc, job_closed);
+        answer(sandbox, p->rel, (uint32_t)index, 0, -EIO, -1);
+        return;
+    }
+    uv_timer_start(&j->timer, job_timeout, (uint64_t)conf()->page_compile_timeout + WALL_GRACE_MS,
+                   0);
+    j->next = pg.jobs;
+    pg.jobs = j;
+    pg.running++;
+    sandlet_debug("page /%s: compiling (pid %d)", p->rel, j->proc.pid);
+}
+
+static void start_next(void)
+{
+    while (pg.running < MAX_COMPILES && pg.qlen) {
+        pending q = pg.queue[pg.qhead];
+        pg.qhead = (pg.qhead + 1) % pg.qcap;
+        pg.qlen--;
+        pg.boxes[q.sandbox].pages[q.index].queued = false;
+        compile(q.sandbox, q.index);
+    }
+}
+
+/* Queues a compile; the queue holds each page at most once, so its size
+ * is bounded by the pages there are. */
+static int enqueue(size_t sandbox, size_t index)
+{
+    if (pg.qlen == pg.qcap) {
+        size_t ncap = pg.qcap ? pg.qcap * 2 : 16;
+        pending *q = calloc(ncap, sizeof(*q));
+        if (!q)
+            return -ENOMEM;
+        for (size_t i = 0; i < pg.qlen; i++)
+            q[i] = pg.queue[(pg.qhead + i) % pg.qcap];
+        free(pg.queue);
+        pg.queue = q;
+        pg.qcap = ncap;
+        pg.qhead = 0;
+    }
+    pg.queue[(pg.qhead + pg.qlen) % pg.qcap] = (pending){sandbox, index};
+    pg.qlen++;
+    pg.boxes[sandbox].pages[index].queued = true;
+    pg.boxes[sandbox].pages[index].compiling = true;
+    start_next();
+    return 0;
+}
+
+/* ---- the acceptor's questions ---------------------------------------------- */
+
+static ssize_t find_or_add(pagebox *b, const char *rel)
+{
+    for (size_t i = 0; i < b->n; i++)
+        if (strcmp(b->pages[i].rel, rel) == 0)
+            return (ssize_t)i;
+    if (b->n >= SANDLET_MAX_PAGES)
+        return -ENOSPC;
+    if (b->n == b->cap) {
+        size_t ncap = b->cap ? b->cap * 2 : 16;
+        page *np = realloc(b->pages, ncap * sizeof(*np));
+        if (!np)
+            return -ENOMEM;
+        b->pages = np;
+        b->cap = ncap;
+    }
+    page *p = &b->pages[b->n];
+    memset(p, 0, sizeof(*p));
+    size_t len = strlen(rel);
+    p->rel = malloc(len + 1);
+    p->path = malloc(len + 2);
+    if (!p->rel || !p->path) {
+        free(p->rel);
+        free(p->path);
+        return -ENOMEM;
+    }
+    memcpy(p->rel, rel, len + 1);
+    p->path[0] = '/';
+    memcpy(p->path + 1, rel, len + 1);
+    b->n++;
+    if (rebuild_init(b) < 0) {
+        b->n--;
+        free(p->rel);
+        free(p->path);
+        return -ENOMEM;
+    }
+    return (ssize_t)(b->n - 1);
+}
+
+void sandlet_pages_check(const sandlet_ctl *m)
+{
+    const sandlet_conf *c = conf();
+    const char *rel = m->page;
+    if (!pg.boxes || m->sandbox >= c->nsandboxes) {
+        pg.env.refuse("PAGE_CHECK for sandbox %u, which serves no pages", m->sandbox);
+        return;
+    }
+    size_t sandbox = m->sandbox;
+    const sandlet_pages_conf *map = sandlet_page_rel_check(rel) == 0
+                                        ? sandlet_conf_pages_for(c, rel)
+                                        : NULL;
+    if (!map || map->sandbox != sandbox) {
+        /* The acceptor maps pages with the same configuration: a question
+         * for another sandbox is a hostile one. */
+        pg.env.refuse("PAGE_CHECK for a page sandbox '%s' does not serve", c->sandboxes[sandbox].name);
+        answer(sandbox, rel, 0, 0, -EPERM, -1);
+        return;
+    }
+    pagebox *b = &pg.boxes[sandbox];
+    if (!b->usable || pg.docroot_fd < 0) {
+        answer(sandbox, rel, 0, 0, -EIO, -1);
+        return;
+    }
+    ssize_t idx = find_or_add(b, rel);
+    if (idx < 0) {
+        if (idx == -ENOSPC)
+            sandlet_error("sandbox '%s' has %d pages, the most one sandbox may have; page /%s "
+                          "answers 503 (map its folder to another sandbox with a 'pages' block)",
+                          c->sandboxes[sandbox].name, SANDLET_MAX_PAGES, rel);
+        answer(sandbox, rel, 0, 0, (int)idx, -1);
+        return;
+    }
+    page *p = &b->pages[idx];
+    if (p->compiling)
+        return; /* its compile's end answers */
+    sandlet_page_info info;
+    int rc = sandlet_page_check(b->cachedir, pg.docroot_fd, rel, &info);
+    if (rc < 0) {
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "page /%s: cannot check its cache in %s", rel,
+                          b->cachedir);
+        answer(sandbox, rel, (uint32_t)idx, 0, rc == -EINVAL ? -ENOENT : -EIO, -1);
+        return;
+    }
+    switch (info.state) {
+    case SANDLET_PAGE_MISSING: answer(sandbox, rel, (uint32_t)idx, 0, -ENOENT, -1); return;
+    case SANDLET_PAGE_READY: ready(sandbox, (size_t)idx, &info); return;
+    case SANDLET_PAGE_FAILED:
+        answer(sandbox, rel, (uint32_t)idx, 0, -ENOEXEC, open_diag(&info));
+        return;
+    case SANDLET_PAGE_STALE: break;
+    }
+    if (!c->page_compiler) {
+        sandlet_error("page /%s is not compiled (or changed since) and 'page-compiler off' is "
+                      "set; run 'sandlet-csp compile -c %s' to compile it ahead of time",
+                      rel, c->file);
+        answer(sandbox, rel, (uint32_t)idx, 0, -ENOSYS, -1);
+        return;
+    }
+    if ((rc = enqueue(sandbox, (size_t)idx)) < 0) {
+        p->compiling = false;
+        answer(sandbox, rel, (uint32_t)idx, 0, rc, -1);
+    }
+}
+
+void sandlet_pages_stop(void)
+{
+    for (job *j = pg.jobs; j; j = j->next) {
+        j->timed_out = true;
+        kill(-j->proc.pid, SIGKILL);
+    }
+    pg.qlen = 0;
+}
