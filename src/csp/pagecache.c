@@ -484,7 +484,9 @@ done:
 
 /* ---- the timestamp rule ------------------------------------------------------ */
 
-/* The first line of the diag file (a plain file we wrote) into out. */
+/* The diagnostic the log names: the first "error:" line of the diag file
+ * (compilers open with "In file included from" and "In function" lines,
+ * which say nothing by themselves), else its first line. */
 static void first_line(int cfd, const char *name, char *out, size_t cap)
 {
     out[0] = '\0';
@@ -492,14 +494,23 @@ static void first_line(int cfd, const char *name, char *out, size_t cap)
     int fd = open_hostile(cfd, name, SANDLET_PAGE_MAX_DIAG * 2, &sb);
     if (fd < 0)
         return;
-    ssize_t r = read(fd, out, cap - 1);
+    char buf[8192];
+    ssize_t r = read(fd, buf, sizeof(buf) - 1);
     close(fd);
     if (r <= 0)
         return;
-    out[r] = '\0';
-    char *nl = strchr(out, '\n');
-    if (nl)
-        *nl = '\0';
+    buf[r] = '\0';
+    const char *line = buf, *err = strstr(buf, "error:");
+    if (err) {
+        while (err > buf && err[-1] != '\n')
+            err--;
+        line = err;
+    }
+    size_t n = strcspn(line, "\n");
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(out, line, n);
+    out[n] = '\0';
     for (char *c = out; *c; c++)
         if ((unsigned char)*c < 0x20 || *c == 0x7f)
             *c = '?';

@@ -88,8 +88,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (plan) {
             invariant(plan->nsandboxes == conf->nsandboxes && plan->nservlets == conf->nservlets,
                       "the supervisor's copy lost a sandbox or a servlet");
-            invariant(plan->nlistens == 0 && !plan->docroot && !plan->status_page,
+            invariant(plan->nlistens == 0 && !plan->status_page,
                       "the supervisor's copy holds acceptor settings");
+            /* The docroot is the supervisor's too (it compiles pages). */
+            invariant(!plan->docroot == !conf->docroot && plan->npages == conf->npages,
+                      "the supervisor's copy lost the docroot or a pages mapping");
+            for (size_t i = 0; i < conf->npages; i++) {
+                invariant(plan->pages[i].prefix != conf->pages[i].prefix &&
+                              strcmp(plan->pages[i].prefix, conf->pages[i].prefix) == 0,
+                          "a pages mapping is shared or differs");
+                (void)sandlet_conf_pages_for(conf, "a/b.csp");
+            }
             for (size_t i = 0; i < plan->nsandboxes; i++)
                 invariant(plan->sandboxes[i].name != conf->sandboxes[i].name &&
                               strcmp(plan->sandboxes[i].name, conf->sandboxes[i].name) == 0 &&

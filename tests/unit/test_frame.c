@@ -720,10 +720,14 @@ static sandlet_wire_init sample_init(void)
     static const char *readable[] = {"/etc/ssl", "/srv/data"};
     static const char *writable[] = {"/var/tmp/app"};
     static uint16_t ports[] = {5432, 6379};
+    static sandlet_wire_page pages[] = {{"/a.csp", "/c/a-1.so"}, {"/gone.csp", ""}};
     return (sandlet_wire_init){
         .sandbox = "default",
         .servlets = servlets,
         .nservlets = 2,
+        .pages_gen = 7,
+        .pages = pages,
+        .npages = 2,
         .confine = true,
         .uid = 1234,
         .gid = SANDLET_WIRE_KEEP_ID,
@@ -777,6 +781,12 @@ static void test_frame_init_payload(void **state)
     assert_string_equal(sandlet_read_str(&r, NULL), "/x");
     assert_string_equal(sandlet_read_str(&r, NULL), "x.so");
     assert_int_equal(sandlet_read_u16(&r), 0);
+    assert_int_equal(sandlet_read_u32(&r), 7);
+    assert_int_equal(sandlet_read_u16(&r), 2);
+    assert_string_equal(sandlet_read_str(&r, NULL), "/a.csp");
+    assert_string_equal(sandlet_read_str(&r, NULL), "/c/a-1.so");
+    assert_string_equal(sandlet_read_str(&r, NULL), "/gone.csp");
+    assert_string_equal(sandlet_read_str(&r, NULL), "");
     assert_int_equal(sandlet_read_u8(&r), 1);
     assert_int_equal(sandlet_read_u32(&r), 1234);
     assert_int_equal(sandlet_read_u32(&r), 0xFFFFFFFFu);
@@ -820,6 +830,11 @@ static void test_frame_init_payload(void **state)
             assert_string_equal(out.servlets[i].params[j].value, in.servlets[i].params[j].value);
         }
     }
+    assert_int_equal(out.pages_gen, 7);
+    assert_int_equal(out.npages, 2);
+    assert_string_equal(out.pages[0].path, "/a.csp");
+    assert_string_equal(out.pages[0].library, "/c/a-1.so");
+    assert_string_equal(out.pages[1].library, "");
     assert_true(out.confine == in.confine && out.uid == in.uid && out.gid == in.gid);
     assert_true(out.memory_mib == in.memory_mib && out.open_files == in.open_files &&
                 out.cpu_seconds == in.cpu_seconds);

@@ -1,0 +1,416 @@
+/*
+ * test_pages.c - C Server Pages through sandletd: the first request
+ * compiles and serves, an edit is served by the next request, compile
+ * errors in development and production, one compile for many first
+ * requests, the source never served under any spelling, a page in a
+ * sandbox of its own, precompiled pages with the compiler off, a crashing
+ * page, and a page that includes a file outside the fence.
+ */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Longer than the acceptor's RECHECK_MS: the next request asks again. */
+#define SETTLE_MS 150
+
+static char root[64], cache[64];
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Writes a page through a temporary and rename, as editors do. */
+static void put(const char *name, const char *text)
+{
+    char path[256], tmp[272];
+    snprintf(path, sizeof(path), "%s/%s", root, name);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, strlen(text), f), strlen(text));
+    fclose(f);
+    chmod(tmp, 0644);
+    assert_int_equal(rename(tmp, path), 0);
+}
+
+static void mkdirs(const char *name)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "%s/%s", root, name);
+    assert_int_equal(mkdir(path, 0755), 0);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    th_become_subreaper();
+    signal(SIGPIPE, SIG_IGN);
+    snprintf(root, sizeof(root), "/tmp/sandlet-pages-XXXXXX");
+    snprintf(cache, sizeof(cache), "/tmp/sandlet-pcache-XXXXXX");
+    if (!mkdtemp(root) || !mkdtemp(cache))
+        return -1;
+    chmod(root, 0755);
+    chmod(cache, 0755);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", root, cache);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void start(th_daemon *d, const char *extra)
+{
+    char conf[2048];
+    snprintf(conf, sizeof(conf), "docroot \"%s\";\npage-cache \"%s\";\n%s", root, cache, extra);
+    assert_int_equal(th_start(d, conf, false), 0);
+}
+
+static void get(const th_daemon *d, const char *target, th_response *r)
+{
+    assert_int_equal(th_request(d->port, "GET", target, NULL, NULL, 0, r), 0);
+}
+
+/* How many times needle is in the daemon's log. */
+static int log_count(const th_daemon *d, const char *needle)
+{
+    size_t len;
+    char *log = th_slurp(d->log, &len);
+    int n = 0;
+    for (char *p = log; p && (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    free(log);
+    return n;
+}
+
+static const char hello[] = "<%! static int visits; %>\n"
+                            "<p>Hello <%= sl_param(rq, \"name\", \"you\") %>, visit <%= ++visits "
+                            "%></p>\n";
+
+static void test_first_request_and_edit(void **state)
+{
+    (void)state;
+    put("hello.csp", hello);
+    th_daemon d;
+    start(&d, "pages / { }\n");
+    th_response r;
+    get(&d, "/hello.csp?name=%3Cb%3E", &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "Hello &lt;b&gt;, visit 1"));
+    char type[128];
+    assert_true(th_header(&r, "Content-Type", type, sizeof(type)));
+    assert_non_null(strstr(type, "text/html"));
+    th_response_free(&r);
+    assert_int_equal(log_count(&d, "page /hello.csp compiled"), 1);
+    /* Edits, each served by the first request after it. */
+    for (int i = 0; i < 3; i++) {
+        char text[256];
+        snprintf(text, sizeof(text), "<p>edit <%%= %d %%></p>\n", i);
+        put("hello.csp", text);
+        sleep_ms(SETTLE_MS);
+        get(&d, "/hello.csp", &r);
+        assert_int_equal(r.status, 200);
+        char want[32];
+        snprintf(want, sizeof(want), "edit %d", i);
+        if (!strstr(r.body, want))
+            fail_msg("edit %d not served: %s", i, r.body);
+        th_response_free(&r);
+    }
+    /* An unchanged page is not compiled again. */
+    sleep_ms(SETTLE_MS);
+    get(&d, "/hello.csp", &r);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    assert_int_equal(log_count(&d, "page /hello.csp compiled"), 4);
+    assert_int_equal(th_stop(&d), 0);
+}
+
+static const char broken[] = "<p>before</p>\n"
+                             "<% int fine = 1; (void)fine; %>\n"
+                             "<% this_is_not_c <script>; %>\n";
+
+static void test_compile_errors(void **state)
+{
+    (void)state;
+    put("bad.csp", broken);
+    th_daemon d;
+    start(&d, "pages / { }\ndevelopment on;\n");
+    th_response r;
+    get(&d, "/bad.csp", &r);
+    assert_int_equal(r.status, 500);
+    /* The compiler's words, with the page's line, escaped. */
+    if (!strstr(r.body, "bad.csp:3:"))
+        fail_msg("no bad.csp:3: in %s", r.body);
+    assert_null(strstr(r.body, "<script>"));
+    th_response_free(&r);
+    assert_int_equal(th_stop(&d), 0);
+
+    /* Production: a plain 500, the log names the page and the line; the
+     * failed page is not compiled again until it changes. */
+    put("bad2.csp", broken);
+    start(&d, "pages / { }\n");
+    get(&d, "/bad2.csp", &r);
+    assert_int_equal(r.status, 500);
+    assert_null(strstr(r.body, "bad2.csp:3"));
+    assert_null(strstr(r.body, "this_is_not_c"));
+    th_response_free(&r);
+    assert_true(th_log_wait(&d, "page /bad2.csp: compile failed", 2000));
+    assert_true(th_log_contains(&d, "bad2.csp:3:"));
+    sleep_ms(SETTLE_MS);
+    get(&d, "/bad2.csp", &r);
+    assert_int_equal(r.status, 500);
+    th_response_free(&r);
+    assert_int_equal(log_count(&d, "page /bad2.csp: compile failed"), 1);
+    put("bad2.csp", "<p>fixed</p>\n");
+    sleep_ms(SETTLE_MS);
+    get(&d, "/bad2.csp", &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "fixed"));
+    th_response_free(&r);
+    assert_int_equal(th_stop(&d), 0);
+}
+
+/* Twenty clients ask for a page nobody compiled yet: one compile, twenty
+ * answers. */
+static void test_one_compile_for_many(void **state)
+{
+    (void)state;
+    put("many.csp", "<p>many <%= 6 * 7 %></p>\n");
+    th_daemon d;
+    start(&d, "pages / { }\n");
+    enum { N = 20 };
+    th_conn *c[N];
+    for (int i = 0; i < N; i++) {
+        c[i] = th_connect(d.port, false);
+        assert_non_null(c[i]);
+    }
+    for (int i = 0; i < N; i++)
+        assert_int_equal(th_send_str(c[i], "GET /many.csp HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    for (int i = 0; i < N; i++) {
+        th_response r;
+        assert_int_equal(th_read(c[i], &r, false), 0);
+        assert_int_equal(r.status, 200);
+        assert_non_null(strstr(r.body, "many 42"));
+        th_response_free(&r);
+        th_close(c[i]);
+    }
+    assert_int_equal(log_count(&d, "page /many.csp compiled"), 1);
+    assert_int_equal(th_stop(&d), 0);
+}
+
+/* No spelling of a page's name sends its source, with pages on or off. */
+static void check_never_source(const th_daemon *d, bool pages_on)
+{
+    static const char *const targets[] = {
+        "/src.csp",      "/src%2ecsp", "/src%2Ecsp",        "/src.csp.", "//src.csp",
+        "/./src.csp",    "/x/../src.csp", "/Upper.CSP",     "/link.txt", "/src.csp%00",
+        "/src.csp/",     "/sub/inner.csp", "/sub//inner.csp", "/SRC.csp",
+    };
+    for (size_t i = 0; i < sizeof(targets) / sizeof(targets[0]); i++) {
+        for (int head = 0; head < 2; head++) {
+            th_response r;
+            assert_int_equal(th_request(d->port, head ? "HEAD" : "GET", targets[i], NULL, NULL, 0,
+                                        &r),
+                             0);
+            if (r.body && (strstr(r.body, "SECRET-SOURCE") || strstr(r.body, "<%")))
+                fail_msg("%s %s sent the page's source: %s", head ? "HEAD" : "GET", targets[i],
+                         r.body);
+            if (!pages_on && r.status == 200)
+                fail_msg("%s answered 200 with pages off", targets[i]);
+            th_response_free(&r);
+        }
+    }
+}
+
+static void test_source_never_served(void **state)
+{
+    (void)state;
+    static const char src[] = "<%-- SECRET-SOURCE --%><p>rendered</p>\n";
+    put("src.csp", src);
+    put("Upper.CSP", src);
+    mkdirs("sub");
+    put("sub/inner.csp", src);
+    char link[128];
+    snprintf(link, sizeof(link), "%s/link.txt", root);
+    assert_int_equal(symlink("src.csp", link), 0);
+    th_daemon d;
+    start(&d, "pages / { }\n");
+    check_never_source(&d, true);
+    /* Served as pages, under the spellings that name them. */
+    static const char *const pages[] = {"/src.csp", "/src%2ecsp", "/Upper.CSP", "/sub/inner.csp"};
+    for (size_t i = 0; i < sizeof(pages) / sizeof(pages[0]); i++) {
+        th_response r;
+        get(&d, pages[i], &r);
+        if (r.status != 200 || !strstr(r.body, "rendered"))
+            fail_msg("%s: %d %s", pages[i], r.status, r.body);
+        th_response_free(&r);
+    }
+    assert_int_equal(th_stop(&d), 0);
+    /* Pages off: still never the source. */
+    start(&d, "");
+    check_never_source(&d, false);
+    assert_int_equal(th_stop(&d), 0);
+    /* A page no pages block covers is no static file either. */
+    start(&d, "pages /sub/ { }\n");
+    th_response r;
+    get(&d, "/src.csp", &r);
+    assert_int_equal(r.status, 404);
+    th_response_free(&r);
+    get(&d, "/sub/inner.csp", &r);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    assert_int_equal(th_stop(&d), 0);
+}
+
+/* The configuration decides a page's sandbox: the cookie name tells which
+ * sandbox ran it. */
+static void test_page_sandbox(void **state)
+{
+    (void)state;
+    mkdirs("admin");
+    static const char who[] = "<p>sandbox <%= sl_session_cookie_name() %></p>\n";
+    put("who.csp", who);
+    put("admin/who.csp", who);
+    th_daemon d;
+    start(&d, "pages / { }\npages /admin/ { sandbox admin; }\nsandbox admin { workers 1; }\n");
+    th_response r;
+    get(&d, "/who.csp", &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "sandbox SLSESSION_pages"));
+    th_response_free(&r);
+    get(&d, "/admin/who.csp", &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "sandbox SLSESSION_admin"));
+    th_response_free(&r);
+    assert_int_equal(th_stop(&d), 0);
+}
+
+/* A restart recompiles nothing up to date; with the compiler off, the
+ * compiled pages are served and a new one says how to compile it. */
+static void test_precompiled(void **state)
+{
+    (void)state;
+    put("pre.csp", "<p>precompiled <%= 1 + 1 %></p>\n");
+    th_daemon d;
+    start(&d, "pages / { }\n");
+    th_response r;
+    get(&d, "/pre.csp", &r);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    assert_int_equal(th_stop(&d), 0);
+
+    start(&d, "pages / { }\n");
+    get(&d, "/pre.csp", &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "precompiled 2"));
+    th_response_free(&r);
+    assert_int_equal(log_count(&d, "page /pre.csp compiled"), 0);
+    assert_int_equal(th_stop(&d), 0);
+
+    put("fresh.csp", "<p>fresh</p>\n");
+    start(&d, "pages / { }\npage-compiler off;\n");
+    get(&d, "/pre.csp", &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "precompiled 2"));
+    th_response_free(&r);
+    get(&d, "/fresh.csp", &r);
+    assert_int_equal(r.status, 500);
+    th_response_free(&r);
+    assert_true(th_log_wait(&d, "sandlet-csp compile", 2000));
+    assert_int_equal(th_stop(&d), 0);
+}
+
+/* A page that crashes costs its request a 502; its worker comes back. */
+static void test_crashing_page(void **state)
+{
+    (void)state;
+    put("crash.csp", "<% if (sl_param(rq, \"crash\", NULL)) *(volatile int *)0 = 1; %>"
+                     "<p>alive</p>\n");
+    th_daemon d;
+    start(&d, "pages / { }\n");
+    th_response r;
+    get(&d, "/crash.csp", &r);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    get(&d, "/crash.csp?crash=1", &r);
+    assert_int_equal(r.status, 502);
+    th_response_free(&r);
+    for (int i = 0; i < 3; i++) {
+        get(&d, "/crash.csp", &r);
+        assert_int_equal(r.status, 200);
+        assert_non_null(strstr(r.body, "alive"));
+        th_response_free(&r);
+    }
+    assert_int_equal(th_stop(&d), 0);
+}
+
+/* A page that includes a file outside the compiler's fence fails to
+ * compile, and nothing of the file reaches the answer or the log. */
+static void test_include_outside(void **state)
+{
+    (void)state;
+    if (th_confinement_off("the compiler's Landlock fence"))
+        return;
+    char secret[128];
+    snprintf(secret, sizeof(secret), "%s.secret", cache);
+    FILE *f = fopen(secret, "w");
+    assert_non_null(f);
+    fputs("int leaked_marker_QX7 = 1;\nTOPSECRET-LINE-QX7\n", f);
+    fclose(f);
+    chmod(secret, 0644);
+    char page[256];
+    snprintf(page, sizeof(page), "<%%@ include \"%s\" %%>\n<p>x</p>\n", secret);
+    put("steal.csp", page);
+    put("shadow.csp", "<%@ include \"/etc/shadow\" %>\n<p>x</p>\n");
+    th_daemon d;
+    start(&d, "pages / { }\ndevelopment on;\n");
+    th_response r;
+    get(&d, "/steal.csp", &r);
+    assert_int_equal(r.status, 500);
+    assert_null(strstr(r.body, "QX7"));
+    th_response_free(&r);
+    get(&d, "/shadow.csp", &r);
+    assert_int_equal(r.status, 500);
+    assert_null(strstr(r.body, "root:"));
+    th_response_free(&r);
+    assert_true(th_log_wait(&d, "page /shadow.csp: compile failed", 2000));
+    assert_false(th_log_contains(&d, "QX7"));
+    assert_false(th_log_contains(&d, "root:"));
+    assert_int_equal(th_stop(&d), 0);
+    unlink(secret);
+}
+
+int main(void)
+{
+    th_prepare();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_first_request_and_edit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_compile_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_one_compile_for_many, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_source_never_served, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_page_sandbox, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_precompiled, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_crashing_page, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_include_outside, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
