@@ -247,7 +247,9 @@ static int landlock(bjob *b)
         handled |= LANDLOCK_ACCESS_FS_TRUNCATE;
     if (abi >= 5)
         handled |= LL_FS_IOCTL_DEV;
-    struct ll_ruleset_attr attr = {.handled_access_fs = handled};
+    struct ll_ruleset_attr attr;
+    memset(&attr, 0, sizeof(attr));
+    attr.handled_access_fs = handled;
     if (abi >= 4)
         attr.handled_access_net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP;
     if (abi >= 6)
@@ -496,9 +498,9 @@ static void add_deps(bjob *b)
              b->job->rel);
         return;
     }
-    const char *p = data, *end = data + len;
+    const char *end = data + len;
     const char *colon = memchr(data, ':', len);
-    p = colon ? colon + 1 : end;
+    const char *p = colon ? colon + 1 : end;
     size_t dlen = strlen(b->job->docroot);
     while (dlen > 1 && b->job->docroot[dlen - 1] == '/')
         dlen--;

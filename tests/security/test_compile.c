@@ -90,8 +90,9 @@ static char *slurp(const char *path, size_t *len)
         n += r;
         if (n == cap) {
             cap *= 2;
-            b = realloc(b, cap + 1);
-            assert_non_null(b);
+            char *nb = realloc(b, cap + 1);
+            assert_non_null(nb);
+            b = nb;
         }
     }
     fclose(f);
@@ -445,6 +446,85 @@ static void test_refuses_root(void **state)
     assert_int_equal(info.state, SANDLET_PAGE_STALE);
 }
 
+/* Runs cmd with standard error into standard output; its exit status,
+ * and the output into out. */
+static int run(const char *cmd, char *out, size_t cap)
+{
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_ahead_of_time_tool(void **state)
+{
+    (void)state;
+    if (skipped())
+        return;
+    char adoc[PATH_MAX], acache[PATH_MAX], conf[PATH_MAX], text[3 * PATH_MAX], p[PATH_MAX];
+    join(adoc, sizeof(adoc), base, "aot");
+    join(acache, sizeof(acache), base, "aotcache");
+    join(conf, sizeof(conf), base, "aot.conf");
+    assert_int_equal(mkdir(adoc, 0755), 0);
+    join(p, sizeof(p), adoc, "admin");
+    assert_int_equal(mkdir(p, 0755), 0);
+    put(adoc, "index.csp", "<p><%= 1 %></p>\n", 16);
+    put(adoc, "notes.txt", "not a page\n", 11);
+    const char *bad = "<p>\n<% int x = ; %>\n";
+    put(adoc, "admin/bad.csp", bad, strlen(bad));
+    snprintf(text, sizeof(text),
+             "docroot %s;\npage-cache %s;\npages / { }\npages /admin/ { sandbox admin; }\n"
+             "sandbox admin { user nobody; }\n",
+             adoc, acache);
+    put(base, "aot.conf", text, strlen(text));
+    const char *bdir = getenv("SANDLET_BUILDDIR");
+    char cmd[3 * PATH_MAX], out[65536];
+    snprintf(cmd, sizeof(cmd), "%s/sandlet-csp compile -c %s 2>&1", bdir ? bdir : ".", conf);
+    /* One page fails: GCC-style diagnostics with the .csp line, exit 1. */
+    int rc = run(cmd, out, sizeof(out));
+    if (rc != 1 || !strstr(out, "admin/bad.csp:2:"))
+        fail_msg("exit %d: %s", rc, out);
+    assert_non_null(strstr(out, "index.csp: compiled for sandbox 'pages'"));
+    assert_non_null(strstr(out, "1 compiled, 0 up to date, 1 failed"));
+    /* Each page in its own sandbox's folder; the failed one has no .so. */
+    char key[SANDLET_PAGE_KEY_MAX], name[PATH_MAX], dir[PATH_MAX];
+    struct stat sb;
+    assert_int_equal(sandlet_page_key("index.csp", key, sizeof(key)), 0);
+    join(dir, sizeof(dir), acache, "pages");
+    snprintf(name, sizeof(name), "%s.so", key);
+    join(p, sizeof(p), dir, name);
+    assert_int_equal(stat(p, &sb), 0);
+    assert_int_equal(sandlet_page_key("admin/bad.csp", key, sizeof(key)), 0);
+    join(dir, sizeof(dir), acache, "admin");
+    snprintf(name, sizeof(name), "%s.so", key);
+    join(p, sizeof(p), dir, name);
+    assert_int_equal(stat(p, &sb), -1);
+    snprintf(name, sizeof(name), "%s.diag", key);
+    join(p, sizeof(p), dir, name);
+    assert_int_equal(stat(p, &sb), 0);
+    /* Again: nothing is rebuilt, the failure is repeated without a compile. */
+    rc = run(cmd, out, sizeof(out));
+    if (rc != 1 || !strstr(out, "0 compiled, 1 up to date, 1 failed") ||
+        !strstr(out, "admin/bad.csp:2:"))
+        fail_msg("exit %d: %s", rc, out);
+    /* Fixed, and named on the command line (absolute or relative). */
+    put(adoc, "admin/bad.csp", "<p>fixed</p>\n", 13);
+    snprintf(cmd, sizeof(cmd), "%s/sandlet-csp compile -c %s %s/admin/bad.csp index.csp 2>&1",
+             bdir ? bdir : ".", conf, adoc);
+    rc = run(cmd, out, sizeof(out));
+    if (rc != 0 || !strstr(out, "admin/bad.csp: compiled for sandbox 'admin'") ||
+        !strstr(out, "1 compiled, 1 up to date, 0 failed"))
+        fail_msg("exit %d: %s", rc, out);
+    /* A path that is not a page of the docroot. */
+    snprintf(cmd, sizeof(cmd), "%s/sandlet-csp compile -c %s ../x.csp /etc/x.csp 2>&1",
+             bdir ? bdir : ".", conf);
+    rc = run(cmd, out, sizeof(out));
+    if (rc != 1 || !strstr(out, "not a page under the docroot"))
+        fail_msg("exit %d: %s", rc, out);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -479,6 +559,7 @@ int main(void)
         cmocka_unit_test(test_explosions_are_cut_off),
         cmocka_unit_test(test_fence),
         cmocka_unit_test(test_refuses_root),
+        cmocka_unit_test(test_ahead_of_time_tool),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

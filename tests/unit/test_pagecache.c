@@ -82,7 +82,9 @@ static int fake_build(const char *rel, int status, const char *const *deps, size
     st.rel = strdup(rel);
     st.ok = status == SANDLET_BUILD_OK;
     for (size_t i = 0; i <= ndeps; i++) {
-        const char *p = i == 0 ? rel : deps[i - 1];
+        const char *p = rel;
+        if (i > 0)
+            p = deps[i - 1];
         struct stat sb;
         uint8_t h[32];
         int fd = sandlet_page_open_beneath(docfd, p, &sb);
