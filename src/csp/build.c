@@ -88,7 +88,7 @@ typedef struct bjob {
     int wfd, docfd;
     sandlet_buf diag;
     char cc[PATH_MAX];
-    const char *incs[64];
+    const char *incs[33]; /* at most 32 given, and the default */
     size_t nincs;
     unsigned cpu, mib, wall;
     sandlet_page_stamp st;
@@ -198,6 +198,11 @@ static long tasks_of(uid_t uid)
 
 static int limit(bjob *b, int res, const char *name, rlim_t v)
 {
+    /* A lower hard limit than ours is stricter already (and cannot be
+     * raised without privilege): keep it. */
+    struct rlimit cur;
+    if (getrlimit(res, &cur) == 0 && cur.rlim_max != RLIM_INFINITY && cur.rlim_max < v)
+        v = cur.rlim_max;
     struct rlimit rl = {v, v};
     if (setrlimit(res, &rl) < 0) {
         note(b, "%s: error: setrlimit(%s, %llu): %s; the compile did not run", b->job->rel, name,
@@ -564,7 +569,7 @@ static int compile(bjob *b)
         note(b, "%s: error: the page's folder is too long a path", job->rel);
         return SANDLET_BUILD_FAILED;
     }
-    char *argv[96];
+    char *argv[96]; /* 17 flags, -iquote, 33 -I pairs, page.c, NULL */
     size_t a = 0;
     argv[a++] = b->cc;
     static const char *const flags[] = {"-std=gnu11",
@@ -756,7 +761,7 @@ int sandlet_page_build(const sandlet_page_job *job)
         note(&b, "%s: error: libsodium failed to initialise", job->rel);
         goto out;
     }
-    for (size_t i = 0; i < job->nincludes && b.nincs < 63; i++)
+    for (size_t i = 0; i < job->nincludes && b.nincs < 32; i++)
         if (job->includes[i] && job->includes[i][0])
             b.incs[b.nincs++] = job->includes[i];
     struct stat sb;
