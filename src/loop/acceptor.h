@@ -144,6 +144,7 @@ struct sandlet_worker {
     uint64_t started; /* uv_now when the first request became first */
     uint64_t served;  /* by this incarnation, for max-requests */
     uint32_t pages_gen; /* the pages generation its INIT carried */
+    bool retired;       /* replaced on purpose (retire()): its exit is no news */
 };
 
 struct sandlet_pool {
