@@ -590,8 +590,7 @@ static void not_final(sandlet_worker *w, sandlet_inflight *f, unsigned status)
  * this is no crash).  Requests keep going to the other workers. */
 static void retire(sandlet_worker *w, const char *why)
 {
-    sandlet_debug("worker %d of sandbox '%s': %s; replacing it", (int)w->pid, sandbox_name(w),
-                  why);
+    sandlet_debug("worker %d of sandbox '%s': %s; replacing it", (int)w->pid, sandbox_name(w), why);
     close_pipe(w);
     w->reqline[0] = '\0';
     w->state = W_DYING;

@@ -44,12 +44,12 @@
 
 typedef struct page {
     char *rel;
-    char *path;    /* "/" rel: the request path, for the worker's logs */
+    char *path; /* "/" rel: the request path, for the worker's logs */
     char so[PATH_MAX];
-    dev_t so_dev;  /* the .so workers of generation gen load */
+    dev_t so_dev; /* the .so workers of generation gen load */
     ino_t so_ino;
     struct timespec so_mtime;
-    uint32_t gen;  /* 0: not loaded by any worker yet */
+    uint32_t gen; /* 0: not loaded by any worker yet */
     bool compiling;
     bool queued;
 } page;
@@ -259,8 +259,7 @@ bool sandlet_pages_busy(void)
 
 /* ---- answers ------------------------------------------------------------- */
 
-static void answer(size_t sandbox, const char *rel, uint32_t slot, uint32_t gen, int status,
-                   int fd)
+static void answer(size_t sandbox, const char *rel, uint32_t slot, uint32_t gen, int status, int fd)
 {
     sandlet_ctl m = {.type = SANDLET_CTL_PAGE,
                      .sandbox = (uint32_t)sandbox,
@@ -376,7 +375,10 @@ static void finish(job *j, int64_t status, int term_signal)
             sandlet_error("page /%s: compile failed: %s%s", p->rel,
                           info.first[0] ? info.first : "see ", info.first[0] ? "" : info.diag);
         answer(j->sandbox, p->rel, (uint32_t)j->index, 0,
-               j->timed_out ? -ETIMEDOUT : build == 2 ? -EIO : -ENOEXEC, open_diag(&info));
+               j->timed_out ? -ETIMEDOUT
+               : build == 2 ? -EIO
+                            : -ENOEXEC,
+               open_diag(&info));
     }
 }
 
@@ -584,13 +586,13 @@ void sandlet_pages_check(const sandlet_ctl *m)
         return;
     }
     size_t sandbox = m->sandbox;
-    const sandlet_pages_conf *map = sandlet_page_rel_check(rel) == 0
-                                        ? sandlet_conf_pages_for(c, rel)
-                                        : NULL;
+    const sandlet_pages_conf *map =
+        sandlet_page_rel_check(rel) == 0 ? sandlet_conf_pages_for(c, rel) : NULL;
     if (!map || map->sandbox != sandbox) {
         /* The acceptor maps pages with the same configuration: a question
          * for another sandbox is a hostile one. */
-        pg.env.refuse("PAGE_CHECK for a page sandbox '%s' does not serve", c->sandboxes[sandbox].name);
+        pg.env.refuse("PAGE_CHECK for a page sandbox '%s' does not serve",
+                      c->sandboxes[sandbox].name);
         answer(sandbox, rel, 0, 0, -EPERM, -1);
         return;
     }

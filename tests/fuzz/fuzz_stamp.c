@@ -59,8 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memset(&again, 0, sizeof(again));
         invariant(sandlet_page_stamp_parse((const char *)out.data, out.len, &again) == 0,
                   "a formatted stamp parses");
-        invariant(strcmp(again.rel, st.rel) == 0 && again.ok == st.ok &&
-                      again.nfiles == st.nfiles,
+        invariant(strcmp(again.rel, st.rel) == 0 && again.ok == st.ok && again.nfiles == st.nfiles,
                   "the round trip keeps the page, result and files");
         for (size_t i = 0; i < st.nfiles; i++)
             invariant(strcmp(again.files[i].path, st.files[i].path) == 0 &&

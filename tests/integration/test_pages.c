@@ -222,16 +222,15 @@ static void test_one_compile_for_many(void **state)
 static void check_never_source(const th_daemon *d, bool pages_on)
 {
     static const char *const targets[] = {
-        "/src.csp",      "/src%2ecsp", "/src%2Ecsp",        "/src.csp.", "//src.csp",
-        "/./src.csp",    "/x/../src.csp", "/Upper.CSP",     "/link.txt", "/src.csp%00",
-        "/src.csp/",     "/sub/inner.csp", "/sub//inner.csp", "/SRC.csp",
+        "/src.csp",   "/src%2ecsp",     "/src%2Ecsp",      "/src.csp.", "//src.csp",
+        "/./src.csp", "/x/../src.csp",  "/Upper.CSP",      "/link.txt", "/src.csp%00",
+        "/src.csp/",  "/sub/inner.csp", "/sub//inner.csp", "/SRC.csp",
     };
     for (size_t i = 0; i < sizeof(targets) / sizeof(targets[0]); i++) {
         for (int head = 0; head < 2; head++) {
             th_response r;
-            assert_int_equal(th_request(d->port, head ? "HEAD" : "GET", targets[i], NULL, NULL, 0,
-                                        &r),
-                             0);
+            assert_int_equal(
+                th_request(d->port, head ? "HEAD" : "GET", targets[i], NULL, NULL, 0, &r), 0);
             if (r.body && (strstr(r.body, "SECRET-SOURCE") || strstr(r.body, "<%")))
                 fail_msg("%s %s sent the page's source: %s", head ? "HEAD" : "GET", targets[i],
                          r.body);
@@ -348,7 +347,8 @@ static void test_precompiled(void **state)
     get(&d, "/fresh.csp", &r);
     assert_int_equal(r.status, 500);
     th_response_free(&r);
-    assert_true(th_log_wait(&d, "the page compiler is not installed; run 'sandlet-csp compile", 2000));
+    assert_true(
+        th_log_wait(&d, "the page compiler is not installed; run 'sandlet-csp compile", 2000));
     assert_int_equal(th_stop(&d), 0);
 }
 
@@ -473,8 +473,7 @@ static void test_swap_fails_nothing(void **state)
     th_response_free(&r);
     th_conn *inflight = th_connect(d.port, false);
     assert_non_null(inflight);
-    assert_int_equal(th_send_str(inflight, "GET /swap.csp?slow=1 HTTP/1.1\r\nHost: x\r\n\r\n"),
-                     0);
+    assert_int_equal(th_send_str(inflight, "GET /swap.csp?slow=1 HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
     sleep_ms(50);
     snprintf(text, sizeof(text), v, 2);
     put("swap.csp", text);
@@ -500,8 +499,7 @@ static void test_swap_fails_nothing(void **state)
         unsigned long long end = th_now_ms() + 2500;
         while (th_now_ms() < end) {
             th_response cr;
-            if (th_request(d.port, "GET", "/swap.csp", NULL, NULL, 0, &cr) != 0 ||
-                cr.status != 200)
+            if (th_request(d.port, "GET", "/swap.csp", NULL, NULL, 0, &cr) != 0 || cr.status != 200)
                 bad++;
             else
                 th_response_free(&cr);
