@@ -300,8 +300,12 @@ static int confine(bjob *b)
     long tasks = tasks_of(getuid());
     rlim_t nproc = tasks > 0 ? (rlim_t)tasks + NPROC_HEADROOM : 4096;
     signal(SIGXFSZ, SIG_IGN); /* a write past the limit fails with EFBIG */
+    /* RLIMIT_AS is the compiler's alone (set between fork and exec in
+     * run_cc): this process's own memory is bounded by what it reads (a
+     * page of at most 16 MiB, the translator's bounded output, 64 KiB of
+     * diagnostics), and a sanitizer build of it reserves terabytes of
+     * address space that no such limit would allow. */
     if (limit(b, RLIMIT_CPU, "RLIMIT_CPU", b->cpu) < 0 ||
-        limit(b, RLIMIT_AS, "RLIMIT_AS", (rlim_t)b->mib * 1024 * 1024) < 0 ||
         limit(b, RLIMIT_FSIZE, "RLIMIT_FSIZE", FILE_SIZE_LIMIT) < 0 ||
         limit(b, RLIMIT_NOFILE, "RLIMIT_NOFILE", OPEN_FILES_LIMIT) < 0 ||
         limit(b, RLIMIT_CORE, "RLIMIT_CORE", 0) < 0 ||
@@ -377,6 +381,17 @@ static int run_cc(bjob *b, char *const argv[], char *const envp[], sandlet_buf *
         if (null < 0 || dup2(null, 0) < 0 || dup2(pfd[1], 1) < 0 || dup2(pfd[1], 2) < 0)
             _exit(127);
         if (fchdir(b->wfd) < 0)
+            _exit(127);
+        struct rlimit as;
+        if (getrlimit(RLIMIT_AS, &as) < 0)
+            _exit(127);
+        rlim_t want = (rlim_t)b->mib * 1024 * 1024;
+        if (as.rlim_max == RLIM_INFINITY || as.rlim_max > want)
+            as.rlim_max = want;
+        as.rlim_cur = as.rlim_max;
+        /* The compiler dies with us: a build killed at the supervisor's
+         * wall clock leaves no compiler running in its own group. */
+        if (setrlimit(RLIMIT_AS, &as) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
             _exit(127);
         execve(argv[0], argv, envp);
         static const char msg[] = "sandlet: cannot execute the compiler\n";
