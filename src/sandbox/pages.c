@@ -367,10 +367,14 @@ static void finish(job *j, int64_t status, int term_signal)
             sandlet_error("page /%s: the compile ran past page-compile-timeout (%u ms) and was "
                           "cut off; the page answers 500 until it changes",
                           p->rel, conf()->page_compile_timeout);
+        else if (term_signal == SIGKILL || term_signal == SIGXCPU || term_signal == SIGXFSZ)
+            sandlet_error("page /%s: the compile was killed by signal %d (%s: a limit on CPU "
+                          "time, memory or file size); the page answers 500 until it changes",
+                          p->rel, term_signal, strsignal(term_signal));
         else if (term_signal)
-            sandlet_error("page /%s: the compiler was killed by signal %d (a limit: CPU time, "
-                          "memory or file size); the page answers 500 until it changes",
-                          p->rel, term_signal);
+            sandlet_error("page /%s: the compile process died of signal %d (%s); the page is "
+                          "compiled again at its next request",
+                          p->rel, term_signal, strsignal(term_signal));
         else
             sandlet_error("page /%s: compile failed: %s%s", p->rel,
                           info.first[0] ? info.first : "see ", info.first[0] ? "" : info.diag);
