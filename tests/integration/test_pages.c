@@ -552,7 +552,9 @@ static void test_edits_bounded(void **state)
     th_daemon d;
     start(&d, "pages / { }\n");
     pid_t kids[8];
-    int nk = th_children_of(d.pid, kids, 8);
+    int nk = 0;
+    for (int i = 0; i < 100 && nk < 1; i++, sleep_ms(20))
+        nk = th_children_of(d.pid, kids, 8);
     assert_true(nk >= 1);
     pid_t supervisor = kids[0];
     long acc0 = 0, sup0 = 0;
@@ -573,7 +575,10 @@ static void test_edits_bounded(void **state)
         }
     }
     long acc1 = rss_kib(d.pid), sup1 = rss_kib(supervisor);
-    if (acc1 - acc0 > 1024 || sup1 - sup0 > 1024)
+    /* A sanitizer build keeps freed memory in quarantine: its sizes say
+     * nothing about leaks (ASan's own leak check does). */
+    bool sanitized = th_confinement_off("the memory bound after edits (a sanitizer build)");
+    if (!sanitized && (acc1 - acc0 > 1024 || sup1 - sup0 > 1024))
         fail_msg("after 30 edits the acceptor went %ld -> %ld KiB, the supervisor %ld -> %ld KiB",
                  acc0, acc1, sup0, sup1);
     assert_int_equal(th_stop(&d), 0);
