@@ -88,7 +88,7 @@ typedef struct bjob {
     int wfd, docfd;
     sandlet_buf diag;
     char cc[PATH_MAX];
-    const char *incs[64];
+    const char *incs[33]; /* at most 32 given, and the default */
     size_t nincs;
     unsigned cpu, mib, wall;
     sandlet_page_stamp st;
@@ -198,6 +198,11 @@ static long tasks_of(uid_t uid)
 
 static int limit(bjob *b, int res, const char *name, rlim_t v)
 {
+    /* A lower hard limit than ours is stricter already (and cannot be
+     * raised without privilege): keep it. */
+    struct rlimit cur;
+    if (getrlimit(res, &cur) == 0 && cur.rlim_max != RLIM_INFINITY && cur.rlim_max < v)
+        v = cur.rlim_max;
     struct rlimit rl = {v, v};
     if (setrlimit(res, &rl) < 0) {
         note(b, "%s: error: setrlimit(%s, %llu): %s; the compile did not run", b->job->rel, name,
@@ -247,7 +252,9 @@ static int landlock(bjob *b)
         handled |= LANDLOCK_ACCESS_FS_TRUNCATE;
     if (abi >= 5)
         handled |= LL_FS_IOCTL_DEV;
-    struct ll_ruleset_attr attr = {.handled_access_fs = handled};
+    struct ll_ruleset_attr attr;
+    memset(&attr, 0, sizeof(attr));
+    attr.handled_access_fs = handled;
     if (abi >= 4)
         attr.handled_access_net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP;
     if (abi >= 6)
@@ -293,8 +300,12 @@ static int confine(bjob *b)
     long tasks = tasks_of(getuid());
     rlim_t nproc = tasks > 0 ? (rlim_t)tasks + NPROC_HEADROOM : 4096;
     signal(SIGXFSZ, SIG_IGN); /* a write past the limit fails with EFBIG */
+    /* RLIMIT_AS is the compiler's alone (set between fork and exec in
+     * run_cc): this process's own memory is bounded by what it reads (a
+     * page of at most 16 MiB, the translator's bounded output, 64 KiB of
+     * diagnostics), and a sanitizer build of it reserves terabytes of
+     * address space that no such limit would allow. */
     if (limit(b, RLIMIT_CPU, "RLIMIT_CPU", b->cpu) < 0 ||
-        limit(b, RLIMIT_AS, "RLIMIT_AS", (rlim_t)b->mib * 1024 * 1024) < 0 ||
         limit(b, RLIMIT_FSIZE, "RLIMIT_FSIZE", FILE_SIZE_LIMIT) < 0 ||
         limit(b, RLIMIT_NOFILE, "RLIMIT_NOFILE", OPEN_FILES_LIMIT) < 0 ||
         limit(b, RLIMIT_CORE, "RLIMIT_CORE", 0) < 0 ||
@@ -370,6 +381,17 @@ static int run_cc(bjob *b, char *const argv[], char *const envp[], sandlet_buf *
         if (null < 0 || dup2(null, 0) < 0 || dup2(pfd[1], 1) < 0 || dup2(pfd[1], 2) < 0)
             _exit(127);
         if (fchdir(b->wfd) < 0)
+            _exit(127);
+        struct rlimit as;
+        if (getrlimit(RLIMIT_AS, &as) < 0)
+            _exit(127);
+        rlim_t want = (rlim_t)b->mib * 1024 * 1024;
+        if (as.rlim_max == RLIM_INFINITY || as.rlim_max > want)
+            as.rlim_max = want;
+        as.rlim_cur = as.rlim_max;
+        /* The compiler dies with us: a build killed at the supervisor's
+         * wall clock leaves no compiler running in its own group. */
+        if (setrlimit(RLIMIT_AS, &as) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
             _exit(127);
         execve(argv[0], argv, envp);
         static const char msg[] = "sandlet: cannot execute the compiler\n";
@@ -496,9 +518,9 @@ static void add_deps(bjob *b)
              b->job->rel);
         return;
     }
-    const char *p = data, *end = data + len;
+    const char *end = data + len;
     const char *colon = memchr(data, ':', len);
-    p = colon ? colon + 1 : end;
+    const char *p = colon ? colon + 1 : end;
     size_t dlen = strlen(b->job->docroot);
     while (dlen > 1 && b->job->docroot[dlen - 1] == '/')
         dlen--;
@@ -562,7 +584,7 @@ static int compile(bjob *b)
         note(b, "%s: error: the page's folder is too long a path", job->rel);
         return SANDLET_BUILD_FAILED;
     }
-    char *argv[96];
+    char *argv[96]; /* 17 flags, -iquote, 33 -I pairs, page.c, NULL */
     size_t a = 0;
     argv[a++] = b->cc;
     static const char *const flags[] = {"-std=gnu11",
@@ -754,7 +776,7 @@ int sandlet_page_build(const sandlet_page_job *job)
         note(&b, "%s: error: libsodium failed to initialise", job->rel);
         goto out;
     }
-    for (size_t i = 0; i < job->nincludes && b.nincs < 63; i++)
+    for (size_t i = 0; i < job->nincludes && b.nincs < 32; i++)
         if (job->includes[i] && job->includes[i][0])
             b.incs[b.nincs++] = job->includes[i];
     struct stat sb;

@@ -99,21 +99,31 @@ static int cache_path(char *out, size_t cap, const char *cachedir, const char *k
 
 /* ---- files ---------------------------------------------------------------- */
 
-int sandlet_page_open_beneath(int dirfd, const char *path, struct stat *sb)
+/* openat2 beneath dirfd: fd, or -errno (-ENOSYS without openat2). */
+static int openat2_beneath(int dirfd, const char *path)
 {
-    int fd = -1;
 #if defined(SYS_openat2)
     struct open_how how = {.flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY,
                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
     for (int tries = 0; tries < 8; tries++) {
-        fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-        if (fd >= 0 || errno != EAGAIN) /* EAGAIN: a rename raced with ".." */
+        int fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+        if (fd >= 0)
+            return fd;
+        if (errno != EAGAIN) /* EAGAIN: a rename raced with ".." */
             break;
     }
-    if (fd < 0 && errno != ENOSYS)
-        return -errno;
+    return -errno;
+#else
+    (void)dirfd;
+    (void)path;
+    return -ENOSYS;
 #endif
-    if (fd < 0) {
+}
+
+int sandlet_page_open_beneath(int dirfd, const char *path, struct stat *sb)
+{
+    int fd = openat2_beneath(dirfd, path);
+    if (fd == -ENOSYS) {
         /* No openat2: the path has no ".." (checked), so only a symlink
          * could leave dirfd; refuse links in the last component. */
         if (path_check(path) < 0)
@@ -121,6 +131,8 @@ int sandlet_page_open_beneath(int dirfd, const char *path, struct stat *sb)
         fd = openat(dirfd, path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW);
         if (fd < 0)
             return -errno;
+    } else if (fd < 0) {
+        return fd;
     }
     if (fstat(fd, sb) < 0 || !S_ISREG(sb->st_mode)) {
         int e = S_ISREG(sb->st_mode) ? -errno : -EINVAL;

@@ -3,7 +3,7 @@
  * embedded C) in, the C source of one servlet out (sandlet-csp(5)).
  *
  * It must never run, compile or open anything: it is pure computation over
- * the bytes it is given, so that the tool, the fuzz target and (later) the
+ * the bytes it is given, so that the tool, the fuzz target and the
  * daemon's page compiler share it unchanged.
  */
 #ifndef SANDLET_CSP_TRANSLATE_H

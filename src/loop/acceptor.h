@@ -141,9 +141,10 @@ struct sandlet_worker {
     char servlet[96];
     uv_timer_t deadline; /* the first request's timeout */
     bool timed_out;
-    uint64_t started; /* uv_now when the first request became first */
-    uint64_t served;  /* by this incarnation, for max-requests */
+    uint64_t started;   /* uv_now when the first request became first */
+    uint64_t served;    /* by this incarnation, for max-requests */
     uint32_t pages_gen; /* the pages generation its INIT carried */
+    bool retired;       /* replaced on purpose (retire()): its exit is no news */
 };
 
 struct sandlet_pool {
@@ -153,7 +154,7 @@ struct sandlet_pool {
     sandlet_worker *workers;
     sandlet_conn *qhead, *qtail;
     size_t queued;
-    uv_timer_t qtimer; /* expires requests that waited too long */
+    uv_timer_t qtimer;  /* expires requests that waited too long */
     uint16_t nservlets; /* configured servlets: pages' indexes follow them */
     /* The newest pages generation the supervisor announced: workers with
      * an older one are retired once they are idle. */
@@ -233,7 +234,7 @@ struct sandlet_server {
     size_t nlisteners;
     bool *paused; /* listener left unaccepted at max-connections */
     sandlet_pool *pools;
-    uint16_t *local_index; /* per servlet: its index in its sandbox's INIT */
+    uint16_t *local_index;           /* per servlet: its index in its sandbox's INIT */
     struct sandlet_pagetab *pagetab; /* pages.c; NULL without pages */
     sandlet_conn *conns;
     size_t nconns;

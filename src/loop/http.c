@@ -1143,7 +1143,7 @@ static void conn_close(sandlet_conn *c)
         finish_close(c);
         return;
     }
-    sandlet_pool_forget(c); /* nothing when c is at no pool */
+    sandlet_pool_forget(c);  /* nothing when c is at no pool */
     sandlet_pages_forget(c); /* nothing when c waits for no page */
     c->state = CONN_CLOSING;
     if (c->reading) {

@@ -575,8 +575,13 @@ int main(int argc, char **argv)
         /* sandletd --compile-page --docroot DIR --page REL --workdir DIR
          * [--cc CC] [-I DIR]... [--cpu S] [--memory MIB] [--wall MS]:
          * started by the supervisor as the page sandbox's user (build.h);
-         * exits with SANDLET_BUILD_*, the diagnostics are in the work dir. */
-        return sandlet_page_build_main(argc - 2, argv + 2);
+         * exits with SANDLET_BUILD_*, the diagnostics are in the work dir.
+         * _exit: nothing of a confined process's exit handlers may need
+         * what its fence refuses (a sanitizer build's leak check reads
+         * /proc), and it has nothing left to release. */
+        int rc = sandlet_page_build_main(argc - 2, argv + 2);
+        fflush(NULL);
+        _exit(rc);
     }
     /* A descriptor left open by whoever started us (a shell, a service
      * manager, a careless wrapper) must never reach a worker: every one

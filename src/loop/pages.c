@@ -63,12 +63,34 @@ struct sandlet_page {
     sandlet_page *hnext;
 };
 
+/* The request paths (before '?') last seen for pages, direct-mapped:
+ * the busy path of a page costs a hash and a compare, no system call.
+ * What a path names beneath the docroot depends only on its decoding
+ * (static.c), so an entry never goes stale; whether the file is still a
+ * page inside the docroot is the supervisor's check, every RECHECK_MS. */
+#define RAW_SLOTS 1024
+#define RAW_MAX   240
+typedef struct raw_slot {
+    sandlet_page *page;
+    uint16_t len;
+    char path[RAW_MAX];
+} raw_slot;
+
 struct sandlet_pagetab {
     sandlet_page *buckets[BUCKETS];
     size_t n;
     size_t asking;
     uv_timer_t sweep;
+    raw_slot raw[RAW_SLOTS];
 };
+
+static uint32_t hash_n(const char *s, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
+}
 
 static uint32_t hash(const char *s)
 {
@@ -310,6 +332,49 @@ static int ask(sandlet_server *srv, sandlet_page *p)
     return 0;
 }
 
+/* The page target[0..plen) names, resolved beneath the docroot as a
+ * static file would be (a regular file, reached only through links that
+ * stay inside it), mapped to its sandbox and entered in the table; NULL
+ * when c has been answered instead. */
+static sandlet_page *resolve(sandlet_conn *c, const char *target, size_t plen)
+{
+    sandlet_server *srv = sandlet_conn_server(c);
+    struct sandlet_pagetab *t = srv->pagetab;
+    int fd = -1;
+    struct stat st;
+    char ext[8], rel[SANDLET_CTL_PAGE_MAX];
+    int rc = sandlet_static_open_rel(srv->docroot_fd, target, plen, "index.html", &fd, &st, ext,
+                                     sizeof(ext), rel, sizeof(rel));
+    if (rc < 0) {
+        sandlet_conn_fail(c, status_of(rc));
+        return NULL;
+    }
+    close(fd);
+    if (!rel[0]) {
+        sandlet_conn_fail(c, 414); /* longer than a page name may be */
+        return NULL;
+    }
+    const sandlet_pages_conf *map =
+        strcmp(ext, "csp") == 0 ? sandlet_conf_pages_for(srv->conf, rel) : NULL;
+    if (!map) {
+        /* A .csp no pages block covers: not a page, and never a static
+         * file either (its source would leak). */
+        sandlet_debug("%s: /%s is in no 'pages' folder; answering 404", sandlet_conn_reqline(c),
+                      rel);
+        sandlet_conn_fail(c, 404);
+        return NULL;
+    }
+    sandlet_page *p = lookup(t, rel);
+    if (!p && !(p = add(srv, rel, map))) {
+        sandlet_error("%s: cannot track page /%s (%zu pages known, or out of memory); "
+                      "answering 503",
+                      sandlet_conn_reqline(c), rel, t->n);
+        sandlet_conn_fail(c, 503);
+        return NULL;
+    }
+    return p;
+}
+
 void sandlet_pages_serve(sandlet_conn *c)
 {
     sandlet_server *srv = sandlet_conn_server(c);
@@ -320,40 +385,18 @@ void sandlet_pages_serve(sandlet_conn *c)
     }
     size_t len, plen;
     const char *target = sandlet_conn_target(c, &len, &plen);
-    int fd = -1;
-    struct stat st;
-    char ext[8], rel[SANDLET_CTL_PAGE_MAX];
-    /* The same resolution as a static file's: the page must be a regular
-     * file beneath the docroot, reached only through links that stay in
-     * it, and rel is its canonical name there. */
-    int rc = sandlet_static_open_rel(srv->docroot_fd, target, plen, "index.html", &fd, &st, ext,
-                                     sizeof(ext), rel, sizeof(rel));
-    if (rc < 0) {
-        sandlet_conn_fail(c, status_of(rc));
-        return;
-    }
-    close(fd);
-    if (!rel[0]) {
-        sandlet_conn_fail(c, 414); /* longer than a page name may be */
-        return;
-    }
-    const sandlet_pages_conf *map = strcmp(ext, "csp") == 0 ? sandlet_conf_pages_for(srv->conf, rel)
-                                                             : NULL;
-    if (!map) {
-        /* A .csp no pages block covers: not a page, and never a static
-         * file either (its source would leak). */
-        sandlet_debug("%s: /%s is in no 'pages' folder; answering 404", sandlet_conn_reqline(c),
-                      rel);
-        sandlet_conn_fail(c, 404);
-        return;
-    }
-    sandlet_page *p = lookup(t, rel);
-    if (!p && !(p = add(srv, rel, map))) {
-        sandlet_error("%s: cannot track page /%s (%zu pages known, or out of memory); "
-                      "answering 503",
-                      sandlet_conn_reqline(c), rel, t->n);
-        sandlet_conn_fail(c, 503);
-        return;
+    raw_slot *slot = &t->raw[hash_n(target, plen) % RAW_SLOTS];
+    sandlet_page *p;
+    if (slot->page && slot->len == plen && memcmp(slot->path, target, plen) == 0) {
+        p = slot->page;
+    } else {
+        if (!(p = resolve(c, target, plen)))
+            return;
+        if (plen <= RAW_MAX) {
+            slot->page = p;
+            slot->len = (uint16_t)plen;
+            memcpy(slot->path, target, plen);
+        }
     }
     sandlet_page_link *l = sandlet_conn_page_link(c);
     l->page = p;
@@ -368,7 +411,7 @@ void sandlet_pages_serve(sandlet_conn *c)
         sandlet_conn_fail(c, 503);
         return;
     }
-    if (!p->asking && (rc = ask(srv, p)) < 0) {
+    if (!p->asking && ask(srv, p) < 0) {
         sandlet_conn_fail(c, 503);
         return;
     }

@@ -590,11 +590,11 @@ static void not_final(sandlet_worker *w, sandlet_inflight *f, unsigned status)
  * this is no crash).  Requests keep going to the other workers. */
 static void retire(sandlet_worker *w, const char *why)
 {
-    sandlet_debug("worker %d of sandbox '%s': %s; replacing it", (int)w->pid, sandbox_name(w),
-                  why);
+    sandlet_debug("worker %d of sandbox '%s': %s; replacing it", (int)w->pid, sandbox_name(w), why);
     close_pipe(w);
     w->reqline[0] = '\0';
     w->state = W_DYING;
+    w->retired = true;
 }
 
 void sandlet_pool_pages(sandlet_pool *p, uint32_t gen)
@@ -945,6 +945,8 @@ static void worker_exited(sandlet_worker *w, const sandlet_ctl *m)
         sandlet_error("worker %d of sandbox '%s' exited with status %d%s%s%s%s", (int)m->pid,
                       sandbox_name(w), m->status, busy ? " while serving " : "",
                       busy ? w->servlet : "", busy ? ": " : "", busy ? w->reqline : "");
+    } else if (w->retired) {
+        sandlet_debug("worker %d of sandbox '%s' was replaced", (int)m->pid, sandbox_name(w));
     } else {
         sandlet_info("worker %d of sandbox '%s' exited", (int)m->pid, sandbox_name(w));
     }
@@ -1003,6 +1005,7 @@ static void take_worker(sandlet_worker *w, const sandlet_ctl *m, int channel, in
     w->gen = m->gen;
     w->pid = m->pid;
     w->pages_gen = m->pages;
+    w->retired = false;
     w->state = W_STARTING;
     w->served = 0;
     w->timed_out = false;

@@ -44,12 +44,12 @@
 
 typedef struct page {
     char *rel;
-    char *path;    /* "/" rel: the request path, for the worker's logs */
+    char *path; /* "/" rel: the request path, for the worker's logs */
     char so[PATH_MAX];
-    dev_t so_dev;  /* the .so workers of generation gen load */
+    dev_t so_dev; /* the .so workers of generation gen load */
     ino_t so_ino;
     struct timespec so_mtime;
-    uint32_t gen;  /* 0: not loaded by any worker yet */
+    uint32_t gen; /* 0: not loaded by any worker yet */
     bool compiling;
     bool queued;
 } page;
@@ -89,7 +89,29 @@ static struct {
     size_t qhead, qlen, qcap;
     char **spawn_env; /* env plus PATH and LANG */
     char include[PATH_MAX];
+    bool no_compiler; /* page-compiler names nothing installed */
 } pg = {.docroot_fd = -1};
+
+/* The directories a page-compiler name is looked up in (build.c's PATH). */
+#define COMPILER_PATH "/usr/local/bin:/usr/bin:/bin"
+
+/* Whether the compiler can be run at all: without one, pages compiled
+ * ahead of time are still served, and the others say how to get there. */
+static bool compiler_installed(const char *cc)
+{
+    if (cc[0] == '/')
+        return access(cc, X_OK) == 0;
+    const char *dirs = COMPILER_PATH;
+    while (*dirs) {
+        size_t n = strcspn(dirs, ":");
+        char path[PATH_MAX];
+        if (snprintf(path, sizeof(path), "%.*s/%s", (int)n, dirs, cc) < (int)sizeof(path) &&
+            access(path, X_OK) == 0)
+            return true;
+        dirs += n + (dirs[n] == ':');
+    }
+    return false;
+}
 
 static const sandlet_conf *conf(void)
 {
@@ -173,7 +195,7 @@ static int build_env(void)
     for (size_t i = 0; i < n; i++)
         pg.spawn_env[i] = pg.env.env[i];
     /* The compiler is looked up here; nothing else of ours is passed. */
-    pg.spawn_env[n] = "PATH=/usr/local/bin:/usr/bin:/bin";
+    pg.spawn_env[n] = "PATH=" COMPILER_PATH;
     pg.spawn_env[n + 1] = "LANG=C";
     return 0;
 }
@@ -190,7 +212,14 @@ int sandlet_pages_start(const sandlet_pages_env *env)
         return -ENOMEM;
     }
     find_include();
-    if (c->page_compiler && !pg.include[0])
+    if (c->page_compiler && !compiler_installed(c->page_compiler)) {
+        pg.no_compiler = true;
+        sandlet_warn("pages: page-compiler '%s' is not installed (looked in %s); pages are served "
+                     "only when compiled ahead of time with 'sandlet-csp compile -c %s' -- "
+                     "install gcc, or set 'page-compiler off;' to say so",
+                     c->page_compiler, COMPILER_PATH, c->file);
+    }
+    if (c->page_compiler && !pg.no_compiler && !pg.include[0])
         sandlet_warn("pages: sandlet's headers (sandlet/csp.h) are in neither %s nor %s; "
                      "compiles will fail until libsandlet-dev is installed",
                      SANDLET_INCLUDEDIR, SANDLET_SRC_INCLUDEDIR);
@@ -230,8 +259,7 @@ bool sandlet_pages_busy(void)
 
 /* ---- answers ------------------------------------------------------------- */
 
-static void answer(size_t sandbox, const char *rel, uint32_t slot, uint32_t gen, int status,
-                   int fd)
+static void answer(size_t sandbox, const char *rel, uint32_t slot, uint32_t gen, int status, int fd)
 {
     sandlet_ctl m = {.type = SANDLET_CTL_PAGE,
                      .sandbox = (uint32_t)sandbox,
@@ -339,15 +367,22 @@ static void finish(job *j, int64_t status, int term_signal)
             sandlet_error("page /%s: the compile ran past page-compile-timeout (%u ms) and was "
                           "cut off; the page answers 500 until it changes",
                           p->rel, conf()->page_compile_timeout);
+        else if (term_signal == SIGKILL || term_signal == SIGXCPU || term_signal == SIGXFSZ)
+            sandlet_error("page /%s: the compile was killed by signal %d (%s: a limit on CPU "
+                          "time, memory or file size); the page answers 500 until it changes",
+                          p->rel, term_signal, strsignal(term_signal));
         else if (term_signal)
-            sandlet_error("page /%s: the compiler was killed by signal %d (a limit: CPU time, "
-                          "memory or file size); the page answers 500 until it changes",
-                          p->rel, term_signal);
+            sandlet_error("page /%s: the compile process died of signal %d (%s); the page is "
+                          "compiled again at its next request",
+                          p->rel, term_signal, strsignal(term_signal));
         else
             sandlet_error("page /%s: compile failed: %s%s", p->rel,
                           info.first[0] ? info.first : "see ", info.first[0] ? "" : info.diag);
         answer(j->sandbox, p->rel, (uint32_t)j->index, 0,
-               j->timed_out ? -ETIMEDOUT : build == 2 ? -EIO : -ENOEXEC, open_diag(&info));
+               j->timed_out ? -ETIMEDOUT
+               : build == 2 ? -EIO
+                            : -ENOEXEC,
+               open_diag(&info));
     }
 }
 
@@ -555,13 +590,13 @@ void sandlet_pages_check(const sandlet_ctl *m)
         return;
     }
     size_t sandbox = m->sandbox;
-    const sandlet_pages_conf *map = sandlet_page_rel_check(rel) == 0
-                                        ? sandlet_conf_pages_for(c, rel)
-                                        : NULL;
+    const sandlet_pages_conf *map =
+        sandlet_page_rel_check(rel) == 0 ? sandlet_conf_pages_for(c, rel) : NULL;
     if (!map || map->sandbox != sandbox) {
         /* The acceptor maps pages with the same configuration: a question
          * for another sandbox is a hostile one. */
-        pg.env.refuse("PAGE_CHECK for a page sandbox '%s' does not serve", c->sandboxes[sandbox].name);
+        pg.env.refuse("PAGE_CHECK for a page sandbox '%s' does not serve",
+                      c->sandboxes[sandbox].name);
         answer(sandbox, rel, 0, 0, -EPERM, -1);
         return;
     }
@@ -598,10 +633,13 @@ void sandlet_pages_check(const sandlet_ctl *m)
         return;
     case SANDLET_PAGE_STALE: break;
     }
-    if (!c->page_compiler) {
-        sandlet_error("page /%s is not compiled (or changed since) and 'page-compiler off' is "
-                      "set; run 'sandlet-csp compile -c %s' to compile it ahead of time",
-                      rel, c->file);
+    if (!c->page_compiler || pg.no_compiler) {
+        sandlet_error("page /%s is not compiled (or changed since) and %s; run 'sandlet-csp "
+                      "compile -c %s' to compile it ahead of time",
+                      rel,
+                      pg.no_compiler ? "the page compiler is not installed"
+                                     : "'page-compiler off' is set",
+                      c->file);
         answer(sandbox, rel, (uint32_t)idx, 0, -ENOSYS, -1);
         return;
     }

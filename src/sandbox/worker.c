@@ -45,11 +45,11 @@ typedef struct loaded {
 
 static struct {
     int fd;
-    sandlet_buf in;  /* bytes read from the acceptor, not yet consumed */
-    size_t in_dirty; /* bytes of in's memory written since the last wipe */
-    uint8_t *init;   /* the INIT payload; servlet params point into it */
-    loaded *servlets; /* the configured servlets, then the pages */
-    size_t nservlets; /* both */
+    sandlet_buf in;          /* bytes read from the acceptor, not yet consumed */
+    size_t in_dirty;         /* bytes of in's memory written since the last wipe */
+    uint8_t *init;           /* the INIT payload; servlet params point into it */
+    loaded *servlets;        /* the configured servlets, then the pages */
+    size_t nservlets;        /* both */
     sandlet_buf head;        /* scratch for the response head frame */
     sandlet_buf reqhead;     /* REQUEST payload of a request spread over frames */
     sandlet_buf body;        /* its body, gathered from REQBODY frames */

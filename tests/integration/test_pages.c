@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -221,16 +222,15 @@ static void test_one_compile_for_many(void **state)
 static void check_never_source(const th_daemon *d, bool pages_on)
 {
     static const char *const targets[] = {
-        "/src.csp",      "/src%2ecsp", "/src%2Ecsp",        "/src.csp.", "//src.csp",
-        "/./src.csp",    "/x/../src.csp", "/Upper.CSP",     "/link.txt", "/src.csp%00",
-        "/src.csp/",     "/sub/inner.csp", "/sub//inner.csp", "/SRC.csp",
+        "/src.csp",   "/src%2ecsp",     "/src%2Ecsp",      "/src.csp.", "//src.csp",
+        "/./src.csp", "/x/../src.csp",  "/Upper.CSP",      "/link.txt", "/src.csp%00",
+        "/src.csp/",  "/sub/inner.csp", "/sub//inner.csp", "/SRC.csp",
     };
     for (size_t i = 0; i < sizeof(targets) / sizeof(targets[0]); i++) {
         for (int head = 0; head < 2; head++) {
             th_response r;
-            assert_int_equal(th_request(d->port, head ? "HEAD" : "GET", targets[i], NULL, NULL, 0,
-                                        &r),
-                             0);
+            assert_int_equal(
+                th_request(d->port, head ? "HEAD" : "GET", targets[i], NULL, NULL, 0, &r), 0);
             if (r.body && (strstr(r.body, "SECRET-SOURCE") || strstr(r.body, "<%")))
                 fail_msg("%s %s sent the page's source: %s", head ? "HEAD" : "GET", targets[i],
                          r.body);
@@ -337,6 +337,19 @@ static void test_precompiled(void **state)
     th_response_free(&r);
     assert_true(th_log_wait(&d, "sandlet-csp compile", 2000));
     assert_int_equal(th_stop(&d), 0);
+
+    /* No compiler installed: the same, and the log says so at start. */
+    start(&d, "pages / { }\npage-compiler /nonexistent/gcc;\n");
+    assert_true(th_log_wait(&d, "is not installed", 2000));
+    get(&d, "/pre.csp", &r);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    get(&d, "/fresh.csp", &r);
+    assert_int_equal(r.status, 500);
+    th_response_free(&r);
+    assert_true(
+        th_log_wait(&d, "the page compiler is not installed; run 'sandlet-csp compile", 2000));
+    assert_int_equal(th_stop(&d), 0);
 }
 
 /* A page that crashes costs its request a 502; its worker comes back. */
@@ -399,6 +412,178 @@ static void test_include_outside(void **state)
     unlink(secret);
 }
 
+/* A compile that never ends is cut off, and while it runs other pages
+ * are served: the second client is answered while the first still waits. */
+static void test_compile_blocks_nothing(void **state)
+{
+    (void)state;
+    put("quick.csp", "<p>quick</p>\n");
+    /* Seconds of optimising in moderate memory: cut off by the wall clock
+     * (a runaway expansion would hit the memory limit first, at once). */
+    put("endless.csp", "<%! #define A(x) x x x x\n#define B(x) A(A(A(x)))\n"
+                       "static volatile int v;\nstatic int f(void) { int n = 0; "
+                       "B(B(A(if (v) n += v * 3; else n ^= v;))) return n; } %>"
+                       "<p><%= f() %></p>\n");
+    th_daemon d;
+    start(&d, "pages / { }\ndevelopment on;\npage-compile-timeout 3000;\n");
+    th_response r;
+    get(&d, "/quick.csp", &r); /* compiled before the endless one starts */
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    th_conn *slow = th_connect(d.port, false);
+    assert_non_null(slow);
+    assert_int_equal(th_send_str(slow, "GET /endless.csp HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    sleep_ms(SETTLE_MS);
+    get(&d, "/quick.csp", &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "quick"));
+    th_response_free(&r);
+    /* Answered while the endless compile still ran. */
+    assert_true(th_log_contains(&d, "page /quick.csp compiled"));
+    if (th_log_contains(&d, "page /endless.csp: compile failed")) {
+        size_t len;
+        char *log = th_slurp(d.log, &len);
+        fail_msg("the endless compile ended early: %s", log ? log : "");
+    }
+    assert_int_equal(th_read(slow, &r, false), 0);
+    assert_int_equal(r.status, 500);
+    if (!strstr(r.body, "endless.csp"))
+        fail_msg("no diagnostics for the endless page: %s", r.body);
+    th_response_free(&r);
+    th_close(slow);
+    assert_true(th_log_wait(&d, "page /endless.csp: compile failed", 2000));
+    assert_int_equal(th_stop(&d), 0);
+}
+
+/* A new version fails no request: one in flight on the old code finishes
+ * on it, requests meanwhile all succeed, later ones get the new code. */
+static void test_swap_fails_nothing(void **state)
+{
+    (void)state;
+    static const char v[] = "<%% if (sl_param(rq, \"slow\", NULL)) usleep(400000); %%>"
+                            "<p>version <%%= %d %%></p>\n";
+    char text[256];
+    snprintf(text, sizeof(text), v, 1);
+    put("swap.csp", text);
+    th_daemon d;
+    start(&d, "pages / { }\n");
+    th_response r;
+    get(&d, "/swap.csp", &r);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    th_conn *inflight = th_connect(d.port, false);
+    assert_non_null(inflight);
+    assert_int_equal(th_send_str(inflight, "GET /swap.csp?slow=1 HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    sleep_ms(50);
+    snprintf(text, sizeof(text), v, 2);
+    put("swap.csp", text);
+    sleep_ms(SETTLE_MS);
+    get(&d, "/swap.csp", &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "version 2"));
+    th_response_free(&r);
+    assert_int_equal(th_read(inflight, &r, false), 0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "version 1"));
+    th_response_free(&r);
+    th_close(inflight);
+
+    /* A client requesting all along while the page changes five times. */
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        int bad = 0, n = 0;
+        unsigned long long end = th_now_ms() + 2500;
+        while (th_now_ms() < end) {
+            th_response cr;
+            if (th_request(d.port, "GET", "/swap.csp", NULL, NULL, 0, &cr) != 0 || cr.status != 200)
+                bad++;
+            else
+                th_response_free(&cr);
+            n++;
+        }
+        int out[2] = {bad, n};
+        _exit(write(fds[1], out, sizeof(out)) == sizeof(out) ? 0 : 1);
+    }
+    close(fds[1]);
+    for (int i = 3; i < 8; i++) {
+        sleep_ms(300);
+        snprintf(text, sizeof(text), v, i);
+        put("swap.csp", text);
+    }
+    int out[2] = {-1, -1};
+    assert_int_equal(read(fds[0], out, sizeof(out)), (ssize_t)sizeof(out));
+    close(fds[0]);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    if (out[0] != 0)
+        fail_msg("%d of %d requests failed while the page changed", out[0], out[1]);
+    assert_true(out[1] > 20);
+    sleep_ms(SETTLE_MS);
+    get(&d, "/swap.csp", &r);
+    assert_non_null(strstr(r.body, "version 7"));
+    th_response_free(&r);
+    assert_int_equal(th_stop(&d), 0);
+}
+
+static long rss_kib(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long kib = -1;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmRSS: %ld", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kib;
+}
+
+/* Editing a page many times grows neither the acceptor nor the
+ * supervisor (workers are replaced, so they cannot grow either). */
+static void test_edits_bounded(void **state)
+{
+    (void)state;
+    put("grow.csp", "<p>grow 0</p>\n");
+    th_daemon d;
+    start(&d, "pages / { }\n");
+    pid_t kids[8];
+    int nk = 0;
+    for (int i = 0; i < 100 && nk < 1; i++, sleep_ms(20))
+        nk = th_children_of(d.pid, kids, 8);
+    assert_true(nk >= 1);
+    pid_t supervisor = kids[0];
+    long acc0 = 0, sup0 = 0;
+    for (int i = 1; i <= 40; i++) {
+        char text[64], want[32];
+        snprintf(text, sizeof(text), "<p>grow <%%= %d %%></p>\n", i);
+        put("grow.csp", text);
+        sleep_ms(110);
+        th_response r;
+        get(&d, "/grow.csp", &r);
+        snprintf(want, sizeof(want), "grow %d", i);
+        if (r.status != 200 || !strstr(r.body, want))
+            fail_msg("edit %d: %d %s", i, r.status, r.body);
+        th_response_free(&r);
+        if (i == 10) {
+            acc0 = rss_kib(d.pid);
+            sup0 = rss_kib(supervisor);
+        }
+    }
+    long acc1 = rss_kib(d.pid), sup1 = rss_kib(supervisor);
+    /* A sanitizer build keeps freed memory in quarantine: its sizes say
+     * nothing about leaks (ASan's own leak check does). */
+    bool sanitized = th_confinement_off("the memory bound after edits (a sanitizer build)");
+    if (!sanitized && (acc1 - acc0 > 1024 || sup1 - sup0 > 1024))
+        fail_msg("after 30 edits the acceptor went %ld -> %ld KiB, the supervisor %ld -> %ld KiB",
+                 acc0, acc1, sup0, sup1);
+    assert_int_equal(th_stop(&d), 0);
+}
+
 int main(void)
 {
     th_prepare();
@@ -411,6 +596,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_precompiled, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crashing_page, setup, teardown),
         cmocka_unit_test_setup_teardown(test_include_outside, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_compile_blocks_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_swap_fails_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_edits_bounded, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
