@@ -405,6 +405,14 @@ void sandlet_pages_serve(sandlet_conn *c)
         deliver(c, p);
         return;
     }
+    /* While a recheck of a ready page is out, the page is served as it
+     * was: only the request that asked waits for the answer (it sees an
+     * edit made before it), and a busy page never stalls on the round
+     * trip. */
+    if (p->asking && p->status == 0 && p->answered && p->whead) {
+        deliver(c, p);
+        return;
+    }
     if (p->nwait >= MAX_WAITERS) {
         sandlet_warn("%s: %zu requests already wait for page %s; answering 503",
                      sandlet_conn_reqline(c), p->nwait, p->sc.path);
