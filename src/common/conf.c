@@ -24,6 +24,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <libpq-fe.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -134,6 +135,8 @@ struct directive {
 static int do_listen(parser *ps, const directive *d, const token *dir, token *args);
 static int do_status(parser *ps, const directive *d, const token *dir, token *args);
 static int do_secret(parser *ps, const directive *d, const token *dir, token *args);
+static int do_database(parser *ps, const directive *d, const token *dir, token *args);
+static int do_db_password(parser *ps, const directive *d, const token *dir, token *args);
 static int open_sandbox(parser *ps, const directive *d, const token *dir, token *args);
 static int close_sandbox(parser *ps, const token *dir);
 static int open_servlet(parser *ps, const directive *d, const token *dir, token *args);
@@ -430,6 +433,16 @@ static const directive directives[] = {
      .max = 65535,
      .cap = SANDLET_MAX_DATABASE_PORTS,
      .noun = "database ports"},
+    {.name = "database",
+     .ctx = CTX_SANDBOX,
+     .kind = K_CUSTOM,
+     .usage = "CONNINFO",
+     .handler = do_database},
+    {.name = "database-password-file",
+     .ctx = CTX_SANDBOX,
+     .kind = K_CUSTOM,
+     .usage = "FILE",
+     .handler = do_db_password},
     {.name = "cpu-seconds",
      .ctx = CTX_SANDBOX,
      .kind = K_UINT,
@@ -1009,6 +1022,20 @@ static int do_status(parser *ps, const directive *d, const token *dir, token *ar
     return take_string(ps, d, &args[0], &ps->conf->status_page);
 }
 
+/* What makes a secret file unfit, as ssh judges a private key: another
+ * owner than root or the user that starts sandletd, or a mode that lets
+ * group or others read or replace it.  NULL when fit. */
+static const char *secret_owner_problem(const struct stat *st)
+{
+    if (st->st_uid != 0 && st->st_uid != geteuid())
+        return "is owned by another user (expected root or the user that starts sandletd; "
+               "chown it)";
+    if (st->st_mode & 077)
+        return "may be read or written by group or others (expected mode 600 or 400; chmod "
+               "600 it)";
+    return NULL;
+}
+
 /* session-secret-file: the secret that sandboxes' session keys derive
  * from, so that they are the same on every start and every host.  Read
  * here, while sandletd is still the user that started it (root, before
@@ -1035,13 +1062,8 @@ static int do_secret(parser *ps, const directive *d, const token *dir, token *ar
     const char *bad = NULL;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
         bad = "is not a regular file (expected a file of 32 or more random bytes)";
-    else if (st.st_uid != 0 && st.st_uid != geteuid())
-        bad = "is owned by another user (expected root or the user that starts sandletd; "
-              "chown it)";
-    else if (st.st_mode & 077)
-        bad = "may be read or written by group or others (expected mode 600 or 400; chmod "
-              "600 it)";
-    else if (st.st_size < SANDLET_SESSION_SECRET_MIN || st.st_size > SANDLET_SESSION_SECRET_MAX)
+    else if (!(bad = secret_owner_problem(&st)) &&
+             (st.st_size < SANDLET_SESSION_SECRET_MIN || st.st_size > SANDLET_SESSION_SECRET_MAX))
         bad = "has the wrong size (expected 32 to 4096 random bytes, e.g. 'head -c 32 "
               "/dev/urandom > FILE')";
     if (bad) {
@@ -1074,6 +1096,170 @@ static int do_secret(parser *ps, const directive *d, const token *dir, token *ar
     sodium_memzero(buf, sizeof(buf));
     c->session_secret_set = true;
     return 0;
+}
+
+/* database "CONNINFO": checked with libpq's own parser, so that what
+ * sandletd -t accepts is what the workers' libpq will read.  A password
+ * in it is refused: the configuration is often readable by many, and a
+ * secret there would also be printed wherever the string is. */
+static int do_database(parser *ps, const directive *d, const token *dir, token *args)
+{
+    (void)dir;
+    sandlet_sandbox_conf *sb = &ps->conf->sandboxes[ps->cur];
+    int rc = not_empty(ps, d, &args[0]);
+    if (rc)
+        return rc;
+    char *perr = NULL;
+    PQconninfoOption *opts = PQconninfoParse(args[0].text, &perr);
+    if (!opts) {
+        /* libpq's message may quote the string; only its first line, made
+         * printable, is shown. */
+        char msg[160], sh[SHOWN_MAX];
+        snprintf(msg, sizeof(msg), "%s", perr ? perr : "out of memory");
+        msg[strcspn(msg, "\n")] = '\0';
+        PQfreemem(perr);
+        return fail(ps, args[0].line, args[0].col,
+                    "database: not a libpq connection string (%s); expected e.g. "
+                    "\"host=/run/postgresql dbname=shop user=shop\"",
+                    shown(sh, sizeof(sh), msg));
+    }
+    bool has_password = false;
+    for (const PQconninfoOption *o = opts; o->keyword; o++)
+        if (!strcmp(o->keyword, "password") && o->val)
+            has_password = true;
+    PQconninfoFree(opts);
+    if (has_password)
+        return fail(ps, args[0].line, args[0].col,
+                    "database: the connection string holds a password; remove 'password=' and "
+                    "put the password in a file named by 'database-password-file FILE;' "
+                    "(mode 600)");
+    sb->database = dupn(args[0].text, strlen(args[0].text));
+    return sb->database ? 0 : nomem(ps);
+}
+
+/* database-password-file FILE: read now, while sandletd is the user that
+ * started it, with session-secret-file's ownership and mode rules.  The
+ * file holds the password alone; one trailing newline is not part of it. */
+static int do_db_password(parser *ps, const directive *d, const token *dir, token *args)
+{
+    (void)dir;
+    char sh[SHOWN_MAX];
+    sandlet_sandbox_conf *sb = &ps->conf->sandboxes[ps->cur];
+    int rc = take_path(ps, d, &args[0], &sb->database_password_file);
+    if (rc)
+        return rc;
+    const char *f = shown(sh, sizeof(sh), sb->database_password_file);
+    int line = args[0].line, col = args[0].col;
+    int fd = open(sb->database_password_file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+    if (fd < 0)
+        return fail(ps, line, col,
+                    "database-password-file '%s' cannot be opened: %s (expected a file holding "
+                    "the password, owned by root, mode 600)",
+                    f, strerror(errno));
+    struct stat st;
+    const char *bad = NULL;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+        bad = "is not a regular file (expected a file holding the password)";
+    else if (!(bad = secret_owner_problem(&st)) && st.st_size > SANDLET_DATABASE_PASSWORD_MAX + 2)
+        bad = "is too long (expected the password alone, at most 1024 bytes)";
+    if (bad) {
+        close(fd);
+        return fail(ps, line, col, "database-password-file '%s' %s", f, bad);
+    }
+    char buf[SANDLET_DATABASE_PASSWORD_MAX + 3];
+    size_t len = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0 || (len += (size_t)n) == sizeof(buf) - 1)
+            break;
+    }
+    int err = errno;
+    close(fd);
+    if (len && buf[len - 1] == '\n')
+        len--;
+    if (len && buf[len - 1] == '\r')
+        len--;
+    buf[len] = '\0';
+    bad = NULL;
+    if (len == 0)
+        bad = err ? strerror(err) : "is empty (expected the password)";
+    else if (len > SANDLET_DATABASE_PASSWORD_MAX)
+        bad = "is too long (expected the password alone, at most 1024 bytes)";
+    else if (memchr(buf, '\0', len) || strpbrk(buf, "\r\n"))
+        bad = "holds more than one line or a NUL byte (expected the password alone)";
+    if (!bad && !(sb->database_password = dupn(buf, len))) {
+        sodium_memzero(buf, sizeof(buf));
+        return nomem(ps);
+    }
+    sodium_memzero(buf, sizeof(buf));
+    return bad ? fail(ps, line, col, "database-password-file '%s' %s", f, bad) : 0;
+}
+
+/* The TCP ports a conninfo connects to, added to the sandbox's Landlock
+ * connect rules: every "port" entry (5432 when none) unless every host is
+ * a unix socket folder (or none is named: libpq's default is its socket).
+ * libpq has already accepted the string. */
+static int database_ports(parser *ps, sandlet_sandbox_conf *sb, const token *dir)
+{
+    char sh[SHOWN_MAX];
+    PQconninfoOption *opts = PQconninfoParse(sb->database, NULL);
+    if (!opts)
+        return nomem(ps);
+    const char *host = NULL, *hostaddr = NULL, *port = NULL;
+    for (const PQconninfoOption *o = opts; o->keyword; o++) {
+        if (!o->val)
+            continue;
+        if (!strcmp(o->keyword, "host"))
+            host = o->val;
+        else if (!strcmp(o->keyword, "hostaddr"))
+            hostaddr = o->val;
+        else if (!strcmp(o->keyword, "port"))
+            port = o->val;
+    }
+    bool tcp = hostaddr && *hostaddr;
+    for (const char *h = host; h && *h && !tcp;) {
+        size_t n = strcspn(h, ",");
+        if (n && h[0] != '/' && h[0] != '@')
+            tcp = true;
+        h += n + (h[n] == ',');
+    }
+    int rc = 0;
+    for (const char *p = port ? port : ""; tcp && rc == 0;) {
+        size_t n = strcspn(p, ",");
+        unsigned long v = SANDLET_DEFAULT_DATABASE_PORT;
+        if (n) {
+            char *end;
+            errno = 0;
+            v = strtoul(p, &end, 10);
+            if (errno || end != p + n || v < 1 || v > 65535 || p[0] == '-' || p[0] == '+') {
+                char bad[17], sh2[SHOWN_MAX];
+                size_t k = n < sizeof(bad) - 1 ? n : sizeof(bad) - 1;
+                memcpy(bad, p, k);
+                bad[k] = '\0';
+                rc = fail(ps, dir->line, dir->col,
+                          "sandbox '%s': database port '%s' is not a number 1-65535",
+                          shown(sh, sizeof(sh), sb->name), shown(sh2, sizeof(sh2), bad));
+            }
+        }
+        bool have = false;
+        for (size_t i = 0; rc == 0 && i < sb->ndatabase_ports; i++)
+            have |= sb->database_ports[i] == v;
+        if (rc == 0 && !have) {
+            if (sb->ndatabase_ports >= SANDLET_MAX_DATABASE_PORTS)
+                rc = fail(ps, dir->line, dir->col,
+                          "sandbox '%s': too many database ports (at most %d)",
+                          shown(sh, sizeof(sh), sb->name), SANDLET_MAX_DATABASE_PORTS);
+            else
+                sb->database_ports[sb->ndatabase_ports++] = (unsigned short)v;
+        }
+        if (!p[n])
+            break;
+        p += n + 1;
+    }
+    PQconninfoFree(opts);
+    return rc;
 }
 
 static int add_sandbox(parser *ps, char *name, int line)
@@ -1206,6 +1392,21 @@ static int close_sandbox(parser *ps, const token *dir)
     if (!sb->nwritable && !(sb->syscalls & SANDLET_SYSCALLS_FILES) &&
         !seen_line(ps, CTX_SANDBOX, "max-file-size"))
         sb->max_file_size = 0;
+    if (sb->database_password_file && !sb->database) {
+        char sh[SHOWN_MAX];
+        return fail(ps, dir->line, dir->col,
+                    "sandbox '%s' has a database-password-file but no 'database \"CONNINFO\";' "
+                    "(add the database, or remove the password file)",
+                    shown(sh, sizeof(sh), sb->name));
+    }
+    /* A database brings what reaching it takes, and nothing more: the
+     * database group and its own ports (none for a unix socket). */
+    if (sb->database) {
+        int rc = database_ports(ps, sb, dir);
+        if (rc)
+            return rc;
+        sb->syscalls |= SANDLET_SYSCALLS_DATABASE;
+    }
     if (sb->ndatabase_ports && !(sb->syscalls & SANDLET_SYSCALLS_DATABASE)) {
         char sh[SHOWN_MAX];
         return fail(ps, dir->line, dir->col,
@@ -2022,6 +2223,7 @@ void sandlet_conf_free(sandlet_conf *conf)
         free(sb->name);
         free(sb->session_cookie);
         free(sb->session_path);
+        free(sb->database_password_file);
         free(sb->user);
         free(sb->group);
         for (size_t j = 0; j < sb->nreadable; j++)
@@ -2047,7 +2249,6 @@ void sandlet_conf_free(sandlet_conf *conf)
     free(conf->page_cache);
     free(conf->page_compiler);
     free(conf->listens);
-    free(conf->sandboxes);
     free(conf->servlets);
     free(conf->file);
     free(conf->user);
@@ -2057,7 +2258,27 @@ void sandlet_conf_free(sandlet_conf *conf)
     free(conf->error_log);
     free(conf->session_secret_file);
     sodium_memzero(conf->session_secret, sizeof(conf->session_secret));
+    sandlet_conf_forget_secrets(conf);
+    free(conf->sandboxes);
     free(conf);
+}
+
+static void forget(char **s)
+{
+    if (*s)
+        sodium_memzero(*s, strlen(*s));
+    free(*s);
+    *s = NULL;
+}
+
+void sandlet_conf_forget_secrets(sandlet_conf *conf)
+{
+    if (!conf)
+        return;
+    for (size_t i = 0; i < conf->nsandboxes; i++) {
+        forget(&conf->sandboxes[i].database);
+        forget(&conf->sandboxes[i].database_password);
+    }
 }
 
 /* strdup that keeps NULL; sets *bad when a copy fails. */
@@ -2123,6 +2344,8 @@ static void plan_sandbox(sandlet_sandbox_conf *d, const sandlet_sandbox_conf *s,
         d->nwritable = 0;
     d->session_cookie = copy_str(s->session_cookie, bad);
     d->session_path = copy_str(s->session_path, bad);
+    d->database = copy_str(s->database, bad);
+    d->database_password = copy_str(s->database_password, bad);
 }
 
 static void plan_servlet(sandlet_servlet_conf *d, const sandlet_servlet_conf *s, bool *bad)

@@ -33,6 +33,9 @@
  *       write-quota 1g;             # bytes in the writable dirs (default 1g) or unlimited
  *       write-files 100000;         # entries in them (default 100000) or unlimited
  *       database-port 5432;         # TCP ports the database group may reach (repeatable)
+ *       database "host=/run/postgresql dbname=shop"; # libpq conninfo, no password;
+ *                                   # brings syscalls database and its ports
+ *       database-password-file /etc/sandlet/shop.pw; # mode 600, read at parse time
  *       sessions memory;            # memory (default) or none
  *       session-size 4m;            # bytes of the shared store (k/m/g)
  *       session-timeout 1800;       # seconds a session may stay idle
@@ -123,6 +126,10 @@
 #define SANDLET_DEFAULT_PAGE_CACHE SANDLET_LOCALSTATEDIR "/cache/sandlet"
 /* TCP ports a sandbox's database group may connect to. */
 #define SANDLET_MAX_DATABASE_PORTS 16
+/* A database's port when its conninfo names a TCP host but no port. */
+#define SANDLET_DEFAULT_DATABASE_PORT 5432
+/* Bytes a database-password-file may hold (one line, the password). */
+#define SANDLET_DATABASE_PASSWORD_MAX 1024
 
 typedef struct sandlet_param {
     char *name;
@@ -162,6 +169,14 @@ typedef struct sandlet_sandbox_conf {
     unsigned write_files;             /* entries in the writable dirs; 0: unlimited */
     unsigned short database_ports[SANDLET_MAX_DATABASE_PORTS]; /* Landlock connect */
     size_t ndatabase_ports;
+    /* database "CONNINFO": the libpq connection string (never a password:
+     * that comes from database-password-file, read when the file is
+     * parsed).  A sandbox with a database gets the database system-call
+     * group and its TCP ports in database_ports once its block closes.
+     * Both strings reach only the supervisor and, in INIT, the workers. */
+    char *database;
+    char *database_password_file;
+    char *database_password; /* NULL: none; zeroed when freed */
     bool core_dumps;
     unsigned syscalls; /* SANDLET_SYSCALLS_* */
     bool learn;        /* "syscall-violations log": log, do not kill */
@@ -247,6 +262,10 @@ int sandlet_conf_parse(const char *text, size_t len, const char *name, const cha
 /* Reads and parses a file; relative paths resolve against its folder. */
 int sandlet_conf_load(const char *path, sandlet_conf **out, char *err, size_t errlen);
 void sandlet_conf_free(sandlet_conf *conf);
+/* Zeroes and drops what only the supervisor and workers may hold (the
+ * databases' connection strings and passwords): the acceptor calls it
+ * once the supervisor has its plan. */
+void sandlet_conf_forget_secrets(sandlet_conf *conf);
 
 /* What the supervisor needs to start workers, as a separately allocated
  * copy: per sandbox its name, workers, identity, limits, Landlock paths,

@@ -465,6 +465,10 @@ static int run(sandlet_conf *conf)
         _exit(st);
     }
     sandlet_conf_free(plan);
+    /* The databases' connection strings and passwords are the
+     * supervisor's and the workers' alone: the acceptor faces clients and
+     * serves the status page. */
+    sandlet_conf_forget_secrets(conf);
     close(ctl[1]);
     close(exe);
     srv->ctl = ctl[0];

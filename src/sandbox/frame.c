@@ -427,6 +427,8 @@ int sandlet_wire_init_encode(sandlet_buf *b, const sandlet_wire_init *in)
     sandlet_buf_put_u8(b, in->cookie_secure);
     put_cstr(b, in->cookie_name);
     put_cstr(b, in->cookie_path);
+    put_cstr(b, in->database ? in->database : "");
+    put_cstr(b, in->database_password ? in->database_password : "");
     sandlet_buf_put(b, in->key, SANDLET_WIRE_KEY_LEN);
     return rollback(b, start, sandlet_frame_finish(b, start, SANDLET_FRAME_END));
 }
@@ -528,6 +530,8 @@ int sandlet_wire_init_decode(const uint8_t *payload, size_t len, sandlet_wire_in
     out->cookie_secure = sandlet_read_u8(&r) != 0;
     out->cookie_name = sandlet_read_str(&r, NULL);
     out->cookie_path = sandlet_read_str(&r, NULL);
+    out->database = sandlet_read_str(&r, NULL);
+    out->database_password = sandlet_read_str(&r, NULL);
     /* The key comes last: the rest of the payload, exactly. */
     size_t keylen = 0;
     out->key = sandlet_read_rest(&r, &keylen);

@@ -34,7 +34,9 @@
  *            writable × str, u64 max file size (0: unlimited), u8 database
  *            port count, ports × u16; then the sessions: u8 mode (1:
  *            memory), u32 idle timeout in seconds, u8 cookie Secure, str
- *            cookie name, str cookie path, and last the sandbox's session
+ *            cookie name, str cookie path; then the database: str
+ *            conninfo ("": none), str password ("": none) -- the only
+ *            way either reaches a worker; and last the sandbox's session
  *            key: the rest of the payload, exactly SANDLET_WIRE_KEY_LEN
  *            bytes.  Written by the supervisor on the worker's socket
  *            before the acceptor ever sees it.
@@ -273,6 +275,9 @@ typedef struct sandlet_wire_init {
     bool cookie_secure;
     const char *cookie_name;
     const char *cookie_path;
+    /* database: NULL or "" on encode, "" on decode when none */
+    const char *database;
+    const char *database_password;
     const uint8_t *key; /* SANDLET_WIRE_KEY_LEN bytes */
 } sandlet_wire_init;
 

@@ -89,6 +89,8 @@ int sandlet_init_encode(sandlet_buf *b, const sandlet_conf *conf, size_t sandbox
         .cookie_secure = sb->session_cookie_secure,
         .cookie_name = sb->session_cookie,
         .cookie_path = sb->session_path,
+        .database = sb->database,
+        .database_password = sb->database_password,
         .key = key,
     };
     rc = sandlet_wire_init_encode(b, &in);

@@ -60,7 +60,12 @@ static struct {
     sandlet_session_store *sessions; /* the sandbox's shared store, or NULL */
     unsigned session_mode;           /* 1: memory sessions */
     sandlet_session_config session;  /* from INIT, installed once servlets are loaded */
-    char gaps[512];                  /* what the kernel cannot fence, warned after init */
+    /* The sandbox's database (sandlet.conf "database"), from INIT only:
+     * the conninfo points into w.init; the password is our own copy, the
+     * INIT buffer's is wiped.  NULL: no database. */
+    const char *db_conninfo;
+    char *db_password;
+    char gaps[512]; /* what the kernel cannot fence, warned after init */
 } w;
 
 static int write_all(struct iovec *iov, int n)
@@ -220,6 +225,20 @@ static void confine_settings(const sandlet_wire_init *in, const char *sandbox, c
     c->write_blocked = write_blocked;
 }
 
+/* Keeps the database part of INIT.  The password moves out of the INIT
+ * buffer, which servlets' parameters point into for the worker's life. */
+static void database_settings(const sandlet_wire_init *in)
+{
+    w.db_conninfo = in->database && in->database[0] ? in->database : NULL;
+    char *pw = (char *)in->database_password;
+    if (!pw || !pw[0])
+        return;
+    w.db_password = strdup(pw);
+    sodium_memzero(pw, strlen(pw));
+    if (!w.db_password)
+        fail("out of memory keeping the database password");
+}
+
 /* Reads the session part of INIT and maps the sandbox's store, which the
  * supervisor passed on SANDLET_SESSION_FD.  Runs before confinement:
  * afterwards the mapping needs no system call but futex (the store's
@@ -365,6 +384,7 @@ static void load_servlets(const char *sandbox, bool write_blocked)
     }
     confine_settings(&in, sandbox, libs, nlibs, write_blocked);
     session_settings(&in, sandbox);
+    database_settings(&in);
 
     /* Identity, limits, no_new_privs, Landlock and no exec or fork, before
      * the first byte of servlet code (a library constructor) runs. */

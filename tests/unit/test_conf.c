@@ -463,6 +463,172 @@ static void test_session_secret_file(void **state)
     assert_int_equal(rmdir(dir), 0);
 }
 
+static int parse_db(const char *conninfo, const char *pwfile, char *err, size_t errlen,
+                    sandlet_conf **out)
+{
+    char text[1024];
+    int n = snprintf(text, sizeof(text), "sandbox db {\n  database \"%s\";\n", conninfo);
+    if (pwfile)
+        n += snprintf(text + n, sizeof(text) - (size_t)n, "  database-password-file \"%s\";\n",
+                      pwfile);
+    snprintf(text + n, sizeof(text) - (size_t)n, "}\n");
+    *out = NULL;
+    return sandlet_conf_parse(text, strlen(text), "test.conf", "/", out, err, errlen);
+}
+
+static const sandlet_sandbox_conf *db_sandbox(const sandlet_conf *c)
+{
+    return &c->sandboxes[sandbox_index(c, "db")];
+}
+
+/* database "CONNINFO": checked by libpq's parser, never with a password
+ * in it; it brings the database group and exactly its TCP ports (none for
+ * a unix socket) into the sandbox's Landlock connect rules. */
+static void test_database(void **state)
+{
+    (void)state;
+    char err[512];
+    sandlet_conf *c;
+    assert_int_equal(
+        parse_db("host=/run/postgresql dbname=shop user=shop", NULL, err, sizeof(err), &c), 0);
+    const sandlet_sandbox_conf *sb = db_sandbox(c);
+    assert_string_equal(sb->database, "host=/run/postgresql dbname=shop user=shop");
+    assert_null(sb->database_password);
+    assert_true(sb->syscalls & SANDLET_SYSCALLS_DATABASE);
+    assert_int_equal(sb->ndatabase_ports, 0); /* a unix socket needs no port */
+    /* The supervisor's plan carries it; the acceptor forgets it. */
+    sandlet_conf *plan = sandlet_conf_plan(c);
+    assert_non_null(plan);
+    assert_string_equal(db_sandbox(plan)->database, sb->database);
+    sandlet_conf_free(plan);
+    sandlet_conf_forget_secrets(c);
+    assert_null(db_sandbox(c)->database);
+    sandlet_conf_free(c);
+
+    assert_int_equal(parse_db("dbname=shop", NULL, err, sizeof(err), &c), 0);
+    assert_int_equal(db_sandbox(c)->ndatabase_ports, 0); /* libpq's default socket */
+    sandlet_conf_free(c);
+
+    assert_int_equal(parse_db("host=db.example dbname=shop", NULL, err, sizeof(err), &c), 0);
+    sb = db_sandbox(c);
+    assert_int_equal(sb->ndatabase_ports, 1);
+    assert_int_equal(sb->database_ports[0], 5432);
+    sandlet_conf_free(c);
+
+    assert_int_equal(parse_db("postgresql://shop@127.0.0.1:6543/shop", NULL, err, sizeof(err), &c),
+                     0);
+    sb = db_sandbox(c);
+    assert_int_equal(sb->ndatabase_ports, 1);
+    assert_int_equal(sb->database_ports[0], 6543);
+    sandlet_conf_free(c);
+
+    assert_int_equal(parse_db("host=a,/tmp,b port=7000,7001,7000", NULL, err, sizeof(err), &c), 0);
+    sb = db_sandbox(c);
+    assert_int_equal(sb->ndatabase_ports, 2);
+    assert_int_equal(sb->database_ports[0], 7000);
+    assert_int_equal(sb->database_ports[1], 7001);
+    sandlet_conf_free(c);
+
+    assert_int_equal(parse_db("hostaddr=10.0.0.1 port=6000", NULL, err, sizeof(err), &c), 0);
+    assert_int_equal(db_sandbox(c)->database_ports[0], 6000);
+    sandlet_conf_free(c);
+
+    /* With database-port lines too, no port twice. */
+    const char *both = "sandbox db {\n database \"host=h port=5432\";\n database-port 5432;\n"
+                       " database-port 6432;\n}\n";
+    c = parse_ok(both, NULL);
+    assert_int_equal(db_sandbox(c)->ndatabase_ports, 2);
+    sandlet_conf_free(c);
+
+    assert_int_equal(parse_db("host=h password=hunter2", NULL, err, sizeof(err), &c), -EINVAL);
+    assert_null(c);
+    assert_non_null(
+        strstr(err, "test.conf:2:12: database: the connection string holds a password"));
+    assert_non_null(strstr(err, "database-password-file"));
+    assert_null(strstr(err, "hunter2"));
+    assert_int_equal(parse_db("host=h bogus=1", NULL, err, sizeof(err), &c), -EINVAL);
+    assert_non_null(strstr(err, "database: not a libpq connection string"));
+    assert_int_equal(parse_db("host=h port=99999", NULL, err, sizeof(err), &c), -EINVAL);
+    assert_non_null(strstr(err, "database port '99999' is not a number 1-65535"));
+    assert_int_equal(parse_db("host=h port=x", NULL, err, sizeof(err), &c), -EINVAL);
+    assert_non_null(strstr(err, "database port 'x'"));
+    assert_int_equal(parse_db("", NULL, err, sizeof(err), &c), -EINVAL);
+    const char *nodb = "sandbox db {\n database-password-file /etc/passwd;\n}\n";
+    assert_int_equal(parse_bad(nodb, strlen(nodb), err, sizeof(err)), -EINVAL);
+}
+
+/* database-password-file: read at parse time with session-secret-file's
+ * owner and mode rules; one trailing newline is not the password's. */
+static void test_database_password_file(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/test_conf-dbpw-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char err[512], p[300];
+    sandlet_conf *c;
+    static const struct {
+        const char *name;
+        const char *text;
+        mode_t mode;
+        const char *want; /* the password, or NULL: refused with this message */
+        const char *msg;
+    } cases[] = {
+        {"nl", "pa ss\n", 0600, "pa ss", NULL},
+        {"crlf", "pa ss\r\n", 0400, "pa ss", NULL},
+        {"plain", "x", 0600, "x", NULL},
+        {"open", "x\n", 0644, NULL, "may be read or written by group or others"},
+        {"empty", "", 0600, NULL, "is empty"},
+        {"nlonly", "\n", 0600, NULL, "is empty"},
+        {"two", "a\nb\n", 0600, NULL, "holds more than one line"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(p, sizeof(p), "%s/%s", dir, cases[i].name);
+        FILE *f = fopen(p, "w");
+        assert_non_null(f);
+        fputs(cases[i].text, f);
+        fclose(f);
+        assert_int_equal(chmod(p, cases[i].mode), 0);
+        int rc = parse_db("host=/run/postgresql", p, err, sizeof(err), &c);
+        if (cases[i].want) {
+            if (rc != 0)
+                fail_msg("%s: %s", cases[i].name, err);
+            assert_string_equal(db_sandbox(c)->database_password, cases[i].want);
+            sandlet_conf *plan = sandlet_conf_plan(c);
+            assert_string_equal(db_sandbox(plan)->database_password, cases[i].want);
+            sandlet_conf_free(plan);
+            sandlet_conf_forget_secrets(c);
+            assert_null(db_sandbox(c)->database_password);
+            sandlet_conf_free(c);
+        } else {
+            assert_int_equal(rc, -EINVAL);
+            assert_non_null(strstr(err, "database-password-file '"));
+            assert_non_null(strstr(err, cases[i].msg));
+        }
+        unlink(p);
+    }
+    snprintf(p, sizeof(p), "%s/long", dir);
+    char *big = malloc(2000);
+    assert_non_null(big);
+    memset(big, 'a', 1999);
+    big[1999] = '\0';
+    FILE *f = fopen(p, "w");
+    fputs(big, f);
+    fclose(f);
+    free(big);
+    assert_int_equal(chmod(p, 0600), 0);
+    assert_int_equal(parse_db("host=/x", p, err, sizeof(err), &c), -EINVAL);
+    assert_non_null(strstr(err, "is too long"));
+    if (geteuid() == 0) {
+        assert_int_equal(chown(p, 65534, 65534), 0);
+        assert_int_equal(parse_db("host=/x", p, err, sizeof(err), &c), -EINVAL);
+        assert_non_null(strstr(err, "is owned by another user"));
+    }
+    unlink(p);
+    assert_int_equal(parse_db("host=/x", "/nonexistent/pw", err, sizeof(err), &c), -EINVAL);
+    assert_non_null(strstr(err, "cannot be opened"));
+    assert_int_equal(rmdir(dir), 0);
+}
+
 static void test_confinement_settings(void **state)
 {
     (void)state;
@@ -1193,6 +1359,8 @@ int main(void)
         cmocka_unit_test(test_session_settings),
         cmocka_unit_test(test_session_cookies),
         cmocka_unit_test(test_session_secret_file),
+        cmocka_unit_test(test_database),
+        cmocka_unit_test(test_database_password_file),
         cmocka_unit_test(test_confinement_settings),
         cmocka_unit_test(test_limit_defaults),
         cmocka_unit_test(test_plan),

@@ -749,6 +749,8 @@ static sandlet_wire_init sample_init(void)
         .cookie_secure = true,
         .cookie_name = "SLSESSION_default",
         .cookie_path = "/app",
+        .database = "host=/run/postgresql dbname=shop",
+        .database_password = "s3cret pw",
         .key = sample_key,
     };
 }
@@ -810,6 +812,8 @@ static void test_frame_init_payload(void **state)
     assert_int_equal(sandlet_read_u8(&r), 1);
     assert_string_equal(sandlet_read_str(&r, NULL), "SLSESSION_default");
     assert_string_equal(sandlet_read_str(&r, NULL), "/app");
+    assert_string_equal(sandlet_read_str(&r, NULL), "host=/run/postgresql dbname=shop");
+    assert_string_equal(sandlet_read_str(&r, NULL), "s3cret pw");
     size_t keylen;
     const uint8_t *key = sandlet_read_rest(&r, &keylen);
     assert_int_equal(keylen, SANDLET_WIRE_KEY_LEN);
@@ -853,6 +857,8 @@ static void test_frame_init_payload(void **state)
                 out.cookie_secure == in.cookie_secure);
     assert_string_equal(out.cookie_name, in.cookie_name);
     assert_string_equal(out.cookie_path, in.cookie_path);
+    assert_string_equal(out.database, in.database);
+    assert_string_equal(out.database_password, in.database_password);
     assert_memory_equal(out.key, sample_key, SANDLET_WIRE_KEY_LEN);
     sandlet_wire_init_free(&out);
 

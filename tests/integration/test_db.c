@@ -1,0 +1,132 @@
+/*
+ * test_db.c - a sandbox's database through the real sandletd, against a
+ * throwaway PostgreSQL (tests/db/pgtest.h): the connection string and the
+ * password reach the workers only in their INIT frame, never a command
+ * line, an environment or the log.
+ */
+#define _GNU_SOURCE
+#include "harness.h"
+#include "../db/pgtest.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+/* Markers no other text holds: one in the conninfo, one the password. */
+#define CONNINFO_MARK "sl-dbtest-conninfo-9c41"
+#define PASSWORD_MARK "sl-dbtest-password-5e27"
+
+static pgtest pg;
+static th_daemon d;
+static char dir[64];
+static char pwfile[128];
+
+static int setup(void **state)
+{
+    (void)state;
+    th_prepare();
+    char err[512];
+    if (pgtest_start(&pg, err, sizeof(err)) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    if (th_tempdir(dir, sizeof(dir), "db", 0700) != 0)
+        return -1;
+    snprintf(pwfile, sizeof(pwfile), "%s/pw", dir);
+    int fd = open(pwfile, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 || write(fd, PASSWORD_MARK "\n", sizeof(PASSWORD_MARK)) != sizeof(PASSWORD_MARK))
+        return -1;
+    close(fd);
+    static char conf[2048];
+    snprintf(conf, sizeof(conf),
+             "sandbox db { workers 2; database \"%s application_name=" CONNINFO_MARK "\";\n"
+             "  database-password-file \"%s\"; }\n"
+             "servlet /probe/* { library \"%s\"; sandbox db; }\n",
+             pg.conninfo, pwfile, th_fixture("probe"));
+    return th_start(&d, conf, false) == 0 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    int rc = d.pid ? th_stop(&d) : 0;
+    pgtest_destroy(&pg);
+    unlink(pwfile);
+    rmdir(dir);
+    return rc == 0 ? 0 : -1;
+}
+
+static bool file_holds(const char *path, const char *needle)
+{
+    size_t len = 0;
+    char *s = th_slurp(path, &len);
+    if (!s)
+        return false;
+    bool found = memmem(s, len, needle, strlen(needle)) != NULL;
+    free(s);
+    return found;
+}
+
+/* Every process of the daemon (acceptor, supervisor, workers), by parent
+ * links from d.pid; checks their cmdline and environ for both markers. */
+static int scan_tree(pid_t root)
+{
+    pid_t todo[256];
+    int n = 0, seen = 0;
+    todo[n++] = root;
+    while (n) {
+        pid_t p = todo[--n];
+        seen++;
+        static const char *const files[] = {"cmdline", "environ"};
+        for (size_t i = 0; i < 2; i++) {
+            char path[64];
+            snprintf(path, sizeof(path), "/proc/%d/%s", (int)p, files[i]);
+            if (file_holds(path, CONNINFO_MARK) || file_holds(path, PASSWORD_MARK))
+                fail_msg("%s holds the database's conninfo or password", path);
+        }
+        n += th_children_of(p, todo + n, (int)(sizeof(todo) / sizeof(todo[0])) - n);
+    }
+    return seen;
+}
+
+static void test_secrets_only_in_init(void **state)
+{
+    (void)state;
+    th_response r;
+    /* Both workers answer: a sandbox with a database starts and serves. */
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(th_request(d.port, "GET", "/probe/pid", NULL, NULL, 0, &r), 0);
+        if (r.status != 200) {
+            char *log = th_slurp(d.log, NULL);
+            fail_msg("status %d; log:\n%s", r.status, log ? log : "(none)");
+        }
+        th_response_free(&r);
+    }
+    assert_int_equal(th_request(d.port, "GET", "/probe/environ", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_null(memmem(r.body, r.body_len, CONNINFO_MARK, strlen(CONNINFO_MARK)));
+    assert_null(memmem(r.body, r.body_len, PASSWORD_MARK, strlen(PASSWORD_MARK)));
+    th_response_free(&r);
+    /* acceptor, supervisor and two workers at least */
+    assert_true(scan_tree(d.pid) >= 4);
+    assert_false(file_holds(d.log, CONNINFO_MARK));
+    assert_false(file_holds(d.log, PASSWORD_MARK));
+    assert_false(file_holds(d.conf, PASSWORD_MARK)); /* the file names it, never holds it */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_secrets_only_in_init),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
