@@ -65,6 +65,13 @@ sl_test *sl_test_new(const sl_servlet *servlet, const char *const *params);
 /* Runs destroy, frees every request and response of t, the store and the
  * jar.  NULL is ignored. */
 void sl_test_free(sl_test *t);
+/* The database the servlet's sl_db_ calls use (sandlet/db.h), as a
+ * sandbox's "database" line under sandletd: one connection for the test
+ * process, opened now and kept until the next call (or the process's
+ * end); conninfo NULL closes it.  password may be NULL.  0, or -1 with
+ * the reason on stderr (the connection is still kept, as a worker keeps
+ * it: calls reconnect when the server is back). */
+int sl_test_database(sl_test *t, const char *conninfo, const char *password);
 
 /* ---- requests ------------------------------------------------------------ */
 

@@ -394,6 +394,7 @@ int sandlet_lib_run(const sl_servlet *servlet, sl_request *rq, sl_response *rs)
 {
     sl_handler h = pick(servlet, rq->method);
     int status;
+    sandlet_lib_db_request_start(rq);
     if (h) {
         status = h(rq, rs);
     } else {
@@ -424,5 +425,10 @@ int sandlet_lib_run(const sl_servlet *servlet, sl_request *rq, sl_response *rs)
             rs->body_len = 0;
         }
     }
-    return sandlet_lib_response_finish(rs, status);
+    /* A handler that failed because the database is down answers 503
+     * with Retry-After: the client may come back, unlike after a 500. */
+    sandlet_lib_db_answer_unavailable(rs, &status);
+    int rc = sandlet_lib_response_finish(rs, status);
+    sandlet_lib_db_request_end();
+    return rc;
 }

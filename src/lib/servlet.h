@@ -174,6 +174,24 @@ int sandlet_lib_response_finish(sl_response *rs, int status);
  * stderr. */
 int sandlet_lib_run(const sl_servlet *servlet, sl_request *rq, sl_response *rs);
 
+/* ---- db.c: the sandbox's database (sandlet/db.h) ------------------------ */
+
+/* Opens this process's one connection (conninfo as sandlet.conf gives it,
+ * password NULL or from database-password-file) and keeps it even when
+ * the server cannot be reached: the next call that needs it reconnects.
+ * 0, or -1 with libpq's reason in err (a warning: the worker serves). */
+int sandlet_lib_db_open(const char *conninfo, const char *password, char *err, size_t errlen);
+void sandlet_lib_db_close(void);
+bool sandlet_lib_db_configured(void);
+/* Around each handler (sandlet_lib_run): the request's error state is
+ * reset; afterwards an open transaction is rolled back (1 when one was). */
+void sandlet_lib_db_request_start(const sl_request *rq);
+int sandlet_lib_db_request_end(void);
+bool sandlet_lib_db_request_unavailable(void);
+/* The database was down in this request and the answer is 5xx: makes it
+ * 503 with Retry-After (logged once per outage); true when it did. */
+bool sandlet_lib_db_answer_unavailable(sl_response *rs, int *status);
+
 /* True when the servlet has a handler at all (service or a method's):
  * drivers refuse to load one that has none. */
 bool sandlet_lib_servlet_runnable(const sl_servlet *servlet);

@@ -385,6 +385,24 @@ static void load_servlets(const char *sandbox, bool write_blocked)
     confine_settings(&in, sandbox, libs, nlibs, write_blocked);
     session_settings(&in, sandbox);
     database_settings(&in);
+    /* The connection is opened here, as the sandbox's user, before
+     * Landlock and the allowlist: libpq may read the user database and
+     * its own files on the first connect.  Later reconnects reuse what
+     * it resolved now.  An unreachable database is only a warning: the
+     * rest of the sandbox serves, and the next request that needs the
+     * database tries again. */
+    if (w.db_conninfo) {
+        char dberr[512];
+        if (sandlet_lib_db_open(w.db_conninfo, w.db_password, dberr, sizeof(dberr)) < 0)
+            sandlet_warn("sandbox '%s': the database cannot be reached yet (%s); requests that "
+                         "need it get 503 until it can",
+                         sandbox, dberr);
+        if (w.db_password) {
+            sodium_memzero(w.db_password, strlen(w.db_password));
+            free(w.db_password);
+            w.db_password = NULL;
+        }
+    }
 
     /* Identity, limits, no_new_privs, Landlock and no exec or fork, before
      * the first byte of servlet code (a library constructor) runs. */

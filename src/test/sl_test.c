@@ -345,6 +345,20 @@ sl_test *sl_test_load(const char *path, const char *const *params)
     return t;
 }
 
+int sl_test_database(sl_test *t, const char *conninfo, const char *password)
+{
+    (void)t;
+    sandlet_lib_db_close();
+    if (!conninfo)
+        return 0;
+    char err[512];
+    if (sandlet_lib_db_open(conninfo, password, err, sizeof(err)) < 0) {
+        fprintf(stderr, "sl_test_database: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
 void sl_test_free(sl_test *t)
 {
     if (!t)

@@ -2,13 +2,18 @@
  * test_db.c - a sandbox's database through the real sandletd, against a
  * throwaway PostgreSQL (tests/db/pgtest.h): the connection string and the
  * password reach the workers only in their INIT frame, never a command
- * line, an environment or the log.
+ * line, an environment or the log; a worker that crashes inside a
+ * transaction leaves nothing behind; a database that goes away makes the
+ * requests that need it 503 (logged once) while the rest of the sandbox
+ * serves, and they succeed again once it is back; and a worker reaches
+ * its database's TCP port but no other (Landlock).
  */
 #define _GNU_SOURCE
 #include "harness.h"
 #include "../db/pgtest.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -46,12 +51,18 @@ static int setup(void **state)
     if (fd < 0 || write(fd, PASSWORD_MARK "\n", sizeof(PASSWORD_MARK)) != sizeof(PASSWORD_MARK))
         return -1;
     close(fd);
+    if (pgtest_exec(&pg, "CREATE TABLE items (name text)", err, sizeof(err)) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    /* Over TCP: the port comes from the string, into Landlock's rules. */
     static char conf[2048];
     snprintf(conf, sizeof(conf),
              "sandbox db { workers 2; database \"%s application_name=" CONNINFO_MARK "\";\n"
              "  database-password-file \"%s\"; }\n"
-             "servlet /probe/* { library \"%s\"; sandbox db; }\n",
-             pg.conninfo, pwfile, th_fixture("probe"));
+             "servlet /probe/* { library \"%s\"; sandbox db; }\n"
+             "servlet /db/* { library \"%s\"; sandbox db; }\n",
+             pg.conninfo_tcp, pwfile, th_fixture("probe"), th_fixture("dbprobe"));
     return th_start(&d, conf, false) == 0 ? 0 : -1;
 }
 
@@ -123,10 +134,117 @@ static void test_secrets_only_in_init(void **state)
     assert_false(file_holds(d.conf, PASSWORD_MARK)); /* the file names it, never holds it */
 }
 
+static int get(const char *target, th_response *r)
+{
+    assert_int_equal(th_request(d.port, "GET", target, NULL, NULL, 0, r), 0);
+    return r->status;
+}
+
+static void test_query(void **state)
+{
+    (void)state;
+    th_response r;
+    for (int i = 0; i < 4; i++) { /* both workers */
+        if (get("/db/ping", &r) != 200)
+            fail_msg("%d %s", r.status, r.body);
+        assert_string_equal(r.body, "up");
+        th_response_free(&r);
+    }
+}
+
+/* The worker dies inside a transaction: its connection goes with it, the
+ * server rolls back, and the next request (on a new worker or the other)
+ * sees nothing of it. */
+static void test_rollback_after_crash(void **state)
+{
+    (void)state;
+    th_response r;
+    get("/db/crash", &r);
+    assert_true(r.status >= 500);
+    th_response_free(&r);
+    for (int i = 0; i < 4; i++) {
+        if (get("/db/count", &r) != 200)
+            fail_msg("%d %s", r.status, r.body);
+        assert_string_equal(r.body, "0");
+        th_response_free(&r);
+    }
+    char err[512];
+    /* and no session of the server is left inside a transaction */
+    assert_int_equal(pgtest_exec(&pg,
+                                 "DO $$BEGIN IF EXISTS (SELECT 1 FROM pg_stat_activity WHERE "
+                                 "state LIKE 'idle in transaction%') THEN RAISE 'open'; END IF; "
+                                 "END$$",
+                                 err, sizeof(err)),
+                     0);
+}
+
+/* Down: 503 with Retry-After for what needs it, the rest serves, one log
+ * line per worker and outage; back: answers again. */
+static void test_database_restart(void **state)
+{
+    (void)state;
+    th_response r;
+    char err[512];
+    if (pgtest_stop(&pg, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    for (int i = 0; i < 6; i++) {
+        if (get("/db/ping", &r) != 503)
+            fail_msg("%d %s", r.status, r.body);
+        char ra[16];
+        assert_true(th_header(&r, "Retry-After", ra, sizeof(ra)));
+        assert_string_equal(ra, "5");
+        th_response_free(&r);
+        assert_int_equal(get("/probe/pid", &r), 200);
+        th_response_free(&r);
+    }
+    assert_true(th_log_wait(&d, "answering 503 until it is back", 2000));
+    size_t len;
+    char *log = th_slurp(d.log, &len);
+    assert_non_null(log);
+    int lines = 0;
+    for (const char *p = log; (p = strstr(p, "answering 503 until it is back")); p++)
+        lines++;
+    free(log);
+    assert_true(lines >= 1 && lines <= 2); /* once per worker, not per request */
+    if (pgtest_restart(&pg, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    for (int i = 0; i < 4; i++) {
+        if (get("/db/ping", &r) != 200)
+            fail_msg("%d %s", r.status, r.body);
+        th_response_free(&r);
+    }
+}
+
+/* Landlock lets a worker connect to its database's port and no other. */
+static void test_other_port_refused(void **state)
+{
+    (void)state;
+    if (th_skip_unless_root("Landlock connect rules of a sandbox with a database") ||
+        th_unconfined())
+        return;
+    th_response r;
+    char target[64];
+    snprintf(target, sizeof(target), "/db/connect?port=%u", pg.port);
+    assert_int_equal(get(target, &r), 200);
+    assert_string_equal(r.body, "ok");
+    th_response_free(&r);
+    /* sandletd's own port listens on loopback: only Landlock stops it */
+    snprintf(target, sizeof(target), "/db/connect?port=%u", d.port);
+    assert_int_equal(get(target, &r), 200);
+    if (strcmp(r.body, "EACCES") != 0) {
+        if (strcmp(r.body, "ok") == 0 && !th_log_contains(&d, "no Landlock network rules"))
+            fail_msg("a worker connected to port %u, not its database's", d.port);
+        printf("SKIP: this kernel has no Landlock network rules (Linux 6.7)\n");
+    }
+    th_response_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_secrets_only_in_init),
+        cmocka_unit_test(test_secrets_only_in_init), cmocka_unit_test(test_query),
+        cmocka_unit_test(test_rollback_after_crash), cmocka_unit_test(test_database_restart),
+        cmocka_unit_test(test_other_port_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
