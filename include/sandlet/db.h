@@ -17,7 +17,8 @@
  * sl_db_unavailable is true; a handler that then answers 500 or more is
  * answered 503 with Retry-After instead, and the worker logs it once.
  *
- * A transaction still open when the handler returns is rolled back.
+ * A transaction still open when the handler returns is rolled back.  A
+ * statement runs at most 9/10 of the servlet's timeout (SQLSTATE 57014).
  *
  * This header must stay plain C11 and name no internals.
  */

@@ -2330,6 +2330,7 @@ static void plan_sandbox(sandlet_sandbox_conf *d, const sandlet_sandbox_conf *s,
         .session_timeout = s->session_timeout,
         .session_cookie_secure = s->session_cookie_secure,
         .pages = s->pages,
+        .timeout = s->timeout, /* the database's statement timeout follows it */
         .line = s->line,
     };
     memcpy(d->database_ports, s->database_ports, sizeof(d->database_ports));
@@ -2350,7 +2351,8 @@ static void plan_sandbox(sandlet_sandbox_conf *d, const sandlet_sandbox_conf *s,
 
 static void plan_servlet(sandlet_servlet_conf *d, const sandlet_servlet_conf *s, bool *bad)
 {
-    *d = (sandlet_servlet_conf){.prefix = s->prefix, .sandbox = s->sandbox, .line = s->line};
+    *d = (sandlet_servlet_conf){
+        .prefix = s->prefix, .sandbox = s->sandbox, .timeout = s->timeout, .line = s->line};
     d->path = copy_str(s->path, bad);
     d->library = copy_str(s->library, bad);
     if (s->nparams == 0)

@@ -269,13 +269,14 @@ void sandlet_conf_forget_secrets(sandlet_conf *conf);
 
 /* What the supervisor needs to start workers, as a separately allocated
  * copy: per sandbox its name, workers, identity, limits, Landlock paths,
- * system-call groups, database ports, write quotas and session settings;
- * per servlet its path, library, params and sandbox; the file's name, the
+ * system-call groups, database ports, write quotas, session settings and
+ * database; per servlet its path, library, params and sandbox; the
+ * request timeouts of both (workers' statement timeouts follow them); the file's name, the
  * acceptor's user, the log paths it reopens and the session secret; and
  * for pages the docroot, the pages mappings, the cache, the compiler,
  * its timeout and development mode.
  * Everything only the acceptor uses (listen addresses, status
- * page, client timeouts and size limits, queues and request timeouts) is
+ * page, client timeouts and size limits, queues and queue timeouts) is
  * zero or NULL in it.  Free with sandlet_conf_free; NULL when out of
  * memory. */
 sandlet_conf *sandlet_conf_plan(const sandlet_conf *conf);

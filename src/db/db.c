@@ -55,13 +55,17 @@ static struct {
     size_t nprepared;
     /* The request being served and its state. */
     const sl_request *rq;
-    bool checked;     /* the connection was checked in this request */
-    bool unavailable; /* a call of this request found the database down */
-    bool was_down;    /* the last request that needed it found it down */
-    bool broken;      /* the server said it is going away: reset before use */
+    bool checked;             /* the connection was checked in this request */
+    bool unavailable;         /* a call of this request found the database down */
+    bool was_down;            /* the last request that needed it found it down */
+    bool broken;              /* the server said it is going away: reset before use */
+    unsigned want_timeout;    /* statement_timeout the next statement needs */
+    unsigned applied_timeout; /* the connection's; UINT_MAX: unknown */
     char sqlstate[6];
     char error[256];
 } db;
+
+static void call_failed(const PGresult *r);
 
 static void set_error(const char *state, const char *msg)
 {
@@ -86,6 +90,7 @@ static int session_setup(void)
     int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     PQclear(r);
     forget_prepared();
+    db.applied_timeout = UINT_MAX;
     return ok ? 0 : -1;
 }
 
@@ -125,6 +130,32 @@ void sandlet_lib_db_close(void)
 bool sandlet_lib_db_configured(void)
 {
     return db.conn != NULL;
+}
+
+void sandlet_lib_db_set_timeout(unsigned ms)
+{
+    db.want_timeout = ms;
+}
+
+/* SET statement_timeout when the servlet's timeout differs from the one
+ * the connection has: the number is ours, never request data. */
+static int apply_timeout(void)
+{
+    unsigned ms = db.want_timeout - db.want_timeout / 10;
+    if (db.want_timeout && !ms)
+        ms = 1;
+    if (ms == db.applied_timeout)
+        return 0;
+    char sql[64];
+    snprintf(sql, sizeof(sql), "SET statement_timeout = %u", ms);
+    PGresult *r = PQexec(db.conn, sql);
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (ok)
+        db.applied_timeout = ms;
+    else
+        call_failed(r);
+    PQclear(r);
+    return ok ? 0 : -1;
 }
 
 void sandlet_lib_db_request_start(const sl_request *rq)
@@ -190,6 +221,8 @@ static PGconn *connection(void)
             return NULL;
         }
     }
+    if (apply_timeout() != 0)
+        return NULL;
     return db.conn;
 }
 

@@ -183,6 +183,11 @@ int sandlet_lib_run(const sl_servlet *servlet, sl_request *rq, sl_response *rs);
 int sandlet_lib_db_open(const char *conninfo, const char *password, char *err, size_t errlen);
 void sandlet_lib_db_close(void);
 bool sandlet_lib_db_configured(void);
+/* The servlet's timeout (ms, 0: none) for the requests that follow: the
+ * connection's statement_timeout is set to 9/10 of it before the next
+ * statement when it changed, so that a statement ends with an error the
+ * servlet can answer before the worker is ended for the time. */
+void sandlet_lib_db_set_timeout(unsigned ms);
 /* Around each handler (sandlet_lib_run): the request's error state is
  * reset; afterwards an open transaction is rolled back (1 when one was). */
 void sandlet_lib_db_request_start(const sl_request *rq);

@@ -396,6 +396,7 @@ int sandlet_wire_init_encode(sandlet_buf *b, const sandlet_wire_init *in)
             put_cstr(b, s->params[j].name);
             put_cstr(b, s->params[j].value);
         }
+        sandlet_buf_put_u32(b, s->timeout);
     }
     sandlet_buf_put_u32(b, in->pages_gen);
     sandlet_buf_put_u16(b, in->npages);
@@ -429,6 +430,7 @@ int sandlet_wire_init_encode(sandlet_buf *b, const sandlet_wire_init *in)
     put_cstr(b, in->cookie_path);
     put_cstr(b, in->database ? in->database : "");
     put_cstr(b, in->database_password ? in->database_password : "");
+    sandlet_buf_put_u32(b, in->page_timeout);
     sandlet_buf_put(b, in->key, SANDLET_WIRE_KEY_LEN);
     return rollback(b, start, sandlet_frame_finish(b, start, SANDLET_FRAME_END));
 }
@@ -493,6 +495,7 @@ int sandlet_wire_init_decode(const uint8_t *payload, size_t len, sandlet_wire_in
             s->params[j].name = sandlet_read_str(&r, NULL);
             s->params[j].value = sandlet_read_str(&r, NULL);
         }
+        s->timeout = sandlet_read_u32(&r);
     }
     out->pages_gen = sandlet_read_u32(&r);
     n = sandlet_read_u16(&r);
@@ -532,6 +535,7 @@ int sandlet_wire_init_decode(const uint8_t *payload, size_t len, sandlet_wire_in
     out->cookie_path = sandlet_read_str(&r, NULL);
     out->database = sandlet_read_str(&r, NULL);
     out->database_password = sandlet_read_str(&r, NULL);
+    out->page_timeout = sandlet_read_u32(&r);
     /* The key comes last: the rest of the payload, exactly. */
     size_t keylen = 0;
     out->key = sandlet_read_rest(&r, &keylen);

@@ -23,7 +23,8 @@
  *
  *   INIT     (supervisor→worker) str sandbox, u16 servlet count, then
  *            per servlet: str path, str library, u16 param count,
- *            params × (str name, str value); then the pages (C Server
+ *            params × (str name, str value), u32 timeout in ms (0: none;
+ *            the database's statement timeout follows it); then the pages (C Server
  *            Pages compiled for this sandbox): u32 pages generation, u16
  *            page count, per page: str path, str library ("" for a page
  *            slot with nothing to load); then the confinement: u8
@@ -36,7 +37,8 @@
  *            memory), u32 idle timeout in seconds, u8 cookie Secure, str
  *            cookie name, str cookie path; then the database: str
  *            conninfo ("": none), str password ("": none) -- the only
- *            way either reaches a worker; and last the sandbox's session
+ *            way either reaches a worker --, u32 the pages' timeout in ms;
+ *            and last the sandbox's session
  *            key: the rest of the payload, exactly SANDLET_WIRE_KEY_LEN
  *            bytes.  Written by the supervisor on the worker's socket
  *            before the acceptor ever sees it.
@@ -238,6 +240,7 @@ typedef struct sandlet_wire_servlet {
     const char *library;
     sandlet_wire_header *params;
     uint16_t nparams;
+    uint32_t timeout; /* ms a request may run; 0: none */
 } sandlet_wire_servlet;
 
 /* A page of an INIT: its request path and shared object ("": the slot is
@@ -278,7 +281,8 @@ typedef struct sandlet_wire_init {
     /* database: NULL or "" on encode, "" on decode when none */
     const char *database;
     const char *database_password;
-    const uint8_t *key; /* SANDLET_WIRE_KEY_LEN bytes */
+    uint32_t page_timeout; /* ms a page request may run; 0: none */
+    const uint8_t *key;    /* SANDLET_WIRE_KEY_LEN bytes */
 } sandlet_wire_init;
 
 /* Appends the INIT frame of in to b.  0 or -errno (-EMSGSIZE when it

@@ -50,7 +50,8 @@ int sandlet_init_encode(sandlet_buf *b, const sandlet_conf *conf, size_t sandbox
         rc = -EMSGSIZE;
         if (s->nparams > UINT16_MAX)
             goto out;
-        servlets[n] = (sandlet_wire_servlet){s->path, s->library, p, (uint16_t)s->nparams};
+        servlets[n] = (sandlet_wire_servlet){s->path, s->library, p, (uint16_t)s->nparams,
+                                             s->timeout ? s->timeout : sb->timeout};
         for (size_t j = 0; j < s->nparams; j++)
             *p++ = (sandlet_wire_header){s->params[j].name, s->params[j].value};
         n++;
@@ -91,6 +92,7 @@ int sandlet_init_encode(sandlet_buf *b, const sandlet_conf *conf, size_t sandbox
         .cookie_path = sb->session_path,
         .database = sb->database,
         .database_password = sb->database_password,
+        .page_timeout = sb->timeout,
         .key = key,
     };
     rc = sandlet_wire_init_encode(b, &in);

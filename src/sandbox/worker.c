@@ -39,8 +39,9 @@
 typedef struct loaded {
     const char *path; /* route, for logs */
     sandlet_lib_servlet run;
-    bool page;   /* a C Server Page: one that fails to load is only absent */
-    bool absent; /* a page slot with nothing loaded: its requests get 500 */
+    bool page;        /* a C Server Page: one that fails to load is only absent */
+    bool absent;      /* a page slot with nothing loaded: its requests get 500 */
+    unsigned timeout; /* ms; the database's statement timeout follows it */
 } loaded;
 
 static struct {
@@ -359,6 +360,7 @@ static void load_servlets(const char *sandbox, bool write_blocked)
         loaded *s = &w.servlets[i];
         const sandlet_wire_servlet *ws = &in.servlets[i];
         s->path = ws->path;
+        s->timeout = ws->timeout;
         libs[i] = ws->library;
         size_t np = ws->nparams;
         sandlet_lib_header *params = calloc(np ? np : 1, sizeof(*params));
@@ -376,6 +378,7 @@ static void load_servlets(const char *sandbox, bool write_blocked)
     for (size_t i = 0; i < in.npages; i++) {
         loaded *s = &w.servlets[in.nservlets + i];
         s->path = in.pages[i].path;
+        s->timeout = in.page_timeout;
         s->page = true;
         s->absent = !in.pages[i].library[0];
         if (!s->absent)
@@ -563,6 +566,7 @@ static int serve(const uint8_t *payload, size_t len, const uint8_t *body, size_t
         sandlet_lib_response_reset(rs);
         return sandlet_lib_response_finish(rs, 500);
     }
+    sandlet_lib_db_set_timeout(w.servlets[wr.servlet].timeout);
     if (sandlet_lib_serve(w.servlets[wr.servlet].run.servlet, rq, rs, &call, &result) < 0) {
         /* Out of memory before the servlet ran: answer for it. */
         sandlet_lib_response_reset(rs);

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -61,8 +62,10 @@ static int setup(void **state)
              "sandbox db { workers 2; database \"%s application_name=" CONNINFO_MARK "\";\n"
              "  database-password-file \"%s\"; }\n"
              "servlet /probe/* { library \"%s\"; sandbox db; }\n"
-             "servlet /db/* { library \"%s\"; sandbox db; }\n",
-             pg.conninfo_tcp, pwfile, th_fixture("probe"), th_fixture("dbprobe"));
+             "servlet /db/* { library \"%s\"; sandbox db; }\n"
+             "servlet /slow/* { library \"%s\"; sandbox db; timeout 1000; }\n",
+             pg.conninfo_tcp, pwfile, th_fixture("probe"), th_fixture("dbprobe"),
+             th_fixture("dbprobe"));
     return th_start(&d, conf, false) == 0 ? 0 : -1;
 }
 
@@ -215,6 +218,28 @@ static void test_database_restart(void **state)
     }
 }
 
+/* The statement timeout follows the servlet's (1000 ms here: 900 ms for
+ * the statement), and goes back for a servlet without one. */
+static void test_statement_timeout(void **state)
+{
+    (void)state;
+    th_response r;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (get("/slow/sleep", &r) != 200)
+        fail_msg("%d %s", r.status, r.body);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_string_equal(r.body, "57014"); /* query_canceled */
+    th_response_free(&r);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    assert_true(s < 1.0);
+    /* the same workers serve /db with the sandbox's default timeout */
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(get("/db/ping", &r), 200);
+        th_response_free(&r);
+    }
+}
+
 /* Landlock lets a worker connect to its database's port and no other. */
 static void test_other_port_refused(void **state)
 {
@@ -244,7 +269,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_secrets_only_in_init), cmocka_unit_test(test_query),
         cmocka_unit_test(test_rollback_after_crash), cmocka_unit_test(test_database_restart),
-        cmocka_unit_test(test_other_port_refused),
+        cmocka_unit_test(test_statement_timeout),    cmocka_unit_test(test_other_port_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -773,10 +773,12 @@ static void test_plan(void **state)
     assert_string_equal(sb->session_cookie, "SLSESSION_shop");
     assert_string_equal(sb->session_path, "/shop");
     assert_int_equal(sb->line, 9);
-    /* the acceptor's queue and guardian settings are not the supervisor's */
+    /* the acceptor's queue and guardian settings are not the supervisor's,
+     * but the request timeout is (the database's statement timeout
+     * follows it) */
     assert_int_equal(sb->queue, 0);
     assert_int_equal(sb->queue_timeout, 0);
-    assert_int_equal(sb->timeout, 0);
+    assert_int_equal(sb->timeout, 800);
     assert_int_equal(sb->max_requests, 0);
     assert_string_equal(p->sandboxes[1].name, SANDLET_DEFAULT_SANDBOX);
     assert_int_equal(p->sandboxes[1].nreadable, 0);
@@ -793,7 +795,7 @@ static void test_plan(void **state)
     assert_string_equal(s->params[0].value, "b");
     assert_string_equal(s->params[1].name, "c");
     assert_string_equal(s->params[1].value, "");
-    assert_int_equal(s->timeout, 0);
+    assert_int_equal(s->timeout, 50); /* the statement timeout follows it */
     assert_int_equal(s->max_body_size, 0);
     assert_int_equal(p->servlets[1].sandbox, 1);
     assert_int_equal(p->servlets[1].nparams, 0);

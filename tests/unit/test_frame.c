@@ -714,8 +714,8 @@ static sandlet_wire_init sample_init(void)
 {
     static sandlet_wire_header params[] = {{"greeting", "hi"}, {"empty", ""}};
     static sandlet_wire_servlet servlets[] = {
-        {"/hello", "/usr/lib/sandlet/hello.so", params, 2},
-        {"/x", "x.so", NULL, 0},
+        {"/hello", "/usr/lib/sandlet/hello.so", params, 2, 30000},
+        {"/x", "x.so", NULL, 0, 0},
     };
     static const char *readable[] = {"/etc/ssl", "/srv/data"};
     static const char *writable[] = {"/var/tmp/app"};
@@ -751,6 +751,7 @@ static sandlet_wire_init sample_init(void)
         .cookie_path = "/app",
         .database = "host=/run/postgresql dbname=shop",
         .database_password = "s3cret pw",
+        .page_timeout = 4000,
         .key = sample_key,
     };
 }
@@ -780,9 +781,11 @@ static void test_frame_init_payload(void **state)
     assert_string_equal(sandlet_read_str(&r, NULL), "hi");
     assert_string_equal(sandlet_read_str(&r, NULL), "empty");
     assert_string_equal(sandlet_read_str(&r, NULL), "");
+    assert_int_equal(sandlet_read_u32(&r), 30000);
     assert_string_equal(sandlet_read_str(&r, NULL), "/x");
     assert_string_equal(sandlet_read_str(&r, NULL), "x.so");
     assert_int_equal(sandlet_read_u16(&r), 0);
+    assert_int_equal(sandlet_read_u32(&r), 0);
     assert_int_equal(sandlet_read_u32(&r), 7);
     assert_int_equal(sandlet_read_u16(&r), 2);
     assert_string_equal(sandlet_read_str(&r, NULL), "/a.csp");
@@ -814,6 +817,7 @@ static void test_frame_init_payload(void **state)
     assert_string_equal(sandlet_read_str(&r, NULL), "/app");
     assert_string_equal(sandlet_read_str(&r, NULL), "host=/run/postgresql dbname=shop");
     assert_string_equal(sandlet_read_str(&r, NULL), "s3cret pw");
+    assert_int_equal(sandlet_read_u32(&r), 4000);
     size_t keylen;
     const uint8_t *key = sandlet_read_rest(&r, &keylen);
     assert_int_equal(keylen, SANDLET_WIRE_KEY_LEN);
@@ -859,6 +863,8 @@ static void test_frame_init_payload(void **state)
     assert_string_equal(out.cookie_path, in.cookie_path);
     assert_string_equal(out.database, in.database);
     assert_string_equal(out.database_password, in.database_password);
+    assert_int_equal(out.page_timeout, 4000);
+    assert_int_equal(out.servlets[0].timeout, 30000);
     assert_memory_equal(out.key, sample_key, SANDLET_WIRE_KEY_LEN);
     sandlet_wire_init_free(&out);
 
