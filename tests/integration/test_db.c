@@ -63,9 +63,11 @@ static int setup(void **state)
              "  database-password-file \"%s\"; }\n"
              "servlet /probe/* { library \"%s\"; sandbox db; }\n"
              "servlet /db/* { library \"%s\"; sandbox db; }\n"
-             "servlet /slow/* { library \"%s\"; sandbox db; timeout 1000; }\n",
+             "servlet /slow/* { library \"%s\"; sandbox db; timeout 1000; }\n"
+             "sandbox unix { workers 1; database \"%s\"; }\n"
+             "servlet /unix/* { library \"%s\"; sandbox unix; }\n",
              pg.conninfo_tcp, pwfile, th_fixture("probe"), th_fixture("dbprobe"),
-             th_fixture("dbprobe"));
+             th_fixture("dbprobe"), pg.conninfo, th_fixture("dbprobe"));
     return th_start(&d, conf, false) == 0 ? 0 : -1;
 }
 
@@ -147,6 +149,9 @@ static void test_query(void **state)
 {
     (void)state;
     th_response r;
+    if (get("/unix/ping", &r) != 200) /* a unix socket needs no port */
+        fail_msg("%d %s", r.status, r.body);
+    th_response_free(&r);
     for (int i = 0; i < 4; i++) { /* both workers */
         if (get("/db/ping", &r) != 200)
             fail_msg("%d %s", r.status, r.body);
@@ -209,13 +214,19 @@ static void test_database_restart(void **state)
         lines++;
     free(log);
     assert_true(lines >= 1 && lines <= 2); /* once per worker, not per request */
+    assert_int_equal(get("/unix/ping", &r), 503);
+    th_response_free(&r);
     if (pgtest_restart(&pg, err, sizeof(err)) != 0)
         fail_msg("%s", err);
+    /* reconnected by confined workers, over TCP and over the socket */
     for (int i = 0; i < 4; i++) {
         if (get("/db/ping", &r) != 200)
             fail_msg("%d %s", r.status, r.body);
         th_response_free(&r);
     }
+    if (get("/unix/ping", &r) != 200)
+        fail_msg("%d %s", r.status, r.body);
+    th_response_free(&r);
 }
 
 /* The statement timeout follows the servlet's (1000 ms here: 900 ms for
