@@ -110,6 +110,11 @@ int sandlet_lib_db_open(const char *conninfo, const char *password, char *err, s
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    /* The crypto of password authentication (SCRAM, MD5) loads OpenSSL's
+     * configuration file the first time it runs: run it now, while files
+     * may still be opened, or a worker whose first connect failed would
+     * be killed by its filter for the openat of its first reconnect. */
+    PQfreemem(PQencryptPasswordConn(db.conn, "sandlet", "sandlet", "scram-sha-256"));
     if (PQstatus(db.conn) != CONNECTION_OK || session_setup() != 0) {
         snprintf(err, errlen, "%s", PQerrorMessage(db.conn));
         size_t n = strlen(err);

@@ -35,6 +35,47 @@ static pgtest pg;
 static th_daemon d;
 static char dir[64];
 static char pwfile[128];
+static char badpwfile[128];
+
+/* Writes text to path, mode 0600; 0 or -1. */
+static int write_file(const char *path, const char *text, int flags)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0600);
+    if (fd < 0)
+        return -1;
+    size_t n = strlen(text);
+    int rc = write(fd, text, n) == (ssize_t)n ? 0 : -1;
+    close(fd);
+    return rc;
+}
+
+/* The role 'pwuser' must give its password (scram), over TCP and the
+ * socket; everyone else keeps trust. */
+static int require_password(char *err, size_t errlen)
+{
+    if (pgtest_exec(&pg,
+                    "CREATE ROLE pwuser LOGIN PASSWORD '" PASSWORD_MARK "';"
+                    "GRANT ALL ON TABLE items TO pwuser",
+                    err, errlen) != 0)
+        return -1;
+    char hba[256];
+    snprintf(hba, sizeof(hba), "%s/pg_hba.conf", pg.data);
+    char *old = th_slurp(hba, NULL);
+    if (!old)
+        return -1;
+    char *text = NULL;
+    int rc = asprintf(&text,
+                      "local all pwuser scram-sha-256\n"
+                      "host all pwuser 127.0.0.1/32 scram-sha-256\n%s",
+                      old);
+    free(old);
+    if (rc < 0 || write_file(hba, text, O_TRUNC) != 0) {
+        free(text);
+        return -1;
+    }
+    free(text);
+    return pgtest_exec(&pg, "SELECT pg_reload_conf()", err, errlen);
+}
 
 static int setup(void **state)
 {
@@ -52,22 +93,33 @@ static int setup(void **state)
     if (fd < 0 || write(fd, PASSWORD_MARK "\n", sizeof(PASSWORD_MARK)) != sizeof(PASSWORD_MARK))
         return -1;
     close(fd);
-    if (pgtest_exec(&pg, "CREATE TABLE items (name text)", err, sizeof(err)) != 0) {
+    snprintf(badpwfile, sizeof(badpwfile), "%s/badpw", dir);
+    if (write_file(badpwfile, "not-the-password\n", O_EXCL) != 0)
+        return -1;
+    if (pgtest_exec(&pg, "CREATE TABLE items (name text)", err, sizeof(err)) != 0 ||
+        require_password(err, sizeof(err)) != 0) {
         fprintf(stderr, "%s\n", err);
         return -1;
     }
-    /* Over TCP: the port comes from the string, into Landlock's rules. */
-    static char conf[2048];
+    /* Over TCP: the port comes from the string, into Landlock's rules;
+     * as a role that must give its password. */
+    static char conf[3072];
     snprintf(conf, sizeof(conf),
-             "sandbox db { workers 2; database \"%s application_name=" CONNINFO_MARK "\";\n"
+             "sandbox db { workers 2; database \"host=127.0.0.1 port=%u dbname=postgres "
+             "user=pwuser application_name=" CONNINFO_MARK "\";\n"
              "  database-password-file \"%s\"; }\n"
              "servlet /probe/* { library \"%s\"; sandbox db; }\n"
              "servlet /db/* { library \"%s\"; sandbox db; }\n"
              "servlet /slow/* { library \"%s\"; sandbox db; timeout 1000; }\n"
+             "servlet /dbcrash { library \"%s\"; sandbox db; }\n"
              "sandbox unix { workers 1; database \"%s\"; }\n"
-             "servlet /unix/* { library \"%s\"; sandbox unix; }\n",
-             pg.conninfo_tcp, pwfile, th_fixture("probe"), th_fixture("dbprobe"),
-             th_fixture("dbprobe"), pg.conninfo, th_fixture("dbprobe"));
+             "servlet /unix/* { library \"%s\"; sandbox unix; }\n"
+             "sandbox badpw { workers 1; database \"%s user=pwuser\";\n"
+             "  database-password-file \"%s\"; }\n"
+             "servlet /badpw/* { library \"%s\"; sandbox badpw; }\n",
+             pg.port, pwfile, th_fixture("probe"), th_fixture("dbprobe"), th_fixture("dbprobe"),
+             th_fixture("crash"), pg.conninfo, th_fixture("dbprobe"), pg.conninfo_tcp, badpwfile,
+             th_fixture("dbprobe"));
     return th_start(&d, conf, false) == 0 ? 0 : -1;
 }
 
@@ -77,6 +129,7 @@ static int teardown(void **state)
     int rc = d.pid ? th_stop(&d) : 0;
     pgtest_destroy(&pg);
     unlink(pwfile);
+    unlink(badpwfile);
     rmdir(dir);
     return rc == 0 ? 0 : -1;
 }
@@ -149,6 +202,12 @@ static void test_query(void **state)
 {
     (void)state;
     th_response r;
+    /* The password from the file is what logs the role in: the wrong one
+     * is refused by the server; a warning at start, 503 on use. */
+    assert_int_equal(get("/badpw/ping", &r), 503);
+    th_response_free(&r);
+    assert_true(th_log_wait(&d, "password authentication failed for user \"pwuser\"", 2000));
+    assert_true(th_log_contains(&d, "the database cannot be reached yet"));
     if (get("/unix/ping", &r) != 200) /* a unix socket needs no port */
         fail_msg("%d %s", r.status, r.body);
     th_response_free(&r);
@@ -216,6 +275,14 @@ static void test_database_restart(void **state)
     assert_true(lines >= 1 && lines <= 2); /* once per worker, not per request */
     assert_int_equal(get("/unix/ping", &r), 503);
     th_response_free(&r);
+    /* Both workers of 'db' die and are replaced while the database is
+     * down: their first connect fails (a warning, not a refusal), and
+     * their first login (SCRAM) happens confined, on reconnect. */
+    for (int i = 0; i < 2; i++) {
+        get("/dbcrash?how=segv", &r);
+        th_response_free(&r);
+    }
+    assert_true(th_log_wait(&d, "sandbox 'db': the database cannot be reached yet", 3000));
     if (pgtest_restart(&pg, err, sizeof(err)) != 0)
         fail_msg("%s", err);
     /* reconnected by confined workers, over TCP and over the socket */
