@@ -352,6 +352,38 @@ static void test_precompiled(void **state)
     assert_int_equal(th_stop(&d), 0);
 }
 
+/* Text is written as is: a page of 1 MiB of any bytes (NUL, CR, LF,
+ * high bytes) comes back byte for byte. */
+static void test_big_binary_page(void **state)
+{
+    (void)state;
+    enum { BIG = 1024 * 1024 };
+    unsigned char *text = malloc(BIG);
+    assert_non_null(text);
+    for (size_t i = 0; i < BIG; i++) {
+        text[i] = (unsigned char)((i * 2654435761u) >> 11);
+        if (i > 0 && text[i - 1] == '<' && text[i] == '%')
+            text[i] = '!'; /* no tag opener in the text */
+    }
+    char path[256];
+    snprintf(path, sizeof(path), "%s/big.csp", root);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, BIG, f), BIG);
+    fclose(f);
+    chmod(path, 0644);
+    th_daemon d;
+    start(&d, "pages / { }\n");
+    th_response r;
+    get(&d, "/big.csp", &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.body_len, BIG);
+    assert_memory_equal(r.body, text, BIG);
+    th_response_free(&r);
+    free(text);
+    assert_int_equal(th_stop(&d), 0);
+}
+
 /* A page that crashes costs its request a 502; its worker comes back. */
 static void test_crashing_page(void **state)
 {
@@ -594,6 +626,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_source_never_served, setup, teardown),
         cmocka_unit_test_setup_teardown(test_page_sandbox, setup, teardown),
         cmocka_unit_test_setup_teardown(test_precompiled, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_big_binary_page, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crashing_page, setup, teardown),
         cmocka_unit_test_setup_teardown(test_include_outside, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compile_blocks_nothing, setup, teardown),
