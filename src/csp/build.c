@@ -855,13 +855,9 @@ int sandlet_page_build_main(int argc, char **argv)
             job.compiler = v;
         else if (strcmp(o, "-I") == 0 && ninc < sizeof(incs) / sizeof(incs[0]))
             incs[ninc++] = v;
-        else if (strcmp(o, "--cpu") == 0 && num_arg(v, 86400, &job.cpu_seconds) == 0)
-            ;
-        else if (strcmp(o, "--memory") == 0 && num_arg(v, 1u << 20, &job.memory_mib) == 0)
-            ;
-        else if (strcmp(o, "--wall") == 0 && num_arg(v, 86400000, &job.wall_ms) == 0)
-            ;
-        else {
+        else if (!(strcmp(o, "--cpu") == 0 && num_arg(v, 86400, &job.cpu_seconds) == 0) &&
+                 !(strcmp(o, "--memory") == 0 && num_arg(v, 1u << 20, &job.memory_mib) == 0) &&
+                 !(strcmp(o, "--wall") == 0 && num_arg(v, 86400000, &job.wall_ms) == 0)) {
             fprintf(stderr,
                     "sandlet --compile-page: bad option '%s' (or too many -I); usage: "
                     "--docroot DIR --page REL --workdir DIR [--cc CC] [-I DIR]... "

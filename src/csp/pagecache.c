@@ -536,7 +536,7 @@ static int deps_match(int docroot_fd, sandlet_page_stamp *st, bool *match, bool 
     *refresh = false;
     for (size_t i = 0; i < st->nfiles && *match; i++) {
         sandlet_page_file *f = &st->files[i];
-        struct stat sb;
+        struct stat sb = {0};
         int fd = sandlet_page_open_beneath(docroot_fd, f->path, &sb);
         if (fd < 0) {
             if (i == 0 && fd != -ENOENT && fd != -ENOTDIR)
