@@ -594,6 +594,10 @@ static int compile(bjob *b)
                                         "-shared",
                                         "-pipe",
                                         "-Wall",
+                                        /* A misspelt function is the page's
+                                         * error now, not an undefined symbol
+                                         * when the worker loads it. */
+                                        "-Werror=implicit-function-declaration",
                                         "-Wno-unused-variable",
                                         "-Wno-unused-function",
                                         "-Wno-unused-but-set-variable",

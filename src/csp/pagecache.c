@@ -229,15 +229,20 @@ int sandlet_page_write_atomic(int dirfd, const char *name, const void *data, siz
     return tmp_commit(dirfd, fd, tmp, name, write_all(fd, data, len));
 }
 
-/* Opens a hostile work-dir file: no link, non-blocking (a fifo cannot
+/* Opens a hostile work-dir file: no link, symbolic or hard (a hard link
+ * to a file the compile cannot read, made where the kernel allows it,
+ * would otherwise be copied out by root), non-blocking (a fifo cannot
  * stall us), a regular file of at most max bytes. */
 static int open_hostile(int wfd, const char *name, size_t max, struct stat *sb)
 {
     int fd = openat(wfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
         return -errno;
-    if (fstat(fd, sb) < 0 || !S_ISREG(sb->st_mode) || (unsigned long long)sb->st_size > max) {
-        int e = fstat(fd, sb) < 0 ? -errno : !S_ISREG(sb->st_mode) ? -EPERM : -EFBIG;
+    if (fstat(fd, sb) < 0 || !S_ISREG(sb->st_mode) || sb->st_nlink != 1 ||
+        (unsigned long long)sb->st_size > max) {
+        int e = fstat(fd, sb) < 0                                  ? -errno
+                : !S_ISREG(sb->st_mode) || sb->st_nlink != 1 ? -EPERM
+                                                             : -EFBIG;
         close(fd);
         return e;
     }
@@ -615,8 +620,11 @@ static int check_at(int cfd, const char *cachedir, int docroot_fd, const char *r
                 (void)sandlet_page_write_atomic(cfd, name, b.data, b.len);
             sandlet_buf_free(&b);
         }
+        /* The log line is for failed pages only: a ready page is checked
+         * every 100 ms while it is busy. */
         snprintf(name, sizeof(name), "%s.diag", key);
-        first_line(cfd, name, out->first, sizeof(out->first));
+        if (out->state == SANDLET_PAGE_FAILED)
+            first_line(cfd, name, out->first, sizeof(out->first));
     }
     sandlet_page_stamp_free(&st);
     return rc;

@@ -253,8 +253,12 @@ static void compile_error(sandlet_conn *c, const sandlet_page *p)
                               "clients get a plain error and the log names the first "
                               "diagnostic.</p>\n</body></html>\n";
     sandlet_buf_put(&b, end, sizeof(end) - 1);
-    static const char type[] = "Content-Type: text/html; charset=utf-8\r\n";
-    if (b.error || sandlet_conn_respond(c, 500, type, sizeof(type) - 1, b.len, b.data, b.len) < 0) {
+    /* Never stored: it is about this version of the page only. */
+    static const char type[] = "Content-Type: text/html; charset=utf-8\r\n"
+                               "Cache-Control: no-store\r\n";
+    size_t body = sandlet_conn_head_only(c) ? 0 : b.len;
+    if (b.error ||
+        sandlet_conn_respond(c, 500, type, sizeof(type) - 1, b.len, b.data, body) < 0) {
         sandlet_buf_free(&b);
         sandlet_conn_fail(c, 500);
         return;
