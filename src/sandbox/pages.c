@@ -87,6 +87,7 @@ static struct {
     size_t running;
     pending *queue;
     size_t qhead, qlen, qcap;
+    char *docroot;    /* resolved at start: what docroot_fd is */
     char **spawn_env; /* env plus PATH and LANG */
     char include[PATH_MAX];
     bool no_compiler; /* page-compiler names nothing installed */
@@ -223,7 +224,16 @@ int sandlet_pages_start(const sandlet_pages_env *env)
         sandlet_warn("pages: sandlet's headers (sandlet/csp.h) are in neither %s nor %s; "
                      "compiles will fail until libsandlet-dev is installed",
                      SANDLET_INCLUDEDIR, SANDLET_SRC_INCLUDEDIR);
+    /* The docroot is what it was at start, for the checks (the
+     * descriptor) and the compiles (the resolved path) alike, and the
+     * acceptor's too: a symlinked docroot switched to another release is
+     * seen after a restart, never half of it. */
     pg.docroot_fd = open(c->docroot, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    pg.docroot = pg.docroot_fd >= 0 ? realpath(c->docroot, NULL) : NULL;
+    if (pg.docroot_fd >= 0 && !pg.docroot) {
+        close(pg.docroot_fd);
+        pg.docroot_fd = -1;
+    }
     if (pg.docroot_fd < 0)
         sandlet_log_errno(SANDLET_LOG_ERROR, -errno,
                           "pages: docroot %s cannot be opened; pages answer 404 until it exists "
@@ -410,10 +420,28 @@ static void job_timeout(uv_timer_t *t)
     kill(-j->proc.pid, SIGKILL);
 }
 
+/* Whether the resolved docroot still names the folder the descriptor
+ * holds (it was moved or replaced since the start otherwise: a compile
+ * would read something else than the checks do). */
+static bool docroot_moved(void)
+{
+    struct stat a, b;
+    return fstat(pg.docroot_fd, &a) < 0 || stat(pg.docroot, &b) < 0 || a.st_dev != b.st_dev ||
+           a.st_ino != b.st_ino;
+}
+
 static void compile(size_t sandbox, size_t index)
 {
     pagebox *b = &pg.boxes[sandbox];
     page *p = &b->pages[index];
+    if (docroot_moved()) {
+        sandlet_error("page /%s: the docroot %s was moved or replaced since sandletd started; "
+                      "pages are not compiled until sandletd is restarted",
+                      p->rel, pg.docroot);
+        p->compiling = false;
+        answer(sandbox, p->rel, (uint32_t)index, 0, -EIO, -1);
+        return;
+    }
     const sandlet_id *id = &pg.env.ids[sandbox];
     job *j = calloc(1, sizeof(*j));
     if (!j) {
@@ -447,7 +475,7 @@ static void compile(size_t sandbox, size_t index)
     args[n++] = "sandletd";
     args[n++] = "--compile-page";
     args[n++] = "--docroot";
-    args[n++] = conf()->docroot;
+    args[n++] = pg.docroot;
     args[n++] = "--page";
     args[n++] = p->rel;
     args[n++] = "--workdir";

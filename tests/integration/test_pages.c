@@ -492,7 +492,8 @@ static void test_compile_blocks_nothing(void **state)
 static void test_swap_fails_nothing(void **state)
 {
     (void)state;
-    static const char v[] = "<%% if (sl_param(rq, \"slow\", NULL)) usleep(400000); %%>"
+    static const char v[] = "<%%@ include <unistd.h> %%>"
+                            "<%% if (sl_param(rq, \"slow\", NULL)) usleep(400000); %%>"
                             "<p>version <%%= %d %%></p>\n";
     char text[256];
     snprintf(text, sizeof(text), v, 1);
@@ -558,6 +559,44 @@ static void test_swap_fails_nothing(void **state)
     get(&d, "/swap.csp", &r);
     assert_non_null(strstr(r.body, "version 7"));
     th_response_free(&r);
+    assert_int_equal(th_stop(&d), 0);
+}
+
+/* A symlinked docroot switched to another release (a deploy) is seen at
+ * the next start: until then pages and files come from the release that
+ * was current at start, and nothing is compiled over and over. */
+static void test_docroot_switch(void **state)
+{
+    (void)state;
+    mkdirs("rel1");
+    mkdirs("rel2");
+    put("rel1/p.csp", "<p>release 1</p>\n");
+    put("rel2/p.csp", "<p>release 2</p>\n");
+    char cur[128], conf[512];
+    snprintf(cur, sizeof(cur), "%s/cur", root);
+    assert_int_equal(symlink("rel1", cur), 0);
+    snprintf(conf, sizeof(conf), "docroot \"%s\";\npage-cache \"%s\";\npages / { }\n", cur,
+             cache);
+    th_daemon d;
+    assert_int_equal(th_start(&d, conf, false), 0);
+    th_response r;
+    get(&d, "/p.csp", &r);
+    assert_non_null(strstr(r.body, "release 1"));
+    th_response_free(&r);
+    char tmp[160];
+    snprintf(tmp, sizeof(tmp), "%s/cur.new", root);
+    assert_int_equal(symlink("rel2", tmp), 0);
+    assert_int_equal(rename(tmp, cur), 0);
+    put("rel1/p.csp", "<p>release 1, edited</p>\n");
+    for (int i = 0; i < 5; i++) {
+        sleep_ms(SETTLE_MS);
+        get(&d, "/p.csp", &r);
+        assert_int_equal(r.status, 200);
+        if (!strstr(r.body, "release 1, edited"))
+            fail_msg("request %d after the switch: %s", i, r.body);
+        th_response_free(&r);
+    }
+    assert_int_equal(log_count(&d, "page /p.csp compiled"), 2);
     assert_int_equal(th_stop(&d), 0);
 }
 
@@ -632,6 +671,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_compile_blocks_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_swap_fails_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_edits_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_docroot_switch, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
