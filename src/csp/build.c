@@ -587,27 +587,14 @@ static int compile(bjob *b)
     char *argv[96]; /* 17 flags, -iquote, 33 -I pairs, page.c, NULL */
     size_t a = 0;
     argv[a++] = b->cc;
-    static const char *const flags[] = {"-std=gnu11",
-                                        "-O2",
-                                        "-g",
-                                        "-fPIC",
-                                        "-shared",
-                                        "-pipe",
-                                        "-Wall",
-                                        /* A misspelt function is the page's
-                                         * error now, not an undefined symbol
-                                         * when the worker loads it. */
-                                        "-Werror=implicit-function-declaration",
-                                        "-Wno-unused-variable",
-                                        "-Wno-unused-function",
-                                        "-Wno-unused-but-set-variable",
-                                        "-fdiagnostics-color=never",
-                                        "-fmax-errors=50",
-                                        "-MD",
-                                        "-MF",
-                                        "deps",
-                                        "-o",
-                                        "page.so"};
+    static const char *const flags[] = {
+        "-std=gnu11", "-O2", "-g", "-fPIC", "-shared", "-pipe", "-Wall",
+        /* A misspelt function is the page's
+         * error now, not an undefined symbol
+         * when the worker loads it. */
+        "-Werror=implicit-function-declaration", "-Wno-unused-variable", "-Wno-unused-function",
+        "-Wno-unused-but-set-variable", "-fdiagnostics-color=never", "-fmax-errors=50", "-MD",
+        "-MF", "deps", "-o", "page.so"};
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
         argv[a++] = (char *)flags[i];
     argv[a++] = "-iquote";

@@ -240,7 +240,7 @@ static int open_hostile(int wfd, const char *name, size_t max, struct stat *sb)
         return -errno;
     if (fstat(fd, sb) < 0 || !S_ISREG(sb->st_mode) || sb->st_nlink != 1 ||
         (unsigned long long)sb->st_size > max) {
-        int e = fstat(fd, sb) < 0                                  ? -errno
+        int e = fstat(fd, sb) < 0                            ? -errno
                 : !S_ISREG(sb->st_mode) || sb->st_nlink != 1 ? -EPERM
                                                              : -EFBIG;
         close(fd);

@@ -246,7 +246,12 @@ static void compile_error(sandlet_conn *c, const sandlet_page *p)
         put_escaped(&b, p->diag, p->diag_len);
     else if (p->status == -ETIMEDOUT)
         put_escaped(&b, "the compile ran past page-compile-timeout and was cut off\n", 58);
-    else
+    else if (p->status == -ECANCELED) {
+        static const char why[] = "the page compiled, but the sandbox's workers died loading it: "
+                                  "its init section (or a constructor) crashed; see the error "
+                                  "log\n";
+        put_escaped(&b, why, sizeof(why) - 1);
+    } else
         put_escaped(&b, "no diagnostics were kept (see the error log)\n", 45);
     static const char end[] = "</pre>\n<p>Fix the page and reload. This page shows because "
                               "sandlet.conf says <code>development on;</code>; in production "
@@ -257,8 +262,7 @@ static void compile_error(sandlet_conn *c, const sandlet_page *p)
     static const char type[] = "Content-Type: text/html; charset=utf-8\r\n"
                                "Cache-Control: no-store\r\n";
     size_t body = sandlet_conn_head_only(c) ? 0 : b.len;
-    if (b.error ||
-        sandlet_conn_respond(c, 500, type, sizeof(type) - 1, b.len, b.data, body) < 0) {
+    if (b.error || sandlet_conn_respond(c, 500, type, sizeof(type) - 1, b.len, b.data, body) < 0) {
         sandlet_buf_free(&b);
         sandlet_conn_fail(c, 500);
         return;
@@ -275,7 +279,8 @@ static void deliver(sandlet_conn *c, sandlet_page *p)
     case 0: sandlet_pool_submit(&srv->pools[p->sandbox], c); return;
     case -ENOENT: sandlet_conn_fail(c, 404); return;
     case -ENOEXEC:
-    case -ETIMEDOUT: compile_error(c, p); return;
+    case -ETIMEDOUT:
+    case -ECANCELED: compile_error(c, p); return;
     case -ENOSPC:
     case -ENOMEM:
     case -EAGAIN: sandlet_conn_fail(c, 503); return;

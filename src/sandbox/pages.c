@@ -52,12 +52,16 @@ typedef struct page {
     uint32_t gen; /* 0: not loaded by any worker yet */
     bool compiling;
     bool queued;
+    bool broken; /* its workers died loading it: left out until it changes */
 } page;
 
 typedef struct pagebox {
     page *pages;
     size_t n, cap;
     uint32_t gen;
+    uint32_t good_gen;  /* the newest generation a worker started with */
+    uint32_t death_gen; /* workers of this generation died before READY ... */
+    unsigned deaths;    /* ... this many times */
     char cachedir[PATH_MAX];
     bool usable; /* the cache folder exists */
     sandlet_wire_page *wire;
@@ -324,6 +328,12 @@ static void ready(size_t sandbox, size_t index, const sandlet_page_info *info)
         answer(sandbox, p->rel, (uint32_t)index, 0, -EIO, -1);
         return;
     }
+    if (p->broken && p->so[0] && strcmp(p->so, info->so) == 0 && same_so(p, &st)) {
+        /* The build that killed workers, unchanged since. */
+        answer(sandbox, p->rel, (uint32_t)index, 0, -ECANCELED, -1);
+        return;
+    }
+    p->broken = false;
     if (!p->gen || strcmp(p->so, info->so) != 0 || !same_so(p, &st)) {
         snprintf(p->so, sizeof(p->so), "%s", info->so);
         p->so_dev = st.st_dev;
@@ -675,6 +685,64 @@ void sandlet_pages_check(const sandlet_ctl *m)
         p->compiling = false;
         answer(sandbox, rel, (uint32_t)idx, 0, rc, -1);
     }
+}
+
+void sandlet_pages_worker_ready(size_t sandbox, uint32_t gen)
+{
+    if (!pg.boxes || sandbox >= conf()->nsandboxes)
+        return;
+    pagebox *b = &pg.boxes[sandbox];
+    if (gen > b->good_gen)
+        b->good_gen = gen;
+    if (gen >= b->death_gen)
+        b->deaths = 0;
+}
+
+bool sandlet_pages_worker_died(size_t sandbox, uint32_t gen)
+{
+    if (!pg.boxes || sandbox >= conf()->nsandboxes)
+        return false;
+    pagebox *b = &pg.boxes[sandbox];
+    if (!b->n || gen <= b->good_gen)
+        return false; /* not a page's doing: workers started with these pages */
+    if (gen != b->death_gen) {
+        b->death_gen = gen;
+        b->deaths = 0;
+    }
+    /* Twice, so that one unlucky start (an out-of-memory kill, a servlet
+     * whose init fails once) blames no page. */
+    if (++b->deaths < 2)
+        return false;
+    /* The newest page that workers of this generation load and no worker
+     * ever started with. */
+    page *bad = NULL;
+    size_t at = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        page *p = &b->pages[i];
+        if (p->gen > b->good_gen && p->gen <= gen && (!bad || p->gen > bad->gen)) {
+            bad = p;
+            at = i;
+        }
+    }
+    if (!bad)
+        return false;
+    uint32_t old = bad->gen;
+    bad->broken = true;
+    bad->gen = 0;
+    b->gen++;
+    if (rebuild_init(b) < 0) {
+        bad->gen = old;
+        bad->broken = false;
+        b->gen--;
+        return false;
+    }
+    b->deaths = 0;
+    sandlet_error("page /%s: workers of sandbox '%s' died while loading it (its init section or "
+                  "a constructor crashed); it is left out of the sandbox's workers and answers "
+                  "500 until it changes",
+                  bad->rel, conf()->sandboxes[sandbox].name);
+    answer(sandbox, bad->rel, (uint32_t)at, 0, -ECANCELED, -1);
+    return true;
 }
 
 void sandlet_pages_stop(void)

@@ -575,8 +575,7 @@ static void test_docroot_switch(void **state)
     char cur[128], conf[512];
     snprintf(cur, sizeof(cur), "%s/cur", root);
     assert_int_equal(symlink("rel1", cur), 0);
-    snprintf(conf, sizeof(conf), "docroot \"%s\";\npage-cache \"%s\";\npages / { }\n", cur,
-             cache);
+    snprintf(conf, sizeof(conf), "docroot \"%s\";\npage-cache \"%s\";\npages / { }\n", cur, cache);
     th_daemon d;
     assert_int_equal(th_start(&d, conf, false), 0);
     th_response r;
@@ -597,6 +596,44 @@ static void test_docroot_switch(void **state)
         th_response_free(&r);
     }
     assert_int_equal(log_count(&d, "page /p.csp compiled"), 2);
+    assert_int_equal(th_stop(&d), 0);
+}
+
+/* A page whose init section crashes its workers is left out of them: it
+ * answers 500, and the sandbox's other pages keep being served. */
+static void test_init_crash_isolated(void **state)
+{
+    (void)state;
+    put("fine.csp", "<p>fine</p>\n");
+    put("boom.csp", "<%^ { volatile int *p = 0; *p = 1; } %><p>boom</p>\n");
+    th_daemon d;
+    start(&d, "pages / { }\ndevelopment on;\n");
+    th_response r;
+    get(&d, "/fine.csp", &r);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    get(&d, "/boom.csp", &r);
+    assert_int_equal(r.status, 500);
+    th_response_free(&r);
+    assert_true(
+        th_log_wait(&d, "page /boom.csp: workers of sandbox 'pages' died while loading it", 5000));
+    for (int i = 0; i < 3; i++) {
+        get(&d, "/fine.csp", &r);
+        assert_int_equal(r.status, 200);
+        th_response_free(&r);
+        sleep_ms(SETTLE_MS);
+        get(&d, "/boom.csp", &r);
+        assert_int_equal(r.status, 500);
+        if (!strstr(r.body, "init section"))
+            fail_msg("no explanation in the development page: %s", r.body);
+        th_response_free(&r);
+    }
+    put("boom.csp", "<p>mended</p>\n");
+    sleep_ms(SETTLE_MS);
+    get(&d, "/boom.csp", &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "mended"));
+    th_response_free(&r);
     assert_int_equal(th_stop(&d), 0);
 }
 
@@ -672,6 +709,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_swap_fails_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_edits_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_docroot_switch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_init_crash_isolated, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
