@@ -25,6 +25,7 @@
 #include "common/log.h"
 #include "csp/pagecache.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -38,6 +39,8 @@
 /* Compiles running at once: a core each on a small machine; the rest
  * wait their turn, and nothing else waits for them. */
 #define MAX_COMPILES 2
+/* What the pages of one sandbox may add to its workers' INIT frame. */
+#define PAGES_INIT_MAX ((size_t)160 * 1024)
 /* Time a compile's process gets beyond page-compile-timeout to write its
  * diagnostics after cutting the compiler off itself. */
 #define WALL_GRACE_MS 2000
@@ -62,6 +65,7 @@ typedef struct pagebox {
     uint32_t good_gen;  /* the newest generation a worker started with */
     uint32_t death_gen; /* workers of this generation died before READY ... */
     unsigned deaths;    /* ... this many times */
+    size_t init_bytes;  /* what the pages add to INIT, at most (init_cost) */
     char cachedir[PATH_MAX];
     bool usable; /* the cache folder exists */
     sandlet_wire_page *wire;
@@ -205,6 +209,8 @@ static int build_env(void)
     return 0;
 }
 
+static void preload(size_t sandbox);
+
 int sandlet_pages_start(const sandlet_pages_env *env)
 {
     pg.env = *env;
@@ -255,6 +261,8 @@ int sandlet_pages_start(const sandlet_pages_env *env)
                               "(writable by root) or set 'page-cache DIR;' -- its pages answer "
                               "500 meanwhile",
                               sb->name, pg.boxes[i].cachedir);
+        else if (pg.docroot_fd >= 0)
+            preload(i);
     }
     return 0;
 }
@@ -581,12 +589,22 @@ static int enqueue(size_t sandbox, size_t index)
 
 /* ---- the acceptor's questions ---------------------------------------------- */
 
+/* The most a page adds to INIT: its path and its library (a key in the
+ * sandbox's cache folder), each a length, the bytes and a NUL. */
+static size_t init_cost(const pagebox *b, const char *rel)
+{
+    return 4 + 1 + strlen(rel) + 1 + 4 + strlen(b->cachedir) + 1 + SANDLET_PAGE_KEY_MAX + 3 + 1;
+}
+
 static ssize_t find_or_add(pagebox *b, const char *rel)
 {
     for (size_t i = 0; i < b->n; i++)
         if (strcmp(b->pages[i].rel, rel) == 0)
             return (ssize_t)i;
-    if (b->n >= SANDLET_MAX_PAGES)
+    /* INIT is written into a new worker's socket before it runs: it must
+     * fit the socket's buffer on any kernel (net.core.wmem_max, 208 KiB by
+     * default), or no worker of the sandbox could start. */
+    if (b->n >= SANDLET_MAX_PAGES || b->init_bytes + init_cost(b, rel) > PAGES_INIT_MAX)
         return -ENOSPC;
     if (b->n == b->cap) {
         size_t ncap = b->cap ? b->cap * 2 : 16;
@@ -610,13 +628,72 @@ static ssize_t find_or_add(pagebox *b, const char *rel)
     p->path[0] = '/';
     memcpy(p->path + 1, rel, len + 1);
     b->n++;
+    b->init_bytes += init_cost(b, rel);
     if (rebuild_init(b) < 0) {
         b->n--;
+        b->init_bytes -= init_cost(b, rel);
         free(p->rel);
         free(p->path);
         return -ENOMEM;
     }
     return (ssize_t)(b->n - 1);
+}
+
+/* The pages of a sandbox's cache that are up to date go into the first
+ * workers' INIT (generation 1): after a restart, the first request of
+ * each page then finds it loaded, instead of replacing every worker of
+ * the sandbox to load it. */
+static void preload(size_t sandbox)
+{
+    pagebox *b = &pg.boxes[sandbox];
+    DIR *d = opendir(b->cachedir);
+    if (!d)
+        return;
+    size_t loaded = 0;
+    const struct dirent *e;
+    while ((e = readdir(d)) && b->n < SANDLET_MAX_PAGES) {
+        size_t len = strlen(e->d_name);
+        if (len < 7 || e->d_name[0] == '.' || strcmp(e->d_name + len - 6, ".stamp") != 0)
+            continue;
+        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0)
+            continue;
+        char *text = malloc(SANDLET_PAGE_MAX_STAMP);
+        ssize_t n = text ? read(fd, text, SANDLET_PAGE_MAX_STAMP) : -1;
+        close(fd);
+        sandlet_page_stamp st;
+        int rc = n > 0 ? sandlet_page_stamp_parse(text, (size_t)n, &st) : -EINVAL;
+        free(text);
+        if (rc < 0)
+            continue;
+        const sandlet_pages_conf *map = st.ok ? sandlet_conf_pages_for(conf(), st.rel) : NULL;
+        sandlet_page_info info;
+        struct stat so;
+        ssize_t idx = -1;
+        if (map && map->sandbox == sandbox &&
+            sandlet_page_check(b->cachedir, pg.docroot_fd, st.rel, &info) == 0 &&
+            info.state == SANDLET_PAGE_READY && stat(info.so, &so) == 0)
+            idx = find_or_add(b, st.rel);
+        sandlet_page_stamp_free(&st);
+        if (idx < 0)
+            continue;
+        page *p = &b->pages[idx];
+        snprintf(p->so, sizeof(p->so), "%s", info.so);
+        p->so_dev = so.st_dev;
+        p->so_ino = so.st_ino;
+        p->so_mtime = so.st_mtim;
+        p->gen = 1;
+        loaded++;
+    }
+    closedir(d);
+    if (loaded) {
+        b->gen = 1;
+        if (rebuild_init(b) < 0)
+            for (size_t i = 0; i < b->n; i++)
+                b->pages[i].gen = 0;
+        sandlet_info("sandbox '%s': %zu compiled pages are up to date",
+                     conf()->sandboxes[sandbox].name, loaded);
+    }
 }
 
 void sandlet_pages_check(const sandlet_ctl *m)
@@ -646,9 +723,11 @@ void sandlet_pages_check(const sandlet_ctl *m)
     ssize_t idx = find_or_add(b, rel);
     if (idx < 0) {
         if (idx == -ENOSPC)
-            sandlet_error("sandbox '%s' has %d pages, the most one sandbox may have; page /%s "
-                          "answers 503 (map its folder to another sandbox with a 'pages' block)",
-                          c->sandboxes[sandbox].name, SANDLET_MAX_PAGES, rel);
+            sandlet_error("sandbox '%s' has %zu pages, the most it can hold (at most %d, and "
+                          "their paths at most %zu KiB); page /%s answers 503 (map its folder to "
+                          "another sandbox with a 'pages' block)",
+                          c->sandboxes[sandbox].name, b->n, SANDLET_MAX_PAGES,
+                          PAGES_INIT_MAX / 1024, rel);
         answer(sandbox, rel, 0, 0, (int)idx, -1);
         return;
     }

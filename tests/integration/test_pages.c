@@ -324,6 +324,9 @@ static void test_precompiled(void **state)
     assert_non_null(strstr(r.body, "precompiled 2"));
     th_response_free(&r);
     assert_int_equal(log_count(&d, "page /pre.csp compiled"), 0);
+    /* Loaded by the first workers: its first request replaced none. */
+    assert_true(th_log_contains(&d, "1 compiled pages are up to date"));
+    assert_int_equal(log_count(&d, "was replaced"), 0);
     assert_int_equal(th_stop(&d), 0);
 
     put("fresh.csp", "<p>fresh</p>\n");
