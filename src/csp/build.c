@@ -587,16 +587,22 @@ static void find_objdump(bjob *b)
         b->objdump[0] = '\0';
 }
 
-/* Is this "File name:" block header (objdump's, "CU: " before it in older
- * binutils) the page's own file, rel itself or a path ending in /rel? */
-static bool page_block(const char *h, size_t hlen, const char *rel)
+/* Does this block header of objdump's ("path:", "CU: " before it in
+ * older binutils) name another file than the page with the page's base
+ * name (a header under the docroot)?  Rows name files by base name only;
+ * the first block is headed by the compile unit (page.c) whatever its
+ * rows' file. */
+static bool other_block(const char *h, size_t hlen, const char *rel, const char *base)
 {
     if (hlen > 4 && memcmp(h, "CU: ", 4) == 0)
         h += 4, hlen -= 4;
-    size_t rlen = strlen(rel);
-    if (hlen == rlen)
-        return memcmp(h, rel, rlen) == 0;
-    return hlen > rlen && h[hlen - rlen - 1] == '/' && memcmp(h + hlen - rlen, rel, rlen) == 0;
+    size_t rlen = strlen(rel), blen = strlen(base);
+    if (hlen == rlen && memcmp(h, rel, rlen) == 0)
+        return false;
+    if (hlen > rlen && h[hlen - rlen - 1] == '/' && memcmp(h + hlen - rlen, rel, rlen) == 0)
+        return false;
+    return (hlen == blen || (hlen > blen && h[hlen - blen - 1] == '/')) &&
+           memcmp(h + hlen - blen, base, blen) == 0;
 }
 
 /* Turns objdump's decoded line rows into the work dir's "lines": every
@@ -630,7 +636,7 @@ static void line_table(bjob *b, char *const envp[])
     size_t blen = strlen(base);
     lrow *rows = NULL;
     size_t n = 0, cap = 0, total = 0;
-    bool mine = false, ok = true;
+    bool other = false, ok = true;
     char *line = NULL;
     size_t lcap = 0;
     ssize_t len;
@@ -642,7 +648,7 @@ static void line_table(bjob *b, char *const envp[])
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' '))
             line[--len] = '\0';
         if (len > 0 && line[len - 1] == ':' && !strchr(line, '\t')) {
-            mine = page_block(line, (size_t)len - 1, b->job->rel);
+            other = other_block(line, (size_t)len - 1, b->job->rel, base);
             continue;
         }
         /* name, line (or "-"), 0xaddress, view and stmt (optional) */
@@ -674,7 +680,7 @@ static void line_table(bjob *b, char *const envp[])
         unsigned long long addr = strtoull(p + 2, &aend, 16);
         if (errno || aend == p + 2 || (*aend && *aend != ' ') || addr >= SANDLET_PAGE_MAX_SO)
             continue;
-        bool own = mine && (size_t)(sp - line) == blen && memcmp(line, base, blen) == 0;
+        bool own = !other && (size_t)(sp - line) == blen && memcmp(line, base, blen) == 0;
         if (n == cap) {
             size_t ncap = cap ? cap * 2 : 256;
             lrow *nr = ncap <= MAX_LINE_ROWS ? realloc(rows, ncap * sizeof(*rows)) : NULL;

@@ -395,9 +395,23 @@ static void test_crash_names_line(void **state)
                       "if (sl_param(rq, \"crash\", NULL))\n"
                       "    abort();\n"
                       "%><p>alive</p>\n");
+    put("deep.csp",
+        "<%! static int deep(volatile int n)\n"
+        "{\n"
+        "    volatile char frame[512]; frame[0] = (char)n; return deep(n + 1) + frame[0];\n"
+        "} %>\n"
+        "<% if (sl_param(rq, \"crash\", NULL)) sl_printf(rs, \"%d\", deep(0)); %>\n");
     th_daemon d;
     start(&d, "pages / { }\n");
     th_response r;
+    /* A stack overflow: the report runs on its own stack. */
+    get(&d, "/deep.csp?crash=1", &r);
+    assert_int_equal(r.status, 502);
+    th_response_free(&r);
+    assert_true(th_log_wait(&d, "page deep.csp:", 3000));
+    /* At line 1, 2 or 3 (where deep()'s frame is pushed), never none. */
+    assert_false(th_log_contains(&d, "page deep.csp: crashed"));
+    assert_true(th_log_contains(&d, "crashed (SIGSEGV, address 0x"));
     get(&d, "/crashline.csp?crash=1", &r);
     assert_int_equal(r.status, 502);
     th_response_free(&r);
