@@ -331,6 +331,56 @@ static int read_hostile(int wfd, const char *name, size_t max, char **data, size
     return 0;
 }
 
+/* ---- the line table ------------------------------------------------------- */
+
+int sandlet_page_lines_parse(const char *data, size_t len, sandlet_page_line **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (len > SANDLET_PAGE_MAX_LINES || (len && data[len - 1] != '\n'))
+        return -EINVAL;
+    size_t rows = 0;
+    for (size_t i = 0; i < len; i++)
+        rows += data[i] == '\n';
+    sandlet_page_line *t = malloc((rows ? rows : 1) * sizeof(*t));
+    if (!t)
+        return -ENOMEM;
+    const char *p = data, *end = data + len;
+    size_t k = 0;
+    while (p < end) {
+        unsigned long long off = 0, line = 0;
+        const char *s = p;
+        while (p < end && ((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')) && p - s < 9) {
+            off = off * 16 + (unsigned)(*p <= '9' ? *p - '0' : *p - 'a' + 10);
+            p++;
+        }
+        if (p == s || p >= end || *p != ' ' || off >= SANDLET_PAGE_MAX_SO ||
+            (k && off <= t[k - 1].offset))
+            goto bad;
+        s = ++p;
+        while (p < end && *p >= '0' && *p <= '9' && p - s < 11) {
+            line = line * 10 + (unsigned)(*p - '0');
+            p++;
+        }
+        if (p == s || p >= end || *p != '\n' || line >= 1ULL << 31)
+            goto bad;
+        p++;
+        t[k].offset = (uint32_t)off;
+        t[k].line = (uint32_t)line;
+        k++;
+    }
+    if (!k) {
+        free(t);
+        return 0;
+    }
+    *out = t;
+    *n = k;
+    return 0;
+bad:
+    free(t);
+    return -EINVAL;
+}
+
 /* ---- the stamp ------------------------------------------------------------- */
 
 void sandlet_page_stamp_free(sandlet_page_stamp *st)
@@ -849,6 +899,28 @@ static int install_at(int cfd, int wfd, const char *key, const char *rel, int st
         return 0;
     }
     if (status == BUILD_OK) {
+        /* The line table the crash report reads: only a valid one, and
+         * never a previous version's, which would name wrong lines. */
+        snprintf(name, sizeof(name), "%s.lines", key);
+        rc = read_hostile(wfd, "lines", SANDLET_PAGE_MAX_LINES, &data, &len);
+        if (rc == 0) {
+            sandlet_page_line *t;
+            size_t nt;
+            rc = sandlet_page_lines_parse(data, len, &t, &nt);
+            if (rc == 0) {
+                free(t);
+                rc = sandlet_page_write_atomic(cfd, name, data, len);
+            }
+            free(data);
+        }
+        if (rc < 0 && unlinkat(cfd, name, 0) < 0 && errno != ENOENT) {
+            int e = errno;
+            sandlet_page_stamp_free(&st);
+            return fail(err, errlen, -e,
+                        "page '%s': cannot remove the old line table '%s': %s; fix: check the "
+                        "cache dir",
+                        rel, name, strerror(e));
+        }
         snprintf(name, sizeof(name), "%s.so", key);
         rc = copy_hostile(wfd, "page.so", SANDLET_PAGE_MAX_SO, cfd, name);
         if (rc < 0) {

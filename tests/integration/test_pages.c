@@ -411,6 +411,63 @@ static void test_crashing_page(void **state)
     assert_int_equal(th_stop(&d), 0);
 }
 
+/* A page's crash names its .csp file and line in the error log: a NULL
+ * write (SIGSEGV), a division by zero (SIGFPE, x86 only: ARM does not
+ * trap it), and abort() (SIGABRT, raised inside libc: the report names
+ * the line that called it). */
+static void test_crash_names_line(void **state)
+{
+    (void)state;
+    put("crashline.csp", "<%\n"
+                         "if (sl_param(rq, \"crash\", NULL))\n"
+                         "    *(volatile int *)0 = 1;\n"
+                         "%><p>alive</p>\n");
+    put("divide.csp", "<%\n"
+                      "volatile int zero = sl_param(rq, \"crash\", NULL) ? 0 : 1;\n"
+                      "sl_printf(rs, \"%d\", 7 / zero);\n"
+                      "%>\n");
+    put("aborts.csp", "<%\n"
+                      "if (sl_param(rq, \"crash\", NULL))\n"
+                      "    abort();\n"
+                      "%><p>alive</p>\n");
+    put("deep.csp",
+        "<%! static int deep(volatile int n)\n"
+        "{\n"
+        "    volatile char frame[512]; frame[0] = (char)n; return deep(n + 1) + frame[0];\n"
+        "} %>\n"
+        "<% if (sl_param(rq, \"crash\", NULL)) sl_printf(rs, \"%d\", deep(0)); %>\n");
+    th_daemon d;
+    start(&d, "pages / { }\n");
+    th_response r;
+    /* A stack overflow: the report runs on its own stack. */
+    get(&d, "/deep.csp?crash=1", &r);
+    assert_int_equal(r.status, 502);
+    th_response_free(&r);
+    assert_true(th_log_wait(&d, "page deep.csp:", 3000));
+    /* At line 1, 2 or 3 (where deep()'s frame is pushed), never none. */
+    assert_false(th_log_contains(&d, "page deep.csp: crashed"));
+    assert_true(th_log_contains(&d, "crashed (SIGSEGV, address 0x"));
+    get(&d, "/crashline.csp?crash=1", &r);
+    assert_int_equal(r.status, 502);
+    th_response_free(&r);
+    assert_true(th_log_wait(&d, "page crashline.csp:3: crashed (SIG", 3000));
+#if defined(__x86_64__)
+    get(&d, "/divide.csp?crash=1", &r);
+    assert_int_equal(r.status, 502);
+    th_response_free(&r);
+    assert_true(th_log_wait(&d, "page divide.csp:3: crashed (SIGFPE)", 3000));
+#endif
+    get(&d, "/aborts.csp?crash=1", &r);
+    assert_int_equal(r.status, 502);
+    th_response_free(&r);
+    assert_true(th_log_wait(&d, "page aborts.csp:3: crashed (SIGABRT)", 3000));
+    /* The worker died of the signal all the same, and came back. */
+    get(&d, "/crashline.csp", &r);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    assert_int_equal(th_stop(&d), 0);
+}
+
 /* A page that includes a file outside the compiler's fence fails to
  * compile, and nothing of the file reaches the answer or the log. */
 static void test_include_outside(void **state)
@@ -707,6 +764,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_precompiled, setup, teardown),
         cmocka_unit_test_setup_teardown(test_big_binary_page, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crashing_page, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_crash_names_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_include_outside, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compile_blocks_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_swap_fails_nothing, setup, teardown),
