@@ -426,7 +426,7 @@ static void test_crash_names_line(void **state)
                       "volatile int zero = sl_param(rq, \"crash\", NULL) ? 0 : 1;\n"
                       "sl_printf(rs, \"%d\", 7 / zero);\n"
                       "%>\n");
-    put("aborts.csp", "<%\n"
+    put("aborts.csp", "<%@ include <stdlib.h> %><%\n"
                       "if (sl_param(rq, \"crash\", NULL))\n"
                       "    abort();\n"
                       "%><p>alive</p>\n");
