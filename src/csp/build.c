@@ -114,20 +114,6 @@ static void note(bjob *b, const char *fmt, ...)
     }
 }
 
-static int write_all(int fd, const void *data, size_t len)
-{
-    const uint8_t *p = data;
-    while (len) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -errno;
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
 
 /* Writes a work-dir file whole (never through a link). */
 static int put_file(bjob *b, const char *name, const void *data, size_t len)
@@ -135,7 +121,7 @@ static int put_file(bjob *b, const char *name, const void *data, size_t len)
     int fd = openat(b->wfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
         return -errno;
-    int rc = write_all(fd, data, len);
+    int rc = sandlet_page_write_all(fd, data, len);
     if (close(fd) < 0 && rc == 0)
         rc = -errno;
     return rc;

@@ -165,7 +165,7 @@ int sandlet_page_hash_fd(int fd, size_t max, uint8_t hash[32])
     return 0;
 }
 
-static int write_all(int fd, const void *data, size_t len)
+int sandlet_page_write_all(int fd, const void *data, size_t len)
 {
     const uint8_t *p = data;
     while (len) {
@@ -226,7 +226,7 @@ int sandlet_page_write_atomic(int dirfd, const char *name, const void *data, siz
     int fd = tmp_create(dirfd, name, tmp, sizeof(tmp));
     if (fd < 0)
         return fd;
-    return tmp_commit(dirfd, fd, tmp, name, write_all(fd, data, len));
+    return tmp_commit(dirfd, fd, tmp, name, sandlet_page_write_all(fd, data, len));
 }
 
 /* Opens a hostile work-dir file: no link, symbolic or hard (a hard link
@@ -281,7 +281,7 @@ static int copy_hostile(int wfd, const char *src, size_t max, int dirfd, const c
             rc = -EFBIG;
             break;
         }
-        if ((rc = write_all(out, b, (size_t)r)) < 0)
+        if ((rc = sandlet_page_write_all(out, b, (size_t)r)) < 0)
             break;
     }
     close(in);

@@ -146,6 +146,9 @@ int sandlet_page_open_beneath(int dirfd, const char *path, struct stat *sb);
 /* BLAKE2b-256 of everything fd holds from its offset, at most max bytes
  * (-EFBIG past that).  0 or -errno. */
 int sandlet_page_hash_fd(int fd, size_t max, uint8_t hash[32]);
+/* Writes all len bytes to fd, across short writes and EINTR.  0 or
+ * -errno. */
+int sandlet_page_write_all(int fd, const void *data, size_t len);
 /* Writes len bytes atomically to dirfd/name (a temporary + rename), mode
  * 0644.  0 or -errno. */
 int sandlet_page_write_atomic(int dirfd, const char *name, const void *data, size_t len);

@@ -288,7 +288,11 @@ static void deliver(sandlet_conn *c, sandlet_page *p)
     }
 }
 
-static void fail_waiters(sandlet_page *p, int status)
+/* Releases every request parked on p: each is answered with status when
+ * it is not 0, else by p's answer.  The list is detached first: answering
+ * one request may start the next request of its connection, which may be
+ * for this very page. */
+static void release(sandlet_page *p, int status)
 {
     sandlet_conn *c = p->whead;
     p->whead = p->wtail = NULL;
@@ -298,7 +302,10 @@ static void fail_waiters(sandlet_page *p, int status)
         sandlet_conn *next = l->wnext;
         l->waiting = false;
         l->wnext = NULL;
-        sandlet_conn_fail(c, status);
+        if (status)
+            sandlet_conn_fail(c, status);
+        else
+            deliver(c, p);
         c = next;
     }
 }
@@ -320,7 +327,7 @@ static void sweep(uv_timer_t *t)
                           p->sc.path, now - p->asked);
             p->asking = false;
             tab->asking--;
-            fail_waiters(p, 503);
+            release(p, 503);
         }
     if (!tab->asking)
         uv_timer_stop(&tab->sweep);
@@ -517,17 +524,5 @@ void sandlet_pages_answer(sandlet_server *srv, const sandlet_ctl *m, int fd)
         p->status = -EIO;
     if (p->status == 0)
         sandlet_pool_pages(&srv->pools[p->sandbox], p->gen);
-    /* Detached first: answering one request may start the next request
-     * of its connection, which may be for this very page. */
-    sandlet_conn *c = p->whead;
-    p->whead = p->wtail = NULL;
-    p->nwait = 0;
-    while (c) {
-        sandlet_page_link *l = sandlet_conn_page_link(c);
-        sandlet_conn *next = l->wnext;
-        l->waiting = false;
-        l->wnext = NULL;
-        deliver(c, p);
-        c = next;
-    }
+    release(p, 0);
 }
