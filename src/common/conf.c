@@ -1569,7 +1569,6 @@ static int do_compiler(parser *ps, const directive *d, const token *dir, token *
 {
     (void)d;
     (void)dir;
-    char sh[SHOWN_MAX];
     token *arg = &args[0];
     sandlet_conf *c = ps->conf;
     free(c->page_compiler);
@@ -1577,11 +1576,13 @@ static int do_compiler(parser *ps, const directive *d, const token *dir, token *
     if (strcmp(arg->text, "off") == 0)
         return 0;
     if (!arg->text[0] || arg->text[strcspn(arg->text, " \t\n\r;")] != '\0' ||
-        (arg->text[0] != '/' && strchr(arg->text, '/')))
+        (arg->text[0] != '/' && strchr(arg->text, '/'))) {
+        char sh[SHOWN_MAX];
         return fail(ps, arg->line, arg->col,
                     "invalid page-compiler '%s' (expected a program name such as cc, an "
                     "absolute path such as /usr/bin/gcc, or off)",
                     shown(sh, sizeof(sh), arg->text));
+    }
     c->page_compiler = arg->text;
     arg->text = NULL;
     return 0;

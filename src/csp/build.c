@@ -22,6 +22,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <linux/landlock.h>
 #include <poll.h>
 #include <signal.h>
@@ -88,7 +89,8 @@ typedef struct bjob {
     int wfd, docfd;
     sandlet_buf diag;
     char cc[PATH_MAX];
-    const char *incs[33]; /* at most 32 given, and the default */
+    char objdump[PATH_MAX]; /* "" when there is none: no line table */
+    const char *incs[33];   /* at most 32 given, and the default */
     size_t nincs;
     unsigned cpu, mib, wall;
     sandlet_page_stamp st;
@@ -112,20 +114,6 @@ static void note(bjob *b, const char *fmt, ...)
     }
 }
 
-static int write_all(int fd, const void *data, size_t len)
-{
-    const uint8_t *p = data;
-    while (len) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -errno;
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
 
 /* Writes a work-dir file whole (never through a link). */
 static int put_file(bjob *b, const char *name, const void *data, size_t len)
@@ -133,7 +121,7 @@ static int put_file(bjob *b, const char *name, const void *data, size_t len)
     int fd = openat(b->wfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
         return -errno;
-    int rc = write_all(fd, data, len);
+    int rc = sandlet_page_write_all(fd, data, len);
     if (close(fd) < 0 && rc == 0)
         rc = -errno;
     return rc;
@@ -276,6 +264,9 @@ static int landlock(bjob *b)
     if (rc == 0)
         rc = ll_rule(b, rfd, b->cc, LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE,
                      handled);
+    if (rc == 0 && b->objdump[0])
+        rc = ll_rule(b, rfd, b->objdump, LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE,
+                     handled);
     if (rc == 0)
         rc = ll_rule(b, rfd, b->job->docroot, LL_READ_ONLY, handled);
     for (size_t i = 0; rc == 0 && i < b->nincs; i++)
@@ -320,11 +311,11 @@ static int confine(bjob *b)
 
 /* ---- the compiler ------------------------------------------------------------ */
 
-/* The compiler's absolute path (PATH lookup for a bare name). */
-static int resolve_cc(bjob *b, const char *cc, const char *path)
+/* A program's absolute path into out (PATH lookup for a bare name). */
+static int resolve_prog(char out[PATH_MAX], const char *cc, const char *path)
 {
     if (strchr(cc, '/')) {
-        if (!realpath(cc, b->cc) || access(b->cc, X_OK) < 0)
+        if (!realpath(cc, out) || access(out, X_OK) < 0)
             return -1;
         return 0;
     }
@@ -337,7 +328,7 @@ static int resolve_cc(bjob *b, const char *cc, const char *path)
             memcpy(cand, p, len);
             cand[len] = '/';
             strcpy(cand + len + 1, cc);
-            if (access(cand, X_OK) == 0 && realpath(cand, b->cc))
+            if (access(cand, X_OK) == 0 && realpath(cand, out))
                 return 0;
         }
         if (!e)
@@ -360,7 +351,10 @@ typedef struct ccrun {
     size_t dropped; /* bytes of standard error past the bound */
 } ccrun;
 
-static int run_cc(bjob *b, char *const argv[], char *const envp[], sandlet_buf *err, ccrun *res)
+/* Runs argv in the work dir, its standard error (and output, unless
+ * outname names a work-dir file for it) gathered into err, bounded. */
+static int run_cc(bjob *b, char *const argv[], char *const envp[], const char *outname,
+                  sandlet_buf *err, ccrun *res)
 {
     memset(res, 0, sizeof(*res));
     int pfd[2];
@@ -378,7 +372,10 @@ static int run_cc(bjob *b, char *const argv[], char *const envp[], sandlet_buf *
          * and ld with it. */
         setpgid(0, 0);
         int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (null < 0 || dup2(null, 0) < 0 || dup2(pfd[1], 1) < 0 || dup2(pfd[1], 2) < 0)
+        int out = outname ? openat(b->wfd, outname,
+                                   O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600)
+                          : pfd[1];
+        if (null < 0 || out < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(pfd[1], 2) < 0)
             _exit(127);
         if (fchdir(b->wfd) < 0)
             _exit(127);
@@ -555,6 +552,180 @@ static void add_deps(bjob *b)
     free(data);
 }
 
+/* ---- the line table ------------------------------------------------------------ */
+
+/* Rows of the table the build keeps at most (each 8 bytes here, about 10
+ * in the file, whose bound is SANDLET_PAGE_MAX_LINES). */
+#define MAX_LINE_ROWS  ((size_t)400 * 1000)
+#define MAX_DWARF_TEXT ((size_t)64 * 1024 * 1024)
+
+typedef struct lrow {
+    uint32_t offset, line, seq; /* seq: the row's order, the last at an offset wins */
+} lrow;
+
+static int lrow_cmp(const void *a, const void *b)
+{
+    const lrow *x = a, *y = b;
+    if (x->offset != y->offset)
+        return x->offset < y->offset ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* objdump, from binutils, beside the compiler or in PATH; none is fine:
+ * the page then has no line table, and a crash names no line. */
+static void find_objdump(bjob *b)
+{
+    char cand[PATH_MAX];
+    const char *slash = strrchr(b->cc, '/');
+    b->objdump[0] = '\0';
+    if (slash && (size_t)(slash - b->cc) + sizeof("/objdump") <= sizeof(cand)) {
+        memcpy(cand, b->cc, (size_t)(slash - b->cc));
+        strcpy(cand + (slash - b->cc), "/objdump");
+        if (resolve_prog(b->objdump, cand, b->path) == 0)
+            return;
+    }
+    if (resolve_prog(b->objdump, "objdump", b->path) < 0)
+        b->objdump[0] = '\0';
+}
+
+/* Does this block header of objdump's ("path:", "CU: " before it in
+ * older binutils) name another file than the page with the page's base
+ * name (a header under the docroot)?  Rows name files by base name only;
+ * the first block is headed by the compile unit (page.c) whatever its
+ * rows' file. */
+static bool other_block(const char *h, size_t hlen, const char *rel, const char *base)
+{
+    if (hlen > 4 && memcmp(h, "CU: ", 4) == 0)
+        h += 4, hlen -= 4;
+    size_t rlen = strlen(rel), blen = strlen(base);
+    if (hlen == rlen && memcmp(h, rel, rlen) == 0)
+        return false;
+    if (hlen > rlen && h[hlen - rlen - 1] == '/' && memcmp(h + hlen - rlen, rel, rlen) == 0)
+        return false;
+    return (hlen == blen || (hlen > blen && h[hlen - blen - 1] == '/')) &&
+           memcmp(h + hlen - blen, base, blen) == 0;
+}
+
+/* Turns objdump's decoded line rows into the work dir's "lines": every
+ * address row, the page's own with their .csp line and all others (the
+ * generated glue, headers, the end of a sequence) with 0, so that a PC in
+ * code not the page's is never blamed on the line before it. */
+static void line_table(bjob *b, char *const envp[])
+{
+    if (!b->objdump[0])
+        return;
+    char *argv[] = {b->objdump, "--dwarf=decodedline", "page.so", NULL};
+    sandlet_buf err;
+    sandlet_buf_init(&err, SANDLET_BUILD_MAX_DIAG);
+    ccrun res;
+    int rc = run_cc(b, argv, envp, "dwarf", &err, &res);
+    sandlet_buf_free(&err);
+    if (rc < 0 || res.timed_out || !WIFEXITED(res.status) || WEXITSTATUS(res.status) != 0) {
+        unlinkat(b->wfd, "dwarf", 0);
+        return;
+    }
+    int fd = openat(b->wfd, "dwarf", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    unlinkat(b->wfd, "dwarf", 0);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    const char *base = strrchr(b->job->rel, '/');
+    base = base ? base + 1 : b->job->rel;
+    size_t blen = strlen(base);
+    lrow *rows = NULL;
+    size_t n = 0, cap = 0, total = 0;
+    bool other = false, ok = true;
+    char *line = NULL;
+    size_t lcap = 0;
+    ssize_t len;
+    while (ok && (len = getline(&line, &lcap, f)) > 0) {
+        if ((total += (size_t)len) > MAX_DWARF_TEXT) {
+            ok = false;
+            break;
+        }
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' '))
+            line[--len] = '\0';
+        if (len > 0 && line[len - 1] == ':' && !strchr(line, '\t')) {
+            other = other_block(line, (size_t)len - 1, b->job->rel, base);
+            continue;
+        }
+        /* name, line (or "-"), 0xaddress, view and stmt (optional) */
+        char *sp = strchr(line, ' ');
+        if (!sp)
+            continue;
+        char *p = sp;
+        while (*p == ' ')
+            p++;
+        char *lend;
+        unsigned long ln = 0;
+        if (*p == '-')
+            lend = p + 1;
+        else {
+            if (*p < '0' || *p > '9')
+                continue;
+            errno = 0;
+            ln = strtoul(p, &lend, 10);
+            if (errno || ln >= 1UL << 31)
+                continue;
+        }
+        p = lend;
+        while (*p == ' ')
+            p++;
+        if (p[0] != '0' || p[1] != 'x' || lend == p)
+            continue;
+        char *aend;
+        errno = 0;
+        unsigned long long addr = strtoull(p + 2, &aend, 16);
+        if (errno || aend == p + 2 || (*aend && *aend != ' ') || addr >= SANDLET_PAGE_MAX_SO)
+            continue;
+        bool own = !other && (size_t)(sp - line) == blen && memcmp(line, base, blen) == 0;
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 256;
+            lrow *nr = ncap <= MAX_LINE_ROWS ? realloc(rows, ncap * sizeof(*rows)) : NULL;
+            if (!nr) {
+                ok = false;
+                break;
+            }
+            rows = nr;
+            cap = ncap;
+        }
+        rows[n] = (lrow){(uint32_t)addr, own ? (uint32_t)ln : 0, (uint32_t)n};
+        n++;
+    }
+    free(line);
+    fclose(f);
+    sandlet_buf out;
+    sandlet_buf_init(&out, SANDLET_PAGE_MAX_LINES);
+    if (ok && n) {
+        qsort(rows, n, sizeof(*rows), lrow_cmp);
+        size_t kept = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (i + 1 < n && rows[i + 1].offset == rows[i].offset)
+                continue; /* the last row at an address is the one in effect */
+            if (kept && rows[kept - 1].line == rows[i].line)
+                continue;
+            rows[kept++] = rows[i];
+        }
+        char row[32];
+        bool any = false;
+        for (size_t i = 0; i < kept; i++) {
+            int w = snprintf(row, sizeof(row), "%" PRIx32 " %" PRIu32 "\n", rows[i].offset,
+                             rows[i].line);
+            if (w > 0)
+                sandlet_buf_put(&out, row, (size_t)w);
+            any = any || rows[i].line;
+        }
+        /* Too big a table is no table (the cache refuses it anyway). */
+        if (any && !out.error)
+            (void)put_file(b, "lines", out.data, out.len);
+    }
+    sandlet_buf_free(&out);
+    free(rows);
+}
+
 /* ---- the build ------------------------------------------------------------------ */
 
 /* The compiler stopped at a limit rather than at an error of its own. */
@@ -587,23 +758,14 @@ static int compile(bjob *b)
     char *argv[96]; /* 17 flags, -iquote, 33 -I pairs, page.c, NULL */
     size_t a = 0;
     argv[a++] = b->cc;
-    static const char *const flags[] = {"-std=gnu11",
-                                        "-O2",
-                                        "-g",
-                                        "-fPIC",
-                                        "-shared",
-                                        "-pipe",
-                                        "-Wall",
-                                        "-Wno-unused-variable",
-                                        "-Wno-unused-function",
-                                        "-Wno-unused-but-set-variable",
-                                        "-fdiagnostics-color=never",
-                                        "-fmax-errors=50",
-                                        "-MD",
-                                        "-MF",
-                                        "deps",
-                                        "-o",
-                                        "page.so"};
+    static const char *const flags[] = {
+        "-std=gnu11", "-O2", "-g", "-fPIC", "-shared", "-pipe", "-Wall",
+        /* A misspelt function is the page's
+         * error now, not an undefined symbol
+         * when the worker loads it. */
+        "-Werror=implicit-function-declaration", "-Wno-unused-variable", "-Wno-unused-function",
+        "-Wno-unused-but-set-variable", "-fdiagnostics-color=never", "-fmax-errors=50", "-MD",
+        "-MF", "deps", "-o", "page.so"};
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
         argv[a++] = (char *)flags[i];
     argv[a++] = "-iquote";
@@ -624,7 +786,7 @@ static int compile(bjob *b)
     sandlet_buf_init(&err, SANDLET_BUILD_MAX_DIAG);
     ccrun res;
     long long t0 = now_ms();
-    int rc = run_cc(b, argv, envp, &err, &res);
+    int rc = run_cc(b, argv, envp, NULL, &err, &res);
     long long took = now_ms() - t0;
     if (rc < 0) {
         sandlet_buf_free(&err);
@@ -670,6 +832,8 @@ static int compile(bjob *b)
     }
     if (status != SANDLET_BUILD_ERROR)
         add_deps(b);
+    if (status == SANDLET_BUILD_OK)
+        line_table(b, envp);
     return status;
 }
 
@@ -788,13 +952,14 @@ int sandlet_page_build(const sandlet_page_job *job)
     const char *cc = job->compiler && job->compiler[0] ? job->compiler : "cc";
     const char *path = getenv("PATH");
     b.path = path && *path && strlen(path) < PATH_MAX ? path : "/usr/local/bin:/usr/bin:/bin";
-    if (resolve_cc(&b, cc, b.path) < 0) {
+    if (resolve_prog(b.cc, cc, b.path) < 0) {
         note(&b,
              "%s: error: no compiler '%s' (looked up in PATH); install a C compiler or set "
              "page-compiler",
              job->rel, cc);
         goto out;
     }
+    find_objdump(&b);
     b.docfd = open(job->docroot, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (b.docfd < 0) {
         note(&b, "%s: error: docroot '%s': %s", job->rel, job->docroot, strerror(errno));
@@ -855,13 +1020,9 @@ int sandlet_page_build_main(int argc, char **argv)
             job.compiler = v;
         else if (strcmp(o, "-I") == 0 && ninc < sizeof(incs) / sizeof(incs[0]))
             incs[ninc++] = v;
-        else if (strcmp(o, "--cpu") == 0 && num_arg(v, 86400, &job.cpu_seconds) == 0)
-            ;
-        else if (strcmp(o, "--memory") == 0 && num_arg(v, 1u << 20, &job.memory_mib) == 0)
-            ;
-        else if (strcmp(o, "--wall") == 0 && num_arg(v, 86400000, &job.wall_ms) == 0)
-            ;
-        else {
+        else if (!(strcmp(o, "--cpu") == 0 && num_arg(v, 86400, &job.cpu_seconds) == 0) &&
+                 !(strcmp(o, "--memory") == 0 && num_arg(v, 1u << 20, &job.memory_mib) == 0) &&
+                 !(strcmp(o, "--wall") == 0 && num_arg(v, 86400000, &job.wall_ms) == 0)) {
             fprintf(stderr,
                     "sandlet --compile-page: bad option '%s' (or too many -I); usage: "
                     "--docroot DIR --page REL --workdir DIR [--cc CC] [-I DIR]... "

@@ -165,7 +165,7 @@ int sandlet_page_hash_fd(int fd, size_t max, uint8_t hash[32])
     return 0;
 }
 
-static int write_all(int fd, const void *data, size_t len)
+int sandlet_page_write_all(int fd, const void *data, size_t len)
 {
     const uint8_t *p = data;
     while (len) {
@@ -226,18 +226,23 @@ int sandlet_page_write_atomic(int dirfd, const char *name, const void *data, siz
     int fd = tmp_create(dirfd, name, tmp, sizeof(tmp));
     if (fd < 0)
         return fd;
-    return tmp_commit(dirfd, fd, tmp, name, write_all(fd, data, len));
+    return tmp_commit(dirfd, fd, tmp, name, sandlet_page_write_all(fd, data, len));
 }
 
-/* Opens a hostile work-dir file: no link, non-blocking (a fifo cannot
+/* Opens a hostile work-dir file: no link, symbolic or hard (a hard link
+ * to a file the compile cannot read, made where the kernel allows it,
+ * would otherwise be copied out by root), non-blocking (a fifo cannot
  * stall us), a regular file of at most max bytes. */
 static int open_hostile(int wfd, const char *name, size_t max, struct stat *sb)
 {
     int fd = openat(wfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
         return -errno;
-    if (fstat(fd, sb) < 0 || !S_ISREG(sb->st_mode) || (unsigned long long)sb->st_size > max) {
-        int e = fstat(fd, sb) < 0 ? -errno : !S_ISREG(sb->st_mode) ? -EPERM : -EFBIG;
+    if (fstat(fd, sb) < 0 || !S_ISREG(sb->st_mode) || sb->st_nlink != 1 ||
+        (unsigned long long)sb->st_size > max) {
+        int e = fstat(fd, sb) < 0                            ? -errno
+                : !S_ISREG(sb->st_mode) || sb->st_nlink != 1 ? -EPERM
+                                                             : -EFBIG;
         close(fd);
         return e;
     }
@@ -276,7 +281,7 @@ static int copy_hostile(int wfd, const char *src, size_t max, int dirfd, const c
             rc = -EFBIG;
             break;
         }
-        if ((rc = write_all(out, b, (size_t)r)) < 0)
+        if ((rc = sandlet_page_write_all(out, b, (size_t)r)) < 0)
             break;
     }
     close(in);
@@ -324,6 +329,56 @@ static int read_hostile(int wfd, const char *name, size_t max, char **data, size
     *data = b;
     *len = n;
     return 0;
+}
+
+/* ---- the line table ------------------------------------------------------- */
+
+int sandlet_page_lines_parse(const char *data, size_t len, sandlet_page_line **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (len > SANDLET_PAGE_MAX_LINES || (len && data[len - 1] != '\n'))
+        return -EINVAL;
+    size_t rows = 0;
+    for (size_t i = 0; i < len; i++)
+        rows += data[i] == '\n';
+    sandlet_page_line *t = malloc((rows ? rows : 1) * sizeof(*t));
+    if (!t)
+        return -ENOMEM;
+    const char *p = data, *end = data + len;
+    size_t k = 0;
+    while (p < end) {
+        unsigned long long off = 0, line = 0;
+        const char *s = p;
+        while (p < end && ((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')) && p - s < 9) {
+            off = off * 16 + (unsigned)(*p <= '9' ? *p - '0' : *p - 'a' + 10);
+            p++;
+        }
+        if (p == s || p >= end || *p != ' ' || off >= SANDLET_PAGE_MAX_SO ||
+            (k && off <= t[k - 1].offset))
+            goto bad;
+        s = ++p;
+        while (p < end && *p >= '0' && *p <= '9' && p - s < 11) {
+            line = line * 10 + (unsigned)(*p - '0');
+            p++;
+        }
+        if (p == s || p >= end || *p != '\n' || line >= 1ULL << 31)
+            goto bad;
+        p++;
+        t[k].offset = (uint32_t)off;
+        t[k].line = (uint32_t)line;
+        k++;
+    }
+    if (!k) {
+        free(t);
+        return 0;
+    }
+    *out = t;
+    *n = k;
+    return 0;
+bad:
+    free(t);
+    return -EINVAL;
 }
 
 /* ---- the stamp ------------------------------------------------------------- */
@@ -536,7 +591,7 @@ static int deps_match(int docroot_fd, sandlet_page_stamp *st, bool *match, bool 
     *refresh = false;
     for (size_t i = 0; i < st->nfiles && *match; i++) {
         sandlet_page_file *f = &st->files[i];
-        struct stat sb;
+        struct stat sb = {0};
         int fd = sandlet_page_open_beneath(docroot_fd, f->path, &sb);
         if (fd < 0) {
             if (i == 0 && fd != -ENOENT && fd != -ENOTDIR)
@@ -615,8 +670,11 @@ static int check_at(int cfd, const char *cachedir, int docroot_fd, const char *r
                 (void)sandlet_page_write_atomic(cfd, name, b.data, b.len);
             sandlet_buf_free(&b);
         }
+        /* The log line is for failed pages only: a ready page is checked
+         * every 100 ms while it is busy. */
         snprintf(name, sizeof(name), "%s.diag", key);
-        first_line(cfd, name, out->first, sizeof(out->first));
+        if (out->state == SANDLET_PAGE_FAILED)
+            first_line(cfd, name, out->first, sizeof(out->first));
     }
     sandlet_page_stamp_free(&st);
     return rc;
@@ -841,6 +899,28 @@ static int install_at(int cfd, int wfd, const char *key, const char *rel, int st
         return 0;
     }
     if (status == BUILD_OK) {
+        /* The line table the crash report reads: only a valid one, and
+         * never a previous version's, which would name wrong lines. */
+        snprintf(name, sizeof(name), "%s.lines", key);
+        rc = read_hostile(wfd, "lines", SANDLET_PAGE_MAX_LINES, &data, &len);
+        if (rc == 0) {
+            sandlet_page_line *t;
+            size_t nt;
+            rc = sandlet_page_lines_parse(data, len, &t, &nt);
+            if (rc == 0) {
+                free(t);
+                rc = sandlet_page_write_atomic(cfd, name, data, len);
+            }
+            free(data);
+        }
+        if (rc < 0 && unlinkat(cfd, name, 0) < 0 && errno != ENOENT) {
+            int e = errno;
+            sandlet_page_stamp_free(&st);
+            return fail(err, errlen, -e,
+                        "page '%s': cannot remove the old line table '%s': %s; fix: check the "
+                        "cache dir",
+                        rel, name, strerror(e));
+        }
         snprintf(name, sizeof(name), "%s.so", key);
         rc = copy_hostile(wfd, "page.so", SANDLET_PAGE_MAX_SO, cfd, name);
         if (rc < 0) {

@@ -54,6 +54,7 @@
 #define SANDLET_PAGE_MAX_DIAG  ((size_t)64 * 1024)
 #define SANDLET_PAGE_MAX_SO    ((size_t)256 * 1024 * 1024)
 #define SANDLET_PAGE_MAX_C     ((size_t)160 * 1024 * 1024)
+#define SANDLET_PAGE_MAX_LINES ((size_t)4 * 1024 * 1024)
 /* Files a stamp may list (the page and its headers). */
 #define SANDLET_PAGE_MAX_DEPS 4096
 /* The key: 40 + "-" + 16 + NUL. */
@@ -145,9 +146,28 @@ int sandlet_page_open_beneath(int dirfd, const char *path, struct stat *sb);
 /* BLAKE2b-256 of everything fd holds from its offset, at most max bytes
  * (-EFBIG past that).  0 or -errno. */
 int sandlet_page_hash_fd(int fd, size_t max, uint8_t hash[32]);
+/* Writes all len bytes to fd, across short writes and EINTR.  0 or
+ * -errno. */
+int sandlet_page_write_all(int fd, const void *data, size_t len);
 /* Writes len bytes atomically to dirfd/name (a temporary + rename), mode
  * 0644.  0 or -errno. */
 int sandlet_page_write_atomic(int dirfd, const char *name, const void *data, size_t len);
+
+/* One row of a page's line table (<key>.lines, "OFFSET LINE" per text
+ * line, hex and decimal): code from offset on, up to the next row's, is
+ * the page's line (0: not the page's own code, the generated glue or a
+ * header).  Offsets are within the .so as loaded (the ELF vaddr). */
+typedef struct sandlet_page_line {
+    uint32_t offset;
+    uint32_t line;
+} sandlet_page_line;
+
+/* Strict parse of a line table: each row lowercase hex, one space,
+ * decimal, a newline; offsets strictly ascending and below
+ * SANDLET_PAGE_MAX_SO, lines below 2^31; at most
+ * SANDLET_PAGE_MAX_LINES bytes.  *out (free()) holds *n rows (none for an
+ * empty table).  0, -EINVAL or -ENOMEM. */
+int sandlet_page_lines_parse(const char *data, size_t len, sandlet_page_line **out, size_t *n);
 
 /* Removes a work dir left behind (entries, then the dir), never following
  * a link.  0 or -errno; a missing dir is 0. */

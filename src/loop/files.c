@@ -120,6 +120,26 @@ static void drop_fd(int fd)
         close(fd);
 }
 
+/* Whether rel (docroot-relative, as opened; ext its lowercase extension,
+ * "csp" for a link to a page too) is page source that no client may
+ * read: a page; any name holding ".csp" (an editor's "page.csp~",
+ * ".page.csp.swp", "#page.csp#", a "page.csp.bak"); and, in a folder a
+ * "pages" block serves, a C header, since pages include them from beside
+ * themselves (the compiler can read nothing outside the docroot) and
+ * they may hold what the page keeps secret.  Hard links are not
+ * detected: a page's source linked under another name is served. */
+static bool page_source(const sandlet_conf *conf, const char *rel, const char *ext)
+{
+    if (strcmp(ext, "csp") == 0)
+        return true;
+    const char *base = strrchr(rel, '/');
+    base = base ? base + 1 : rel;
+    for (const char *p = base; *p; p++)
+        if (p[0] == '.' && (p[1] | 0x20) == 'c' && (p[2] | 0x20) == 's' && (p[3] | 0x20) == 'p')
+            return true;
+    return conf->npages && strcmp(ext, "h") == 0 && sandlet_conf_pages_for(conf, rel);
+}
+
 /* One loop thread: one read buffer is enough (writes copy out of it). */
 static char buf[SMALL > CHUNK ? SMALL : CHUNK];
 
@@ -304,7 +324,7 @@ void sandlet_files_serve(sandlet_conn *c)
         lastmod = hit->lastmod;
     } else {
         struct stat st;
-        char ext[SANDLET_STATIC_EXT_MAX], rel[256];
+        char ext[SANDLET_STATIC_EXT_MAX], rel[SANDLET_STATIC_PATH_MAX];
         int rc = sandlet_static_open_rel(srv->docroot_fd, target, plen, INDEX_NAME, &fd, &st, ext,
                                          sizeof(ext), rel, sizeof(rel));
         if (rc == -EISDIR) {
@@ -323,11 +343,12 @@ void sandlet_files_serve(sandlet_conn *c)
             sandlet_conn_fail(c, status_of(rc));
             return;
         }
-        if (strcmp(ext, "csp") == 0) {
-            /* A C Server Page's source, reached by a link or with pages
-             * off: never sent (route.c gives page names to pages.c). */
+        if (page_source(srv->conf, rel, ext)) {
+            /* A C Server Page's source (reached by a link, with pages off,
+             * or an editor's copy of one) or a header that pages include:
+             * never sent (route.c gives page names to pages.c). */
             close(fd);
-            sandlet_debug("%s: /%s is a C Server Page's source; answering 404%s",
+            sandlet_debug("%s: /%s is C Server Page source; answering 404%s",
                           sandlet_conn_reqline(c), rel,
                           srv->conf->npages ? "" : " (no 'pages' block serves pages)");
             sandlet_conn_fail(c, 404);

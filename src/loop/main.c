@@ -411,6 +411,16 @@ static int run(sandlet_conf *conf)
             return 1;
         }
     }
+    for (size_t i = 0; conf->development && i < conf->nlistens; i++) {
+        const char *h = conf->listens[i].host;
+        if (strncmp(h, "127.", 4) != 0 && strcmp(h, "::1") != 0) {
+            sandlet_warn("*** development is ON and %s listens on %s: every client that asks "
+                         "for a page that does not compile sees the compiler's diagnostics, "
+                         "with lines of its code; turn it off on a public server ***",
+                         conf->file, h);
+            break;
+        }
+    }
     for (size_t i = 0; i < conf->nsandboxes; i++)
         if (conf->sandboxes[i].learn)
             sandlet_warn("*** sandbox '%s': syscall-violations log is ON: forbidden system calls "

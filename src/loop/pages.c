@@ -246,15 +246,23 @@ static void compile_error(sandlet_conn *c, const sandlet_page *p)
         put_escaped(&b, p->diag, p->diag_len);
     else if (p->status == -ETIMEDOUT)
         put_escaped(&b, "the compile ran past page-compile-timeout and was cut off\n", 58);
-    else
+    else if (p->status == -ECANCELED) {
+        static const char why[] = "the page compiled, but the sandbox's workers died loading it: "
+                                  "its init section (or a constructor) crashed; see the error "
+                                  "log\n";
+        put_escaped(&b, why, sizeof(why) - 1);
+    } else
         put_escaped(&b, "no diagnostics were kept (see the error log)\n", 45);
     static const char end[] = "</pre>\n<p>Fix the page and reload. This page shows because "
                               "sandlet.conf says <code>development on;</code>; in production "
                               "clients get a plain error and the log names the first "
                               "diagnostic.</p>\n</body></html>\n";
     sandlet_buf_put(&b, end, sizeof(end) - 1);
-    static const char type[] = "Content-Type: text/html; charset=utf-8\r\n";
-    if (b.error || sandlet_conn_respond(c, 500, type, sizeof(type) - 1, b.len, b.data, b.len) < 0) {
+    /* Never stored: it is about this version of the page only. */
+    static const char type[] = "Content-Type: text/html; charset=utf-8\r\n"
+                               "Cache-Control: no-store\r\n";
+    size_t body = sandlet_conn_head_only(c) ? 0 : b.len;
+    if (b.error || sandlet_conn_respond(c, 500, type, sizeof(type) - 1, b.len, b.data, body) < 0) {
         sandlet_buf_free(&b);
         sandlet_conn_fail(c, 500);
         return;
@@ -271,7 +279,8 @@ static void deliver(sandlet_conn *c, sandlet_page *p)
     case 0: sandlet_pool_submit(&srv->pools[p->sandbox], c); return;
     case -ENOENT: sandlet_conn_fail(c, 404); return;
     case -ENOEXEC:
-    case -ETIMEDOUT: compile_error(c, p); return;
+    case -ETIMEDOUT:
+    case -ECANCELED: compile_error(c, p); return;
     case -ENOSPC:
     case -ENOMEM:
     case -EAGAIN: sandlet_conn_fail(c, 503); return;
@@ -279,7 +288,11 @@ static void deliver(sandlet_conn *c, sandlet_page *p)
     }
 }
 
-static void fail_waiters(sandlet_page *p, int status)
+/* Releases every request parked on p: each is answered with status when
+ * it is not 0, else by p's answer.  The list is detached first: answering
+ * one request may start the next request of its connection, which may be
+ * for this very page. */
+static void release(sandlet_page *p, int status)
 {
     sandlet_conn *c = p->whead;
     p->whead = p->wtail = NULL;
@@ -289,7 +302,10 @@ static void fail_waiters(sandlet_page *p, int status)
         sandlet_conn *next = l->wnext;
         l->waiting = false;
         l->wnext = NULL;
-        sandlet_conn_fail(c, status);
+        if (status)
+            sandlet_conn_fail(c, status);
+        else
+            deliver(c, p);
         c = next;
     }
 }
@@ -311,7 +327,7 @@ static void sweep(uv_timer_t *t)
                           p->sc.path, now - p->asked);
             p->asking = false;
             tab->asking--;
-            fail_waiters(p, 503);
+            release(p, 503);
         }
     if (!tab->asking)
         uv_timer_stop(&tab->sweep);
@@ -508,17 +524,5 @@ void sandlet_pages_answer(sandlet_server *srv, const sandlet_ctl *m, int fd)
         p->status = -EIO;
     if (p->status == 0)
         sandlet_pool_pages(&srv->pools[p->sandbox], p->gen);
-    /* Detached first: answering one request may start the next request
-     * of its connection, which may be for this very page. */
-    sandlet_conn *c = p->whead;
-    p->whead = p->wtail = NULL;
-    p->nwait = 0;
-    while (c) {
-        sandlet_page_link *l = sandlet_conn_page_link(c);
-        sandlet_conn *next = l->wnext;
-        l->waiting = false;
-        l->wnext = NULL;
-        deliver(c, p);
-        c = next;
-    }
+    release(p, 0);
 }

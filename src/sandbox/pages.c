@@ -25,6 +25,7 @@
 #include "common/log.h"
 #include "csp/pagecache.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -38,6 +39,8 @@
 /* Compiles running at once: a core each on a small machine; the rest
  * wait their turn, and nothing else waits for them. */
 #define MAX_COMPILES 2
+/* What the pages of one sandbox may add to its workers' INIT frame. */
+#define PAGES_INIT_MAX ((size_t)160 * 1024)
 /* Time a compile's process gets beyond page-compile-timeout to write its
  * diagnostics after cutting the compiler off itself. */
 #define WALL_GRACE_MS 2000
@@ -52,12 +55,17 @@ typedef struct page {
     uint32_t gen; /* 0: not loaded by any worker yet */
     bool compiling;
     bool queued;
+    bool broken; /* its workers died loading it: left out until it changes */
 } page;
 
 typedef struct pagebox {
     page *pages;
     size_t n, cap;
     uint32_t gen;
+    uint32_t good_gen;  /* the newest generation a worker started with */
+    uint32_t death_gen; /* workers of this generation died before READY ... */
+    unsigned deaths;    /* ... this many times */
+    size_t init_bytes;  /* what the pages add to INIT, at most (init_cost) */
     char cachedir[PATH_MAX];
     bool usable; /* the cache folder exists */
     sandlet_wire_page *wire;
@@ -87,6 +95,7 @@ static struct {
     size_t running;
     pending *queue;
     size_t qhead, qlen, qcap;
+    char *docroot;    /* resolved at start: what docroot_fd is */
     char **spawn_env; /* env plus PATH and LANG */
     char include[PATH_MAX];
     bool no_compiler; /* page-compiler names nothing installed */
@@ -200,6 +209,8 @@ static int build_env(void)
     return 0;
 }
 
+static void preload(size_t sandbox);
+
 int sandlet_pages_start(const sandlet_pages_env *env)
 {
     pg.env = *env;
@@ -223,7 +234,16 @@ int sandlet_pages_start(const sandlet_pages_env *env)
         sandlet_warn("pages: sandlet's headers (sandlet/csp.h) are in neither %s nor %s; "
                      "compiles will fail until libsandlet-dev is installed",
                      SANDLET_INCLUDEDIR, SANDLET_SRC_INCLUDEDIR);
+    /* The docroot is what it was at start, for the checks (the
+     * descriptor) and the compiles (the resolved path) alike, and the
+     * acceptor's too: a symlinked docroot switched to another release is
+     * seen after a restart, never half of it. */
     pg.docroot_fd = open(c->docroot, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    pg.docroot = pg.docroot_fd >= 0 ? realpath(c->docroot, NULL) : NULL;
+    if (pg.docroot_fd >= 0 && !pg.docroot) {
+        close(pg.docroot_fd);
+        pg.docroot_fd = -1;
+    }
     if (pg.docroot_fd < 0)
         sandlet_log_errno(SANDLET_LOG_ERROR, -errno,
                           "pages: docroot %s cannot be opened; pages answer 404 until it exists "
@@ -241,6 +261,8 @@ int sandlet_pages_start(const sandlet_pages_env *env)
                               "(writable by root) or set 'page-cache DIR;' -- its pages answer "
                               "500 meanwhile",
                               sb->name, pg.boxes[i].cachedir);
+        else if (pg.docroot_fd >= 0)
+            preload(i);
     }
     return 0;
 }
@@ -314,6 +336,12 @@ static void ready(size_t sandbox, size_t index, const sandlet_page_info *info)
         answer(sandbox, p->rel, (uint32_t)index, 0, -EIO, -1);
         return;
     }
+    if (p->broken && p->so[0] && strcmp(p->so, info->so) == 0 && same_so(p, &st)) {
+        /* The build that killed workers, unchanged since. */
+        answer(sandbox, p->rel, (uint32_t)index, 0, -ECANCELED, -1);
+        return;
+    }
+    p->broken = false;
     if (!p->gen || strcmp(p->so, info->so) != 0 || !same_so(p, &st)) {
         snprintf(p->so, sizeof(p->so), "%s", info->so);
         p->so_dev = st.st_dev;
@@ -410,10 +438,28 @@ static void job_timeout(uv_timer_t *t)
     kill(-j->proc.pid, SIGKILL);
 }
 
+/* Whether the resolved docroot still names the folder the descriptor
+ * holds (it was moved or replaced since the start otherwise: a compile
+ * would read something else than the checks do). */
+static bool docroot_moved(void)
+{
+    struct stat a, b;
+    return fstat(pg.docroot_fd, &a) < 0 || stat(pg.docroot, &b) < 0 || a.st_dev != b.st_dev ||
+           a.st_ino != b.st_ino;
+}
+
 static void compile(size_t sandbox, size_t index)
 {
     pagebox *b = &pg.boxes[sandbox];
     page *p = &b->pages[index];
+    if (docroot_moved()) {
+        sandlet_error("page /%s: the docroot %s was moved or replaced since sandletd started; "
+                      "pages are not compiled until sandletd is restarted",
+                      p->rel, pg.docroot);
+        p->compiling = false;
+        answer(sandbox, p->rel, (uint32_t)index, 0, -EIO, -1);
+        return;
+    }
     const sandlet_id *id = &pg.env.ids[sandbox];
     job *j = calloc(1, sizeof(*j));
     if (!j) {
@@ -447,7 +493,7 @@ static void compile(size_t sandbox, size_t index)
     args[n++] = "sandletd";
     args[n++] = "--compile-page";
     args[n++] = "--docroot";
-    args[n++] = conf()->docroot;
+    args[n++] = pg.docroot;
     args[n++] = "--page";
     args[n++] = p->rel;
     args[n++] = "--workdir";
@@ -543,12 +589,22 @@ static int enqueue(size_t sandbox, size_t index)
 
 /* ---- the acceptor's questions ---------------------------------------------- */
 
+/* The most a page adds to INIT: its path and its library (a key in the
+ * sandbox's cache folder), each a length, the bytes and a NUL. */
+static size_t init_cost(const pagebox *b, const char *rel)
+{
+    return 4 + 1 + strlen(rel) + 1 + 4 + strlen(b->cachedir) + 1 + SANDLET_PAGE_KEY_MAX + 3 + 1;
+}
+
 static ssize_t find_or_add(pagebox *b, const char *rel)
 {
     for (size_t i = 0; i < b->n; i++)
         if (strcmp(b->pages[i].rel, rel) == 0)
             return (ssize_t)i;
-    if (b->n >= SANDLET_MAX_PAGES)
+    /* INIT is written into a new worker's socket before it runs: it must
+     * fit the socket's buffer on any kernel (net.core.wmem_max, 208 KiB by
+     * default), or no worker of the sandbox could start. */
+    if (b->n >= SANDLET_MAX_PAGES || b->init_bytes + init_cost(b, rel) > PAGES_INIT_MAX)
         return -ENOSPC;
     if (b->n == b->cap) {
         size_t ncap = b->cap ? b->cap * 2 : 16;
@@ -572,13 +628,72 @@ static ssize_t find_or_add(pagebox *b, const char *rel)
     p->path[0] = '/';
     memcpy(p->path + 1, rel, len + 1);
     b->n++;
+    b->init_bytes += init_cost(b, rel);
     if (rebuild_init(b) < 0) {
         b->n--;
+        b->init_bytes -= init_cost(b, rel);
         free(p->rel);
         free(p->path);
         return -ENOMEM;
     }
     return (ssize_t)(b->n - 1);
+}
+
+/* The pages of a sandbox's cache that are up to date go into the first
+ * workers' INIT (generation 1): after a restart, the first request of
+ * each page then finds it loaded, instead of replacing every worker of
+ * the sandbox to load it. */
+static void preload(size_t sandbox)
+{
+    pagebox *b = &pg.boxes[sandbox];
+    DIR *d = opendir(b->cachedir);
+    if (!d)
+        return;
+    size_t loaded = 0;
+    const struct dirent *e;
+    while ((e = readdir(d)) && b->n < SANDLET_MAX_PAGES) {
+        size_t len = strlen(e->d_name);
+        if (len < 7 || e->d_name[0] == '.' || strcmp(e->d_name + len - 6, ".stamp") != 0)
+            continue;
+        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0)
+            continue;
+        char *text = malloc(SANDLET_PAGE_MAX_STAMP);
+        ssize_t n = text ? read(fd, text, SANDLET_PAGE_MAX_STAMP) : -1;
+        close(fd);
+        sandlet_page_stamp st;
+        int rc = n > 0 ? sandlet_page_stamp_parse(text, (size_t)n, &st) : -EINVAL;
+        free(text);
+        if (rc < 0)
+            continue;
+        const sandlet_pages_conf *map = st.ok ? sandlet_conf_pages_for(conf(), st.rel) : NULL;
+        sandlet_page_info info;
+        struct stat so;
+        ssize_t idx = -1;
+        if (map && map->sandbox == sandbox &&
+            sandlet_page_check(b->cachedir, pg.docroot_fd, st.rel, &info) == 0 &&
+            info.state == SANDLET_PAGE_READY && stat(info.so, &so) == 0)
+            idx = find_or_add(b, st.rel);
+        sandlet_page_stamp_free(&st);
+        if (idx < 0)
+            continue;
+        page *p = &b->pages[idx];
+        snprintf(p->so, sizeof(p->so), "%s", info.so);
+        p->so_dev = so.st_dev;
+        p->so_ino = so.st_ino;
+        p->so_mtime = so.st_mtim;
+        p->gen = 1;
+        loaded++;
+    }
+    closedir(d);
+    if (loaded) {
+        b->gen = 1;
+        if (rebuild_init(b) < 0)
+            for (size_t i = 0; i < b->n; i++)
+                b->pages[i].gen = 0;
+        sandlet_info("sandbox '%s': %zu compiled pages are up to date",
+                     conf()->sandboxes[sandbox].name, loaded);
+    }
 }
 
 void sandlet_pages_check(const sandlet_ctl *m)
@@ -608,9 +723,11 @@ void sandlet_pages_check(const sandlet_ctl *m)
     ssize_t idx = find_or_add(b, rel);
     if (idx < 0) {
         if (idx == -ENOSPC)
-            sandlet_error("sandbox '%s' has %d pages, the most one sandbox may have; page /%s "
-                          "answers 503 (map its folder to another sandbox with a 'pages' block)",
-                          c->sandboxes[sandbox].name, SANDLET_MAX_PAGES, rel);
+            sandlet_error("sandbox '%s' has %zu pages, the most it can hold (at most %d, and "
+                          "their paths at most %zu KiB); page /%s answers 503 (map its folder to "
+                          "another sandbox with a 'pages' block)",
+                          c->sandboxes[sandbox].name, b->n, SANDLET_MAX_PAGES,
+                          PAGES_INIT_MAX / 1024, rel);
         answer(sandbox, rel, 0, 0, (int)idx, -1);
         return;
     }
@@ -647,6 +764,64 @@ void sandlet_pages_check(const sandlet_ctl *m)
         p->compiling = false;
         answer(sandbox, rel, (uint32_t)idx, 0, rc, -1);
     }
+}
+
+void sandlet_pages_worker_ready(size_t sandbox, uint32_t gen)
+{
+    if (!pg.boxes || sandbox >= conf()->nsandboxes)
+        return;
+    pagebox *b = &pg.boxes[sandbox];
+    if (gen > b->good_gen)
+        b->good_gen = gen;
+    if (gen >= b->death_gen)
+        b->deaths = 0;
+}
+
+bool sandlet_pages_worker_died(size_t sandbox, uint32_t gen)
+{
+    if (!pg.boxes || sandbox >= conf()->nsandboxes)
+        return false;
+    pagebox *b = &pg.boxes[sandbox];
+    if (!b->n || gen <= b->good_gen)
+        return false; /* not a page's doing: workers started with these pages */
+    if (gen != b->death_gen) {
+        b->death_gen = gen;
+        b->deaths = 0;
+    }
+    /* Twice, so that one unlucky start (an out-of-memory kill, a servlet
+     * whose init fails once) blames no page. */
+    if (++b->deaths < 2)
+        return false;
+    /* The newest page that workers of this generation load and no worker
+     * ever started with. */
+    page *bad = NULL;
+    size_t at = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        page *p = &b->pages[i];
+        if (p->gen > b->good_gen && p->gen <= gen && (!bad || p->gen > bad->gen)) {
+            bad = p;
+            at = i;
+        }
+    }
+    if (!bad)
+        return false;
+    uint32_t old = bad->gen;
+    bad->broken = true;
+    bad->gen = 0;
+    b->gen++;
+    if (rebuild_init(b) < 0) {
+        bad->gen = old;
+        bad->broken = false;
+        b->gen--;
+        return false;
+    }
+    b->deaths = 0;
+    sandlet_error("page /%s: workers of sandbox '%s' died while loading it (its init section or "
+                  "a constructor crashed); it is left out of the sandbox's workers and answers "
+                  "500 until it changes",
+                  bad->rel, conf()->sandboxes[sandbox].name);
+    answer(sandbox, bad->rel, (uint32_t)at, 0, -ECANCELED, -1);
+    return true;
 }
 
 void sandlet_pages_stop(void)

@@ -35,6 +35,15 @@ int sandlet_pages_start(const sandlet_pages_env *env);
 void sandlet_pages_check(const sandlet_ctl *m);
 /* What a new worker of sandbox loads, for its INIT; NULL: no pages. */
 const sandlet_init_pages *sandlet_pages_of(size_t sandbox);
+/* A worker of sandbox that started with pages generation gen said READY:
+ * its pages load. */
+void sandlet_pages_worker_ready(size_t sandbox, uint32_t gen);
+/* A worker of sandbox with pages generation gen died before READY.  When
+ * that keeps happening to a generation no worker ever started with, the
+ * newest page it added is left out (and answers 500 until it changes), so
+ * that one page's init cannot keep its sandbox's servlets and other pages
+ * down.  True when a page was left out (restart at once). */
+bool sandlet_pages_worker_died(size_t sandbox, uint32_t gen);
 /* Stops every compile (SIGKILL to each one's process group). */
 void sandlet_pages_stop(void);
 /* True while a compile runs (the supervisor waits for it at shutdown). */

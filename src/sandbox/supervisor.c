@@ -80,6 +80,7 @@ typedef struct child {
     uint64_t started;
     bool kill_asked; /* by the acceptor, max-requests or a quota: no crash */
     bool ready;      /* the acceptor said it started its servlets */
+    uint32_t pages;  /* the pages generation of its INIT */
 } child;
 
 /* One place in a sandbox's pool.  It has at most one live child. */
@@ -245,8 +246,11 @@ static void child_exited(uv_process_t *p, int64_t status, int term_signal)
      * servlet that cannot start.  One that a client's request crashes is
      * restarted at once, or any client could make the sandbox answer 503
      * for as long as the back-off lasts. */
+    bool died = !c->kill_asked && !c->ready && (status != 0 || term_signal != 0);
     if (c->kill_asked || c->ready || healthy || (status == 0 && term_signal == 0))
         s->failures = 0;
+    else if (died && sandlet_pages_worker_died(s->sandbox, c->pages))
+        s->failures = 0; /* the page that killed it is left out now */
     else
         s->failures++;
     /* A worker killed (or crashed) while holding its store's lock: the
@@ -329,6 +333,8 @@ static void spawn(slot *s)
     }
     c->slot = s;
     c->gen = s->gen;
+    const sandlet_init_pages *ip = sandlet_pages_of(s->sandbox);
+    c->pages = ip ? ip->gen : 0;
     c->proc.data = c;
     char blocked[] = "--write-blocked";
     char *args[] = {"sandletd", "--worker", sb->name,
@@ -434,6 +440,7 @@ static void worker_ready(const sandlet_ctl *m)
             refuse("READY twice for worker %u/%u generation %u", m->sandbox, m->slot, m->gen);
         s->live->ready = true;
         s->failures = 0;
+        sandlet_pages_worker_ready(s->sandbox, s->live->pages);
     }
 }
 

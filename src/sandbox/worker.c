@@ -22,6 +22,7 @@
 #include "lib/servlet.h"
 #include "common/log.h"
 #include "sandbox/confine.h"
+#include "sandbox/crashreport.h"
 #include "sandbox/frame.h"
 #include "sandbox/session_store.h"
 
@@ -41,6 +42,8 @@ typedef struct loaded {
     sandlet_lib_servlet run;
     bool page;        /* a C Server Page: one that fails to load is only absent */
     bool absent;      /* a page slot with nothing loaded: its requests get 500 */
+    int slot;         /* a page's crash-report slot + 1; 0 for a servlet */
+    char *lines;      /* a page's line table path, for the crash report */
     unsigned timeout; /* ms; the database's statement timeout follows it */
 } loaded;
 
@@ -353,7 +356,8 @@ static void load_servlets(const char *sandbox, bool write_blocked)
         fail("malformed INIT frame from the acceptor");
     w.nservlets = (size_t)in.nservlets + in.npages;
     w.servlets = calloc(w.nservlets ? w.nservlets : 1, sizeof(*w.servlets));
-    const char **libs = calloc(w.nservlets ? w.nservlets : 1, sizeof(*libs));
+    /* Room for the pages' line tables after the libraries. */
+    const char **libs = calloc(w.nservlets + in.npages + 1, sizeof(*libs));
     if (!w.servlets || !libs)
         fail("out of memory loading %zu servlets and pages", w.nservlets);
     for (size_t i = 0; i < in.nservlets; i++) {
@@ -381,11 +385,26 @@ static void load_servlets(const char *sandbox, bool write_blocked)
         s->timeout = in.page_timeout;
         s->page = true;
         s->absent = !in.pages[i].library[0];
+        s->slot = (int)i + 1;
         if (!s->absent)
             libs[nlibs++] = in.pages[i].library;
         sandlet_lib_servlet_params(&s->run, NULL, 0);
     }
-    confine_settings(&in, sandbox, libs, nlibs, write_blocked);
+    /* Each page's line table becomes readable beside its library: the
+     * crash report reads it once the worker is confined. */
+    size_t nread = nlibs;
+    for (size_t i = 0; i < in.npages; i++) {
+        loaded *s = &w.servlets[in.nservlets + i];
+        char path[4096];
+        if (s->absent || sandlet_crash_lines_path(in.pages[i].library, path, sizeof(path)) < 0)
+            continue;
+        if (!(s->lines = strdup(path)))
+            fail("out of memory loading page %s", s->path);
+        libs[nread++] = s->lines;
+    }
+    confine_settings(&in, sandbox, libs, nread, write_blocked);
+    if (in.npages && (rc = sandlet_crash_init(in.npages)) < 0)
+        sandlet_warn("sandbox '%s': crash reports of pages are off: %s", sandbox, strerror(-rc));
     session_settings(&in, sandbox);
     database_settings(&in);
     /* The connection is opened here, as the sandbox's user, before
@@ -446,6 +465,12 @@ static void load_servlets(const char *sandbox, bool write_blocked)
             s->absent = true;
             continue;
         }
+        int crc;
+        if (rc == 0 && s->page && s->lines &&
+            (crc = sandlet_crash_add_page((size_t)s->slot - 1, s->path, s->run.servlet, s->lines)) <
+                0)
+            sandlet_warn("page %s: its line table %s is unusable (%s); a crash names no line",
+                         s->path, s->lines, strerror(-crc));
         if (rc == -ENOENT)
             fail("servlet %s: %s%s", s->path, err,
                  w.confine_on ? " (a library it needs outside the system's library directories "
@@ -560,14 +585,17 @@ static int serve(const uint8_t *payload, size_t len, const uint8_t *body, size_t
                              .ctx = &hs,
                              .body = body,
                              .body_len = body_len};
-    int result = 0;
+    int result = 0, rc;
     if (w.servlets[wr.servlet].absent) {
         /* A page that failed to load here (the error log says why). */
         sandlet_lib_response_reset(rs);
         return sandlet_lib_response_finish(rs, 500);
     }
     sandlet_lib_db_set_timeout(w.servlets[wr.servlet].timeout);
-    if (sandlet_lib_serve(w.servlets[wr.servlet].run.servlet, rq, rs, &call, &result) < 0) {
+    sandlet_crash_serving = w.servlets[wr.servlet].slot;
+    rc = sandlet_lib_serve(w.servlets[wr.servlet].run.servlet, rq, rs, &call, &result);
+    sandlet_crash_serving = 0;
+    if (rc < 0) {
         /* Out of memory before the servlet ran: answer for it. */
         sandlet_lib_response_reset(rs);
         return sandlet_lib_response_finish(rs, 500);

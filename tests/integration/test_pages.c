@@ -324,6 +324,9 @@ static void test_precompiled(void **state)
     assert_non_null(strstr(r.body, "precompiled 2"));
     th_response_free(&r);
     assert_int_equal(log_count(&d, "page /pre.csp compiled"), 0);
+    /* Loaded by the first workers: its first request replaced none. */
+    assert_true(th_log_contains(&d, "1 compiled pages are up to date"));
+    assert_int_equal(log_count(&d, "was replaced"), 0);
     assert_int_equal(th_stop(&d), 0);
 
     put("fresh.csp", "<p>fresh</p>\n");
@@ -352,6 +355,38 @@ static void test_precompiled(void **state)
     assert_int_equal(th_stop(&d), 0);
 }
 
+/* Text is written as is: a page of 1 MiB of any bytes (NUL, CR, LF,
+ * high bytes) comes back byte for byte. */
+static void test_big_binary_page(void **state)
+{
+    (void)state;
+    enum { BIG = 1024 * 1024 };
+    unsigned char *text = malloc(BIG);
+    assert_non_null(text);
+    for (size_t i = 0; i < BIG; i++) {
+        text[i] = (unsigned char)((i * 2654435761u) >> 11);
+        if (i > 0 && text[i - 1] == '<' && text[i] == '%')
+            text[i] = '!'; /* no tag opener in the text */
+    }
+    char path[256];
+    snprintf(path, sizeof(path), "%s/big.csp", root);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, BIG, f), BIG);
+    fclose(f);
+    chmod(path, 0644);
+    th_daemon d;
+    start(&d, "pages / { }\n");
+    th_response r;
+    get(&d, "/big.csp", &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.body_len, BIG);
+    assert_memory_equal(r.body, text, BIG);
+    th_response_free(&r);
+    free(text);
+    assert_int_equal(th_stop(&d), 0);
+}
+
 /* A page that crashes costs its request a 502; its worker comes back. */
 static void test_crashing_page(void **state)
 {
@@ -373,6 +408,63 @@ static void test_crashing_page(void **state)
         assert_non_null(strstr(r.body, "alive"));
         th_response_free(&r);
     }
+    assert_int_equal(th_stop(&d), 0);
+}
+
+/* A page's crash names its .csp file and line in the error log: a NULL
+ * write (SIGSEGV), a division by zero (SIGFPE, x86 only: ARM does not
+ * trap it), and abort() (SIGABRT, raised inside libc: the report names
+ * the line that called it). */
+static void test_crash_names_line(void **state)
+{
+    (void)state;
+    put("crashline.csp", "<%\n"
+                         "if (sl_param(rq, \"crash\", NULL))\n"
+                         "    *(volatile int *)0 = 1;\n"
+                         "%><p>alive</p>\n");
+    put("divide.csp", "<%\n"
+                      "volatile int zero = sl_param(rq, \"crash\", NULL) ? 0 : 1;\n"
+                      "sl_printf(rs, \"%d\", 7 / zero);\n"
+                      "%>\n");
+    put("aborts.csp", "<%@ include <stdlib.h> %><%\n"
+                      "if (sl_param(rq, \"crash\", NULL))\n"
+                      "    abort();\n"
+                      "%><p>alive</p>\n");
+    put("deep.csp",
+        "<%! static int deep(volatile int n)\n"
+        "{\n"
+        "    volatile char frame[512]; frame[0] = (char)n; return deep(n + 1) + frame[0];\n"
+        "} %>\n"
+        "<% if (sl_param(rq, \"crash\", NULL)) sl_printf(rs, \"%d\", deep(0)); %>\n");
+    th_daemon d;
+    start(&d, "pages / { }\n");
+    th_response r;
+    /* A stack overflow: the report runs on its own stack. */
+    get(&d, "/deep.csp?crash=1", &r);
+    assert_int_equal(r.status, 502);
+    th_response_free(&r);
+    assert_true(th_log_wait(&d, "page deep.csp:", 3000));
+    /* At line 1, 2 or 3 (where deep()'s frame is pushed), never none. */
+    assert_false(th_log_contains(&d, "page deep.csp: crashed"));
+    assert_true(th_log_contains(&d, "crashed (SIGSEGV, address 0x"));
+    get(&d, "/crashline.csp?crash=1", &r);
+    assert_int_equal(r.status, 502);
+    th_response_free(&r);
+    assert_true(th_log_wait(&d, "page crashline.csp:3: crashed (SIG", 3000));
+#if defined(__x86_64__)
+    get(&d, "/divide.csp?crash=1", &r);
+    assert_int_equal(r.status, 502);
+    th_response_free(&r);
+    assert_true(th_log_wait(&d, "page divide.csp:3: crashed (SIGFPE)", 3000));
+#endif
+    get(&d, "/aborts.csp?crash=1", &r);
+    assert_int_equal(r.status, 502);
+    th_response_free(&r);
+    assert_true(th_log_wait(&d, "page aborts.csp:3: crashed (SIGABRT)", 3000));
+    /* The worker died of the signal all the same, and came back. */
+    get(&d, "/crashline.csp", &r);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
     assert_int_equal(th_stop(&d), 0);
 }
 
@@ -460,7 +552,8 @@ static void test_compile_blocks_nothing(void **state)
 static void test_swap_fails_nothing(void **state)
 {
     (void)state;
-    static const char v[] = "<%% if (sl_param(rq, \"slow\", NULL)) usleep(400000); %%>"
+    static const char v[] = "<%%@ include <unistd.h> %%>"
+                            "<%% if (sl_param(rq, \"slow\", NULL)) usleep(400000); %%>"
                             "<p>version <%%= %d %%></p>\n";
     char text[256];
     snprintf(text, sizeof(text), v, 1);
@@ -525,6 +618,81 @@ static void test_swap_fails_nothing(void **state)
     sleep_ms(SETTLE_MS);
     get(&d, "/swap.csp", &r);
     assert_non_null(strstr(r.body, "version 7"));
+    th_response_free(&r);
+    assert_int_equal(th_stop(&d), 0);
+}
+
+/* A symlinked docroot switched to another release (a deploy) is seen at
+ * the next start: until then pages and files come from the release that
+ * was current at start, and nothing is compiled over and over. */
+static void test_docroot_switch(void **state)
+{
+    (void)state;
+    mkdirs("rel1");
+    mkdirs("rel2");
+    put("rel1/p.csp", "<p>release 1</p>\n");
+    put("rel2/p.csp", "<p>release 2</p>\n");
+    char cur[128], conf[512];
+    snprintf(cur, sizeof(cur), "%s/cur", root);
+    assert_int_equal(symlink("rel1", cur), 0);
+    snprintf(conf, sizeof(conf), "docroot \"%s\";\npage-cache \"%s\";\npages / { }\n", cur, cache);
+    th_daemon d;
+    assert_int_equal(th_start(&d, conf, false), 0);
+    th_response r;
+    get(&d, "/p.csp", &r);
+    assert_non_null(strstr(r.body, "release 1"));
+    th_response_free(&r);
+    char tmp[160];
+    snprintf(tmp, sizeof(tmp), "%s/cur.new", root);
+    assert_int_equal(symlink("rel2", tmp), 0);
+    assert_int_equal(rename(tmp, cur), 0);
+    put("rel1/p.csp", "<p>release 1, edited</p>\n");
+    for (int i = 0; i < 5; i++) {
+        sleep_ms(SETTLE_MS);
+        get(&d, "/p.csp", &r);
+        assert_int_equal(r.status, 200);
+        if (!strstr(r.body, "release 1, edited"))
+            fail_msg("request %d after the switch: %s", i, r.body);
+        th_response_free(&r);
+    }
+    assert_int_equal(log_count(&d, "page /p.csp compiled"), 2);
+    assert_int_equal(th_stop(&d), 0);
+}
+
+/* A page whose init section crashes its workers is left out of them: it
+ * answers 500, and the sandbox's other pages keep being served. */
+static void test_init_crash_isolated(void **state)
+{
+    (void)state;
+    put("fine.csp", "<p>fine</p>\n");
+    put("boom.csp", "<%^ { volatile int *p = 0; *p = 1; } %><p>boom</p>\n");
+    th_daemon d;
+    start(&d, "pages / { }\ndevelopment on;\n");
+    th_response r;
+    get(&d, "/fine.csp", &r);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    get(&d, "/boom.csp", &r);
+    assert_int_equal(r.status, 500);
+    th_response_free(&r);
+    assert_true(
+        th_log_wait(&d, "page /boom.csp: workers of sandbox 'pages' died while loading it", 5000));
+    for (int i = 0; i < 3; i++) {
+        get(&d, "/fine.csp", &r);
+        assert_int_equal(r.status, 200);
+        th_response_free(&r);
+        sleep_ms(SETTLE_MS);
+        get(&d, "/boom.csp", &r);
+        assert_int_equal(r.status, 500);
+        if (!strstr(r.body, "init section"))
+            fail_msg("no explanation in the development page: %s", r.body);
+        th_response_free(&r);
+    }
+    put("boom.csp", "<p>mended</p>\n");
+    sleep_ms(SETTLE_MS);
+    get(&d, "/boom.csp", &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "mended"));
     th_response_free(&r);
     assert_int_equal(th_stop(&d), 0);
 }
@@ -594,11 +762,15 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_source_never_served, setup, teardown),
         cmocka_unit_test_setup_teardown(test_page_sandbox, setup, teardown),
         cmocka_unit_test_setup_teardown(test_precompiled, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_big_binary_page, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crashing_page, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_crash_names_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_include_outside, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compile_blocks_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_swap_fails_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_edits_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_docroot_switch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_init_crash_isolated, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

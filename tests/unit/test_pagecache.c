@@ -361,6 +361,97 @@ static void good_workdir(const char *rel, char *wd, size_t cap)
     put(wd, "page.so", "so");
 }
 
+/* The line table a crash report reads: strict rows, ascending offsets. */
+static void test_lines_parse(void **state)
+{
+    (void)state;
+    sandlet_page_line *t;
+    size_t n;
+    const char *good = "1110 0\n1123 3\n1130 0\nfffffff 2147483647\n";
+    assert_int_equal(sandlet_page_lines_parse(good, strlen(good), &t, &n), 0);
+    assert_int_equal(n, 4);
+    assert_int_equal(t[0].offset, 0x1110);
+    assert_int_equal(t[1].offset, 0x1123);
+    assert_int_equal(t[1].line, 3);
+    assert_int_equal(t[3].offset, 0xfffffff);
+    assert_int_equal(t[3].line, 2147483647u);
+    free(t);
+    assert_int_equal(sandlet_page_lines_parse("", 0, &t, &n), 0);
+    assert_int_equal(n, 0);
+    assert_null(t);
+    static const char *const bad[] = {
+        "1123 3",             /* no newline */
+        "1123 3\n1123 4\n",   /* not strictly ascending */
+        "1130 3\n1123 4\n",   /* descending */
+        "0x1123 3\n",         /* a prefix */
+        "1A23 3\n",           /* upper case */
+        "1123  3\n",          /* two spaces */
+        "1123 -3\n",          /* a sign */
+        "1123 3 \n",          /* trailing blank */
+        "1123\n",             /* no line */
+        " 1123 3\n",          /* leading blank */
+        "10000000 1\n",       /* past the largest .so */
+        "1123 2147483648\n",  /* line past 2^31 - 1 */
+        "1123 3\n\n",         /* an empty row */
+        "1123 99999999999\n", /* too many digits */
+        "123456789abc 1\n",   /* too many hex digits */
+        "1123 3\r\n",         /* CR */
+        "1123\t3\n",          /* a tab */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        t = (sandlet_page_line *)1;
+        assert_int_equal(sandlet_page_lines_parse(bad[i], strlen(bad[i]), &t, &n), -EINVAL);
+        assert_null(t);
+        assert_int_equal(n, 0);
+    }
+    char *big = malloc(SANDLET_PAGE_MAX_LINES + 2);
+    assert_non_null(big);
+    memset(big, '\n', SANDLET_PAGE_MAX_LINES + 1);
+    assert_int_equal(sandlet_page_lines_parse(big, SANDLET_PAGE_MAX_LINES + 1, &t, &n), -EINVAL);
+    free(big);
+}
+
+/* Install copies a valid line table beside the .so, and an invalid or a
+ * missing one removes the previous version's, which would name wrong
+ * lines. */
+static void test_lines_install(void **state)
+{
+    (void)state;
+    put(doc, "l.csp", "<p>l</p>\n");
+    char wd[PATH_MAX], err[512], key[SANDLET_PAGE_KEY_MAX], name[128], p[PATH_MAX];
+    assert_int_equal(sandlet_page_key("l.csp", key, sizeof(key)), 0);
+    snprintf(name, sizeof(name), "%s.lines", key);
+    sandlet_page_info info;
+    good_workdir("l.csp", wd, sizeof(wd));
+    put(wd, "lines", "10 0\n20 3\n");
+    assert_int_equal(
+        sandlet_page_install(cache, wd, "l.csp", SANDLET_BUILD_OK, &info, err, sizeof(err)), 0);
+    join(p, sizeof(p), cache, name);
+    FILE *f = fopen(p, "r");
+    assert_non_null(f);
+    char text[64] = {0};
+    assert_int_equal(fread(text, 1, sizeof(text) - 1, f), 10);
+    fclose(f);
+    assert_string_equal(text, "10 0\n20 3\n");
+
+    good_workdir("l.csp", wd, sizeof(wd));
+    put(wd, "lines", "20 0\n10 3\n");
+    assert_int_equal(
+        sandlet_page_install(cache, wd, "l.csp", SANDLET_BUILD_OK, &info, err, sizeof(err)), 0);
+    assert_false(exists(cache, name));
+    assert_int_equal(info.state, SANDLET_PAGE_READY);
+
+    good_workdir("l.csp", wd, sizeof(wd));
+    put(wd, "lines", "10 0\n");
+    assert_int_equal(
+        sandlet_page_install(cache, wd, "l.csp", SANDLET_BUILD_OK, &info, err, sizeof(err)), 0);
+    assert_true(exists(cache, name));
+    good_workdir("l.csp", wd, sizeof(wd));
+    assert_int_equal(
+        sandlet_page_install(cache, wd, "l.csp", SANDLET_BUILD_OK, &info, err, sizeof(err)), 0);
+    assert_false(exists(cache, name));
+}
+
 static void test_hostile_workdir(void **state)
 {
     (void)state;
@@ -491,6 +582,8 @@ int main(void)
         cmocka_unit_test(test_touch_copy_change),
         cmocka_unit_test(test_header_change),
         cmocka_unit_test(test_failed_stays_failed),
+        cmocka_unit_test(test_lines_parse),
+        cmocka_unit_test(test_lines_install),
         cmocka_unit_test(test_hostile_workdir),
         cmocka_unit_test(test_workdir),
     };
