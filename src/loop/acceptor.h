@@ -76,6 +76,9 @@ void sandlet_files_serve(sandlet_conn *c);
 /* Sends more of a large file once the client has drained. */
 void sandlet_files_pump(sandlet_conn *c);
 int sandlet_files_open(sandlet_server *srv);
+/* The status answering a failed open beneath the docroot (static.h's
+ * errors): 404, 403, 414, 503 or 500. */
+int sandlet_files_status(int err);
 void sandlet_files_close(sandlet_server *srv);
 
 /* ---- pages.c ---------------------------------------------------------- */

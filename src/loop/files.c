@@ -96,11 +96,12 @@ static void bodyless(sandlet_conn *c, int code, const char *extra)
     sandlet_conn_request_done(c);
 }
 
-static int status_of(int err)
+int sandlet_files_status(int err)
 {
     switch (err) {
     case -EINVAL:
     case -ENOENT:
+    case -EISDIR:
     case -ENOTDIR: return 404;
     case -EACCES:
     case -EPERM: return 403;
@@ -340,7 +341,7 @@ void sandlet_files_serve(sandlet_conn *c)
             return;
         }
         if (rc < 0) {
-            sandlet_conn_fail(c, status_of(rc));
+            sandlet_conn_fail(c, sandlet_files_status(rc));
             return;
         }
         if (page_source(srv->conf, rel, ext)) {

@@ -184,24 +184,6 @@ const sandlet_servlet_conf *sandlet_page_servlet(const sandlet_page *p, uint32_t
 
 /* ---- answering a request ----------------------------------------------- */
 
-static int status_of(int err)
-{
-    switch (err) {
-    case -EINVAL:
-    case -ENOENT:
-    case -EISDIR:
-    case -ENOTDIR: return 404;
-    case -EACCES:
-    case -EPERM: return 403;
-    case -ENAMETOOLONG: return 414;
-    case -EAGAIN:
-    case -EMFILE:
-    case -ENFILE:
-    case -ENOMEM: return 503;
-    default: return 500;
-    }
-}
-
 static void put_escaped(sandlet_buf *b, const char *s, size_t n)
 {
     size_t from = 0;
@@ -362,7 +344,7 @@ static sandlet_page *resolve(sandlet_conn *c, const char *target, size_t plen)
     int rc = sandlet_static_open_rel(srv->docroot_fd, target, plen, "index.html", &fd, &st, ext,
                                      sizeof(ext), rel, sizeof(rel));
     if (rc < 0) {
-        sandlet_conn_fail(c, status_of(rc));
+        sandlet_conn_fail(c, sandlet_files_status(rc));
         return NULL;
     }
     close(fd);
