@@ -15,6 +15,7 @@
 #include "config.h"
 
 #include "csp/build.h"
+#include "common/landlock.h"
 
 #include "csp/pagecache.h"
 #include "csp/translate.h"
@@ -44,39 +45,12 @@
 #define SANDLET_INCLUDEDIR "/usr/include"
 #endif
 
-#ifndef LANDLOCK_ACCESS_FS_REFER
-#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13) /* ABI 2 */
-#endif
-#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
-#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14) /* ABI 3 */
-#endif
-#define LL_NET_BIND_TCP    (1ULL << 0)  /* ABI 4 */
-#define LL_NET_CONNECT_TCP (1ULL << 1)  /* ABI 4 */
-#define LL_FS_IOCTL_DEV    (1ULL << 15) /* ABI 5 */
-#define LL_SCOPE_ABSTRACT  (1ULL << 0)  /* ABI 6 */
-#define LL_SCOPE_SIGNAL    (1ULL << 1)  /* ABI 6 */
-
-struct ll_ruleset_attr {
-    uint64_t handled_access_fs;
-    uint64_t handled_access_net;
-    uint64_t scoped;
-};
-
-#define LL_READ                                                                                    \
-    (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR)
 #define LL_READ_ONLY (LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR)
 /* Inside the work dir: regular files only (no links, fifos, devices or
  * directories that the cache would have to walk). */
 #define LL_WORK                                                                                    \
     (LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_WRITE_FILE |  \
      LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_TRUNCATE)
-#define LL_ABI1                                                                                    \
-    (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE |   \
-     LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_REMOVE_DIR |                                 \
-     LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR | \
-     LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO |   \
-     LANDLOCK_ACCESS_FS_MAKE_BLOCK | LANDLOCK_ACCESS_FS_MAKE_SYM)
-
 #define MAX_DEPS_FILE    ((size_t)4 * 1024 * 1024)
 #define FILE_SIZE_LIMIT  ((rlim_t)64 * 1024 * 1024)
 #define OPEN_FILES_LIMIT 256
@@ -113,7 +87,6 @@ static void note(bjob *b, const char *fmt, ...)
         sandlet_buf_put(&b->diag, "\n", 1);
     }
 }
-
 
 /* Writes a work-dir file whole (never through a link). */
 static int put_file(bjob *b, const char *name, const void *data, size_t len)
@@ -225,7 +198,7 @@ static int ll_rule(bjob *b, int rfd, const char *path, uint64_t access, uint64_t
 
 static int landlock(bjob *b)
 {
-    long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+    long abi = sandlet_landlock_abi();
     if (abi < 1) {
         note(b,
              "%s: warning: this kernel has no Landlock: the compile is fenced by its uid "
@@ -233,24 +206,11 @@ static int landlock(bjob *b)
              b->job->rel);
         return 0;
     }
-    uint64_t handled = LL_ABI1;
-    if (abi >= 2)
-        handled |= LANDLOCK_ACCESS_FS_REFER;
-    if (abi >= 3)
-        handled |= LANDLOCK_ACCESS_FS_TRUNCATE;
-    if (abi >= 5)
-        handled |= LL_FS_IOCTL_DEV;
-    struct ll_ruleset_attr attr;
-    memset(&attr, 0, sizeof(attr));
-    attr.handled_access_fs = handled;
-    if (abi >= 4)
-        attr.handled_access_net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP;
-    if (abi >= 6)
-        attr.scoped = LL_SCOPE_ABSTRACT | LL_SCOPE_SIGNAL;
-    int rfd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
+    uint64_t handled = 0;
+    int rfd = sandlet_landlock_ruleset(abi, &handled);
     if (rfd < 0) {
         note(b, "%s: error: landlock_create_ruleset(ABI %ld): %s", b->job->rel, abi,
-             strerror(errno));
+             strerror(-rfd));
         return -1;
     }
     static const char *const sys[] = {"/usr",    "/lib", "/lib64", "/lib32",

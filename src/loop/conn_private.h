@@ -73,7 +73,7 @@ struct sandlet_conn {
     int error_status; /* set by a parser callback to answer with an error */
     bool keep_alive;
     uint8_t http_major, http_minor;
-    sandlet_pool_link link; /* pool.c's alone (pool.h) */
+    sandlet_pool_link link;  /* pool.c's alone (pool.h) */
     sandlet_page_link plink; /* pages.c's alone (pages.h) */
     /* Response framing. */
     bool chunked;

@@ -17,6 +17,7 @@
 #include "config.h"
 
 #include "sandbox/confine.h"
+#include "common/landlock.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -44,45 +45,12 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Landlock rights newer than the installed headers (the values are the
- * kernel's ABI and never change). */
-#ifndef LANDLOCK_ACCESS_FS_REFER
-#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13) /* ABI 2 */
-#endif
-#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
-#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14) /* ABI 3 */
-#endif
-#define LL_NET_BIND_TCP               (1ULL << 0)  /* ABI 4: LANDLOCK_ACCESS_NET_BIND_TCP */
-#define LL_NET_CONNECT_TCP            (1ULL << 1)  /* ABI 4: LANDLOCK_ACCESS_NET_CONNECT_TCP */
-#define LL_RULE_NET_PORT              2            /* ABI 4: LANDLOCK_RULE_NET_PORT */
-#define LL_FS_IOCTL_DEV               (1ULL << 15) /* ABI 5: LANDLOCK_ACCESS_FS_IOCTL_DEV */
-#define LL_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)  /* ABI 6 */
-#define LL_SCOPE_SIGNAL               (1ULL << 1)  /* ABI 6 */
-
-/* struct landlock_ruleset_attr as of ABI 6; an older kernel accepts the
- * larger struct as long as the fields it does not know are zero. */
-struct ll_ruleset_attr {
-    uint64_t handled_access_fs;
-    uint64_t handled_access_net;
-    uint64_t scoped;
-};
-
 /* struct landlock_net_port_attr (ABI 4). */
 struct ll_net_port_attr {
     uint64_t allowed_access;
     uint64_t port;
 } __attribute__((packed));
 
-#define LL_ABI1                                                                                    \
-    (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE |   \
-     LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_REMOVE_DIR |                                 \
-     LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR | \
-     LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO |   \
-     LANDLOCK_ACCESS_FS_MAKE_BLOCK | LANDLOCK_ACCESS_FS_MAKE_SYM)
-/* What a read path grants: open files for reading (which is also what
- * mmap of a library needs), list directories, execute. */
-#define LL_READ                                                                                    \
-    (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR)
 /* The rights that apply to a file rather than a directory. */
 #define LL_FILE                                                                                    \
     (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE |   \
@@ -866,17 +834,9 @@ static int landlock_libraries(const run *r, int rfd, uint64_t handled)
 }
 
 /* The Landlock ABI of this kernel, 0 without Landlock, or -errno. */
-static long landlock_abi(void)
-{
-    long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
-    if (abi < 0)
-        return errno == ENOSYS || errno == EOPNOTSUPP ? 0 : -errno;
-    return abi;
-}
-
 const char *sandlet_confine_kernel_gaps(const sandlet_confine *c, char *buf, size_t len)
 {
-    long abi = landlock_abi();
+    long abi = sandlet_landlock_abi();
     bool db = c && (c->groups & SANDLET_SC_DATABASE);
     const char *what = NULL;
     if (abi == 0)
@@ -900,35 +860,21 @@ const char *sandlet_confine_kernel_gaps(const sandlet_confine *c, char *buf, siz
 static int apply_landlock(const run *r, bool *active)
 {
     const sandlet_confine *c = r->c;
-    long abi = landlock_abi();
+    long abi = sandlet_landlock_abi();
     int rfd = -1;
     if (abi < 0)
         return report(r, (int)abi, NULL, "report a bug", "landlock_create_ruleset(VERSION)");
     *active = abi >= 1;
     uint64_t handled = 0;
     if (*active) {
-        handled = LL_ABI1;
-        if (abi >= 2)
-            handled |= LANDLOCK_ACCESS_FS_REFER;
-        if (abi >= 3)
-            handled |= LANDLOCK_ACCESS_FS_TRUNCATE;
-        if (abi >= 5)
-            handled |= LL_FS_IOCTL_DEV;
-        struct ll_ruleset_attr attr;
-        memset(&attr, 0, sizeof(attr));
-        attr.handled_access_fs = handled;
         /* Every sandbox: no TCP listener at all, connect() only to its
          * database ports (none unless configured).  Abstract unix sockets
          * and signals only within the process itself: a worker must not
          * reach root's or another sandbox's abstract sockets, nor signal
          * anything (seccomp refuses kill() too; learning mode does not). */
-        if (abi >= 4)
-            attr.handled_access_net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP;
-        if (abi >= 6)
-            attr.scoped = LL_SCOPE_ABSTRACT_UNIX_SOCKET | LL_SCOPE_SIGNAL;
-        rfd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
+        rfd = sandlet_landlock_ruleset(abi, &handled);
         if (rfd < 0)
-            return report(r, -errno, NULL, "report a bug",
+            return report(r, rfd, NULL, "report a bug",
                           "landlock_create_ruleset(ABI %ld, access %#llx)", abi,
                           (unsigned long long)handled);
     }
