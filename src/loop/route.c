@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include "loop/route.h"
+#include "lib/servlet.h"
 
 #include <string.h>
 
@@ -44,14 +45,6 @@ static bool loopback(const char *peer)
            strncmp(peer, "[::ffff:127.", 12) == 0;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c = (char)(c | 0x20);
-    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
 /* Whether the last segment of path, percent-decoded as static.c decodes
  * it, ends in ".csp" in any case: every spelling of a page's name is a
  * page, so that no spelling reaches the docroot as a static file. */
@@ -60,8 +53,10 @@ static bool names_page(const char *path, size_t len)
     char tail[4] = {0};
     for (size_t i = 0; i < len; i++) {
         char c = path[i];
-        if (c == '%' && len - i >= 3 && hexval(path[i + 1]) >= 0 && hexval(path[i + 2]) >= 0) {
-            c = (char)(hexval(path[i + 1]) * 16 + hexval(path[i + 2]));
+        int h = c == '%' && len - i >= 3 ? sandlet_lib_hexval((unsigned char)path[i + 1]) : -1;
+        int l = h >= 0 ? sandlet_lib_hexval((unsigned char)path[i + 2]) : -1;
+        if (l >= 0) {
+            c = (char)(h * 16 + l);
             i += 2;
         }
         if (c == '/') {
