@@ -157,8 +157,10 @@ static int do_param(parser *ps, const directive *d, const token *dir, token *arg
 
 static const word_value on_off[] = {{"on", 1}, {"off", 0}, {NULL, 0}};
 static const word_value log_kill[] = {{"log", 1}, {"kill", 0}, {NULL, 0}};
-static const word_value session_stores[] = {
-    {"memory", SANDLET_SESSIONS_MEMORY}, {"none", SANDLET_SESSIONS_NONE}, {NULL, 0}};
+static const word_value session_stores[] = {{"memory", SANDLET_SESSIONS_MEMORY},
+                                            {"database", SANDLET_SESSIONS_DATABASE},
+                                            {"none", SANDLET_SESSIONS_NONE},
+                                            {NULL, 0}};
 static const word_value syscall_groups[] = {
     {"files", SANDLET_SYSCALLS_FILES}, {"database", SANDLET_SYSCALLS_DATABASE}, {NULL, 0}};
 
@@ -489,7 +491,7 @@ static const directive directives[] = {
     {.name = "sessions",
      .ctx = CTX_SANDBOX,
      .kind = K_ENUM,
-     .usage = "memory|none",
+     .usage = "memory|database|none",
      .off = SB(sessions, unsigned),
      .values = session_stores,
      .noun = "session store",
@@ -1407,6 +1409,13 @@ static int close_sandbox(parser *ps, const token *dir)
             return rc;
         sb->syscalls |= SANDLET_SYSCALLS_DATABASE;
     }
+    if (sb->sessions == SANDLET_SESSIONS_DATABASE && !sb->database) {
+        char sh[SHOWN_MAX];
+        return fail(ps, dir->line, dir->col,
+                    "sandbox '%s' has 'sessions database' but no 'database \"CONNINFO\";' (add "
+                    "the database its sessions go to, or set 'sessions memory')",
+                    shown(sh, sizeof(sh), sb->name));
+    }
     if (sb->ndatabase_ports && !(sb->syscalls & SANDLET_SYSCALLS_DATABASE)) {
         char sh[SHOWN_MAX];
         return fail(ps, dir->line, dir->col,
@@ -2007,6 +2016,17 @@ static int session_cookies(parser *ps)
                             "other than letters, digits, '-' and '.'); rename one",
                             shown(sh, sizeof(sh), c->sandboxes[j].name), c->sandboxes[j].line,
                             shown(sh2, sizeof(sh2), sb->name), name);
+        /* A session outlives the process that made it only if its id
+         * still verifies afterwards, on this host and the others: the
+         * key must come from a secret every start and host shares. */
+        if (sb->sessions == SANDLET_SESSIONS_DATABASE && !c->session_secret_set)
+            return fail(ps, sb->line, 1,
+                        "sandbox '%s' has 'sessions database' but there is no "
+                        "'session-secret-file FILE;' (without it the session keys are new at "
+                        "every start, so sessions would not survive a restart nor be shared by "
+                        "hosts); create one with 'head -c 32 /dev/urandom > FILE; chmod 600 FILE' "
+                        "(the same file on every host) and name it at the top level",
+                        shown(sh, sizeof(sh), sb->name));
         sb->session_cookie = dupn(name, strlen(name));
         sb->session_path = session_path(c, i);
         if (!sb->session_cookie || !sb->session_path)

@@ -36,7 +36,7 @@
  *       database "host=/run/postgresql dbname=shop"; # libpq conninfo, no password;
  *                                   # brings syscalls database and its ports
  *       database-password-file /etc/sandlet/shop.pw; # mode 600, read at parse time
- *       sessions memory;            # memory (default) or none
+ *       sessions memory;            # memory (default), database or none
  *       session-size 4m;            # bytes of the shared store (k/m/g)
  *       session-timeout 1800;       # seconds a session may stay idle
  *       session-cookie-secure off;  # on: SLSESSION_<sandbox> only over HTTPS
@@ -146,9 +146,10 @@ typedef struct sandlet_listen_conf {
 #define SANDLET_SYSCALLS_FILES    1u
 #define SANDLET_SYSCALLS_DATABASE 2u
 
-/* Where a sandbox keeps sessions ("sessions memory|none"). */
-#define SANDLET_SESSIONS_NONE   0u
-#define SANDLET_SESSIONS_MEMORY 1u
+/* Where a sandbox keeps sessions ("sessions memory|database|none"). */
+#define SANDLET_SESSIONS_NONE     0u
+#define SANDLET_SESSIONS_MEMORY   1u
+#define SANDLET_SESSIONS_DATABASE 2u
 
 typedef struct sandlet_sandbox_conf {
     char *name;

@@ -18,6 +18,7 @@
  */
 #include "config.h"
 
+#include "db/db_private.h"
 #include "lib/servlet.h"
 
 #include <sandlet/db.h>
@@ -61,6 +62,7 @@ static struct {
     bool broken;              /* the server said it is going away: reset before use */
     unsigned want_timeout;    /* statement_timeout the next statement needs */
     unsigned applied_timeout; /* the connection's; UINT_MAX: unknown */
+    unsigned long resets;     /* connections made so far (server sessions) */
     char sqlstate[6];
     char error[256];
 } db;
@@ -176,19 +178,32 @@ bool sandlet_lib_db_request_unavailable(void)
     return db.unavailable;
 }
 
+int sandlet_lib_db_rollback_open(void)
+{
+    if (!db.conn || PQstatus(db.conn) != CONNECTION_OK ||
+        PQtransactionStatus(db.conn) == PQTRANS_IDLE)
+        return 0;
+    /* The handler left a transaction open (or failed in one): the next
+     * request on this worker, and the session store's writes, must start
+     * clean. */
+    PGresult *r = PQexec(db.conn, "ROLLBACK");
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        /* Dropping the server's session drops the transaction with it;
+         * the session store's locks go too, and its next write finds the
+         * connection gone. */
+        PQreset(db.conn);
+        db.resets++;
+        db.broken = PQstatus(db.conn) != CONNECTION_OK;
+        if (!db.broken && session_setup() != 0)
+            db.broken = true;
+    }
+    PQclear(r);
+    return 1;
+}
+
 int sandlet_lib_db_request_end(void)
 {
-    int rc = 0;
-    if (db.conn && PQstatus(db.conn) == CONNECTION_OK &&
-        PQtransactionStatus(db.conn) != PQTRANS_IDLE) {
-        /* The handler left a transaction open (or failed in one): the
-         * next request on this worker must start clean. */
-        PGresult *r = PQexec(db.conn, "ROLLBACK");
-        if (PQresultStatus(r) != PGRES_COMMAND_OK)
-            PQreset(db.conn) /* drops the session, and with it the transaction */;
-        PQclear(r);
-        rc = 1;
-    }
+    int rc = sandlet_lib_db_rollback_open();
     if (db.checked)
         db.was_down = db.unavailable;
     db.rq = NULL;
@@ -218,6 +233,7 @@ static PGconn *connection(void)
     if (PQstatus(db.conn) != CONNECTION_OK || db.broken) {
         db.broken = false;
         PQreset(db.conn);
+        db.resets++;
         if (PQstatus(db.conn) != CONNECTION_OK || session_setup() != 0) {
             db.unavailable = true;
             char msg[200];
@@ -251,6 +267,26 @@ static void call_failed(const PGresult *r)
         return;
     }
     set_error(state ? state : "XX000", msg ? msg : PQerrorMessage(db.conn));
+}
+
+PGconn *sandlet_lib_db_conn(void)
+{
+    return connection();
+}
+
+void sandlet_lib_db_failed(const PGresult *r)
+{
+    call_failed(r);
+}
+
+unsigned long sandlet_lib_db_resets(void)
+{
+    return db.resets;
+}
+
+const char *sandlet_lib_db_last_error(void)
+{
+    return db.error;
 }
 
 static bool belongs(const sl_request *rq)
@@ -737,11 +773,21 @@ const void *sl_db_bytea_by(const sl_db_result *r, int row, const char *name, siz
 
 /* ---- the 503 rule ----------------------------------------------------- */
 
-bool sandlet_lib_db_answer_unavailable(sl_response *rs, int *status)
+bool sandlet_lib_db_answer_unavailable(sl_response *rs, int *status, bool force)
 {
     int eff = rs->status ? rs->status : *status;
-    if (!db.unavailable || eff < 500 || rs->head_sent)
+    if (!db.unavailable || (eff < 500 && !force))
         return false;
+    if (rs->head_sent) {
+        /* Too late to change the answer; at least the log says why the
+         * client's session may not hold what the page showed. */
+        if (force)
+            fprintf(stderr,
+                    "libsandlet: %s; the session could not be saved, and the response's head "
+                    "was already sent (status %d)\n",
+                    db.error, eff);
+        return false;
+    }
     /* Logged once per outage: the first request that finds it down after
      * one that did not. */
     if (!db.was_down)

@@ -425,9 +425,14 @@ int sandlet_lib_run(const sl_servlet *servlet, sl_request *rq, sl_response *rs)
             rs->body_len = 0;
         }
     }
-    /* A handler that failed because the database is down answers 503
-     * with Retry-After: the client may come back, unlike after a 500. */
-    sandlet_lib_db_answer_unavailable(rs, &status);
+    /* The handler's own transaction ends first: the session store
+     * writes on the same connection.  A handler that failed because the
+     * database is down answers 503 with Retry-After (the client may come
+     * back, unlike after a 500), as does any request whose session could
+     * not be read or saved. */
+    sandlet_lib_db_rollback_open();
+    if (!sandlet_lib_session_request_end(rs, &status))
+        sandlet_lib_db_answer_unavailable(rs, &status, false);
     int rc = sandlet_lib_response_finish(rs, status);
     sandlet_lib_db_request_end();
     return rc;

@@ -193,9 +193,14 @@ void sandlet_lib_db_set_timeout(unsigned ms);
 void sandlet_lib_db_request_start(const sl_request *rq);
 int sandlet_lib_db_request_end(void);
 bool sandlet_lib_db_request_unavailable(void);
-/* The database was down in this request and the answer is 5xx: makes it
- * 503 with Retry-After (logged once per outage); true when it did. */
-bool sandlet_lib_db_answer_unavailable(sl_response *rs, int *status);
+/* Rolls back a transaction the handler left open; 1 when there was one.
+ * sandlet_lib_db_request_end does it too; the session store needs it
+ * done before it writes. */
+int sandlet_lib_db_rollback_open(void);
+/* The database was down in this request and the answer is 5xx, or force
+ * (the request's session could not be read or saved): makes it 503 with
+ * Retry-After (logged once per outage); true when it did. */
+bool sandlet_lib_db_answer_unavailable(sl_response *rs, int *status, bool force);
 
 /* True when the servlet has a handler at all (service or a method's):
  * drivers refuse to load one that has none. */
@@ -309,8 +314,14 @@ typedef struct sandlet_session_ops {
     /* Marks the session used now, resetting its idle timer. */
     int (*touch)(void *store, const uint8_t *id);
     int (*remove)(void *store, const uint8_t *id);
-    /* Moves the session to a fresh random id, written to fresh. */
+    /* Moves the session to a fresh random id, written to fresh; -EEXIST
+     * when that id is taken (the caller draws again). */
     int (*new_id)(void *store, const uint8_t *old, uint8_t *fresh);
+    /* After the handler returned (NULL: nothing to do): saves what the
+     * request changed and lets the sessions it held go.  A store that
+     * saves here may keep put's data pointer until then (it lives in the
+     * request's arena).  -EAGAIN: the store could not be reached. */
+    int (*finish)(void *store);
 } sandlet_session_ops;
 
 /*
@@ -348,6 +359,22 @@ typedef struct sandlet_session_config {
  * off.  The worker calls it once before serving.  -EINVAL when a string
  * is missing or too long (nothing is installed then), -ENOMEM. */
 int sandlet_lib_session_configure(const sandlet_session_config *cfg);
+
+/* After the handler returned and before the response is finished: the
+ * store saves the request's session (ops->finish).  When a session call
+ * of this request failed because the store is down or broken, the answer
+ * becomes 503 with Retry-After (unless its head was sent), never a page
+ * built on a missing session; returns true when it did. */
+bool sandlet_lib_session_request_end(sl_response *rs, int *status);
+
+/* The database session store (db/session_db.c): sessions of sandbox in
+ * the sandlet_sessions table, through the process's database connection
+ * (sandlet_lib_db_open), idle for at most timeout seconds.  Returns the
+ * store for sandlet_session_config.store, or NULL (out of memory). */
+void *sandlet_lib_session_db_store(const char *sandbox, unsigned timeout);
+extern const sandlet_session_ops sandlet_lib_session_db_ops;
+/* The largest session the database store keeps (keys, values, framing). */
+#define SANDLET_SESSION_DB_DATA (64u * 1024u)
 
 /* The session cookie name of sandbox: SL_SESSION_COOKIE "_" and the name
  * with every byte but ASCII letters, digits, '-' and '.' replaced by '_'

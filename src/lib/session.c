@@ -46,6 +46,9 @@ struct sl_session {
 #define ENTRY_HEAD 5 /* key length byte + value length */
 
 static sandlet_session_config cfg;
+/* A session call of the request being served found the store down
+ * (-EAGAIN): the answer must not be a page built without the session. */
+static bool store_failed;
 /* Copies of cfg's strings, so that a caller's buffers need not live on. */
 static char cfg_sandbox[SANDLET_SESSION_NAME_MAX + 1];
 static char cfg_cookie[SANDLET_SESSION_COOKIE_SIZE];
@@ -189,17 +192,25 @@ static bool form_id(const sl_request *rq, uint8_t *id)
     return false;
 }
 
+/* Notes a store failure that must not pass for "no session". */
+static int store_rc(int rc)
+{
+    if (rc == -EAGAIN)
+        store_failed = true;
+    return rc;
+}
+
 /* Loads the session id names into s; true when the store has it.  A store
- * that could not be locked in time sets *busy: the session may well
- * exist, and must not be replaced by a new one (the client's cookie with
- * it). */
-static bool load(sl_session *s, const uint8_t *id, bool *busy)
+ * that could not answer (locked past the time, down, broken) sets *err:
+ * the session may well exist, and must not be replaced by a new one (the
+ * client's cookie with it). */
+static bool load(sl_session *s, const uint8_t *id, int *err)
 {
     uint8_t *buf = sl_alloc(s->rq, cfg.max_data ? cfg.max_data : 1);
     size_t len = 0;
-    int rc = buf ? cfg.ops->get(cfg.store, id, buf, cfg.max_data, &len) : -ENOMEM;
-    if (rc == -ETIMEDOUT)
-        *busy = true;
+    int rc = buf ? store_rc(cfg.ops->get(cfg.store, id, buf, cfg.max_data, &len)) : -ENOMEM;
+    if (rc < 0 && rc != -ENOENT && !*err)
+        *err = -rc;
     if (rc < 0 || len > cfg.max_data)
         return false;
     set_id(s, id);
@@ -232,7 +243,8 @@ sl_session *sl_session_get(sl_request *rq, sl_response *rs, bool create)
     /* Every cookie of this sandbox's name (a browser may hold one per
      * path), then the parameter that links and forms carry for clients
      * without cookies.  Other sandboxes' cookies are not even looked at. */
-    bool cookie_sent = false, busy = false;
+    bool cookie_sent = false;
+    int busy = 0;
     for (size_t i = 0; i < rq->ncookies; i++) {
         if (strcmp(rq->cookies[i].name, cfg.cookie_name) != 0)
             continue;
@@ -248,7 +260,7 @@ sl_session *sl_session_get(sl_request *rq, sl_response *rs, bool create)
             return rq->session = s;
     }
     if (busy) {
-        errno = ETIMEDOUT;
+        errno = busy;
         return NULL;
     }
     if (!create) {
@@ -259,7 +271,7 @@ sl_session *sl_session_get(sl_request *rq, sl_response *rs, bool create)
      * a fresh id under this sandbox's own cookie, never one with the id the
      * client offered.  Without create, nothing is sent: a servlet that only
      * looks for a session never touches the client's cookies. */
-    int rc = cfg.ops->create(cfg.store, id);
+    int rc = store_rc(cfg.ops->create(cfg.store, id));
     if (rc < 0) {
         errno = -rc;
         return NULL;
@@ -384,7 +396,7 @@ static int update(sl_session *s, const char *key, const void *value, size_t vlen
     }
     if (out > cfg.max_data)
         return -EMSGSIZE;
-    int rc = cfg.ops->put(cfg.store, s->id, blob, out);
+    int rc = store_rc(cfg.ops->put(cfg.store, s->id, blob, out));
     if (rc == -ENOENT)
         s->dead = true;
     if (rc < 0)
@@ -421,7 +433,7 @@ int sl_session_invalidate(sl_session *s)
         return -EINVAL;
     int rc = 0;
     if (!s->dead) {
-        rc = cfg.ops->remove(cfg.store, s->id);
+        rc = store_rc(cfg.ops->remove(cfg.store, s->id));
         if (rc == -ENOENT)
             rc = 0;
     }
@@ -443,15 +455,39 @@ int sl_session_regenerate(sl_session *s)
     uint8_t fresh[SANDLET_SESSION_ID_LEN];
     int rc;
     /* -EAGAIN: the fresh id collided with a live one; draw again. */
-    for (int tries = 0; (rc = cfg.ops->new_id(cfg.store, s->id, fresh)) == -EAGAIN && tries < 3;
+    for (int tries = 0; (rc = cfg.ops->new_id(cfg.store, s->id, fresh)) == -EEXIST && tries < 3;
          tries++)
         ;
+    store_rc(rc);
     if (rc == -ENOENT)
         s->dead = true;
     if (rc < 0)
         return rc;
     set_id(s, fresh);
     return send_cookie(s, false);
+}
+
+bool sandlet_lib_session_request_end(sl_response *rs, int *status)
+{
+    if (cfg.ops && cfg.ops->finish)
+        store_rc(cfg.ops->finish(cfg.store));
+    bool failed = store_failed;
+    store_failed = false;
+    if (!failed)
+        return false;
+    /* The database's own rule first (logged once per outage); a store
+     * that failed with the database up (no table, a bad row) answers the
+     * same, and its reason is in the log already. */
+    if (sandlet_lib_db_answer_unavailable(rs, status, true) || rs->head_sent)
+        return true;
+    rs->status = 503;
+    rs->nheaders = 0;
+    rs->body_len = 0;
+    sl_set_header(rs, "Retry-After", "5");
+    sl_set_content_type(rs, "text/plain; charset=utf-8");
+    sl_puts(rs, "503 Service Unavailable: the session store is unavailable\n");
+    *status = 503;
+    return true;
 }
 
 /* ---- clients without cookies ----------------------------------------------- */

@@ -555,7 +555,7 @@ static int mem_new_id(void *store, const uint8_t *old, uint8_t *fresh)
     int64_t now = st->now();
     long i = find(st, old, now, NULL);
     if (i < 0 || find(st, fresh, now, NULL) >= 0) {
-        rc = i < 0 ? -ENOENT : -EAGAIN;
+        rc = i < 0 ? -ENOENT : -EEXIST;
     } else {
         begin_write(st, (uint32_t)i);
         memcpy(st->meta[i].id, fresh, SANDLET_SESSION_ID_LEN);

@@ -20,6 +20,7 @@
 
 #include "sandbox/worker.h"
 #include "lib/servlet.h"
+#include "common/conf.h"
 #include "common/log.h"
 #include "sandbox/confine.h"
 #include "sandbox/crashreport.h"
@@ -62,7 +63,7 @@ static struct {
     bool confine_on;
     pid_t supervisor;                /* the parent at exec: we die with it */
     sandlet_session_store *sessions; /* the sandbox's shared store, or NULL */
-    unsigned session_mode;           /* 1: memory sessions */
+    unsigned session_mode;           /* SANDLET_SESSIONS_* */
     sandlet_session_config session;  /* from INIT, installed once servlets are loaded */
     /* The sandbox's database (sandlet.conf "database"), from INIT only:
      * the conninfo points into w.init; the password is our own copy, the
@@ -271,9 +272,21 @@ static void session_settings(const sandlet_wire_init *in, const char *sandbox)
     sodium_memzero(key, keylen);
     w.session = cfg;
     sodium_memzero(cfg.key, sizeof(cfg.key));
+    if (mode > SANDLET_SESSIONS_DATABASE)
+        fail("the INIT frame names session store %u, which this worker does not know", mode);
     w.session_mode = mode;
-    if (mode != 1) {
-        sodium_memzero(w.session.key, sizeof(w.session.key));
+    if (mode == SANDLET_SESSIONS_DATABASE) {
+        /* Sessions go through the database connection opened below; the
+         * store's state is libsandlet's. */
+        w.session.ops = &sandlet_lib_session_db_ops;
+        w.session.max_data = SANDLET_SESSION_DB_DATA;
+        w.session.store = sandlet_lib_session_db_store(sandbox, timeout);
+        if (!w.session.store)
+            fail("out of memory setting up the database sessions of sandbox '%s'", sandbox);
+    }
+    if (mode != SANDLET_SESSIONS_MEMORY) {
+        if (mode != SANDLET_SESSIONS_DATABASE)
+            sodium_memzero(w.session.key, sizeof(w.session.key));
         close(SANDLET_SESSION_FD);
         return;
     }
@@ -292,19 +305,27 @@ static void session_configure(const char *sandbox)
     for (size_t i = 0; i < w.nservlets; i++) {
         if (w.servlets[i].absent)
             continue;
+        /* A servlet that needs sessions runs on either store; one that
+         * asks for the database needs sessions that outlive the worker. */
         sl_session_mode want = w.servlets[i].run.servlet->session;
-        if (want == SL_SESSION_MEMORY && w.session_mode != 1)
+        if (want == SL_SESSION_MEMORY && w.session_mode == SANDLET_SESSIONS_NONE)
             fail("servlet %s wants memory sessions but sandbox '%s' has 'sessions none'; "
-                 "set 'sessions memory' in its sandbox block",
+                 "set 'sessions memory' (or 'sessions database') in its sandbox block",
                  w.servlets[i].path, sandbox);
-        if (want != SL_SESSION_NONE && want != SL_SESSION_MEMORY)
-            fail("servlet %s wants database sessions, which this sandletd does not offer yet; "
-                 "use SL_SESSION_MEMORY",
-                 w.servlets[i].path);
+        if (want == SL_SESSION_DATABASE && w.session_mode != SANDLET_SESSIONS_DATABASE)
+            fail("servlet %s wants database sessions but sandbox '%s' has 'sessions %s'; set "
+                 "'sessions database' and 'database \"CONNINFO\";' in its sandbox block",
+                 w.servlets[i].path, sandbox,
+                 w.session_mode == SANDLET_SESSIONS_MEMORY ? "memory" : "none");
+        if (want != SL_SESSION_NONE && want != SL_SESSION_MEMORY && want != SL_SESSION_DATABASE)
+            fail("servlet %s asks for session mode %d, which this sandletd does not know; "
+                 "use SL_SESSION_NONE, SL_SESSION_MEMORY or SL_SESSION_DATABASE",
+                 w.servlets[i].path, (int)want);
     }
-    if (w.session_mode != 1)
+    if (w.session_mode == SANDLET_SESSIONS_NONE)
         return;
-    w.session.store = w.sessions;
+    if (w.session_mode == SANDLET_SESSIONS_MEMORY)
+        w.session.store = w.sessions;
     int rc = sandlet_lib_session_configure(&w.session);
     sodium_memzero(w.session.key, sizeof(w.session.key));
     if (rc < 0)

@@ -294,7 +294,8 @@ static void test_session_settings(void **state)
     char err[256];
     const char *t = "sandbox a { sessions disk; }\n";
     assert_int_equal(parse_bad(t, strlen(t), err, sizeof(err)), -EINVAL);
-    assert_non_null(strstr(err, "unknown session store 'disk' (expected memory or none)"));
+    assert_non_null(
+        strstr(err, "unknown session store 'disk' (expected memory, database or none)"));
     t = "sandbox a { session-size 1k; }\n";
     assert_int_equal(parse_bad(t, strlen(t), err, sizeof(err)), -EINVAL);
     assert_non_null(strstr(err, "'session-size 1k' out of range (expected 16384..1073741824"));
@@ -454,7 +455,30 @@ static void test_session_secret_file(void **state)
         assert_int_equal(parse_secret(theirs, err, sizeof(err), &c), -EINVAL);
         assert_non_null(strstr(err, "is owned by another user"));
     }
-    static const char *const names[] = {"good", "other", "open", "short", "long", "link", "theirs"};
+    /* Database sessions: a database and the secret (sessions must verify
+     * after a restart and on other hosts), each missing one named. */
+    char text[512];
+    good = secret_file(dir, "db", 32, 0600);
+    snprintf(text, sizeof(text),
+             "session-secret-file \"%s\";\n"
+             "sandbox s { database \"dbname=shop\"; sessions database; }\n",
+             good);
+    if (sandlet_conf_parse(text, strlen(text), "test.conf", "/", &c, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(c->sandboxes[0].sessions, SANDLET_SESSIONS_DATABASE);
+    sandlet_conf_free(c);
+    const char *t = "sandbox s { database \"dbname=shop\"; sessions database; }\n";
+    assert_int_equal(parse_bad(t, strlen(t), err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "sandbox 's' has 'sessions database' but there is no "
+                                "'session-secret-file FILE;'"));
+    assert_non_null(strstr(err, "head -c 32 /dev/urandom"));
+    snprintf(text, sizeof(text), "session-secret-file \"%s\";\nsandbox s { sessions database; }\n",
+             good);
+    assert_int_equal(sandlet_conf_parse(text, strlen(text), "test.conf", "/", &c, err, sizeof(err)),
+                     -EINVAL);
+    assert_non_null(strstr(err, "sandbox 's' has 'sessions database' but no 'database"));
+    static const char *const names[] = {"good", "other", "open",   "short",
+                                        "long", "link",  "theirs", "db"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         char p[300];
         snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
