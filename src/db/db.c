@@ -116,9 +116,13 @@ int sandlet_lib_db_open(const char *conninfo, const char *password, char *err, s
      * configuration file the first time it runs: run it now, while files
      * may still be opened, or a worker whose first connect failed would
      * be killed by its filter for the openat of its first reconnect. */
-    PQfreemem(PQencryptPasswordConn(db.conn, "sandlet", "sandlet", "scram-sha-256"));
-    if (PQstatus(db.conn) != CONNECTION_OK || session_setup() != 0) {
+    bool ok = PQstatus(db.conn) == CONNECTION_OK && session_setup() == 0;
+    /* The reason first: PQencryptPasswordConn clears the connection's
+     * error message. */
+    if (!ok)
         snprintf(err, errlen, "%s", PQerrorMessage(db.conn));
+    PQfreemem(PQencryptPasswordConn(db.conn, "sandlet", "sandlet", "scram-sha-256"));
+    if (!ok) {
         size_t n = strlen(err);
         while (n && err[n - 1] == '\n')
             err[--n] = '\0';
