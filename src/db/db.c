@@ -725,12 +725,12 @@ int sl_db_timestamp(const sl_db_result *r, int row, int col, int64_t *usec)
             s += 3;
         if (*s == ':' && digits(s + 1, 2, &os))
             s += 3;
-        off = sign * ((int64_t)oh * 3600 + om * 60 + os);
+        off = sign * ((int64_t)oh * 3600 + (int64_t)om * 60 + os);
     }
     if (*s)
         return -1;
-    int64_t secs =
-        days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 + mi * 60 + se - off;
+    int64_t secs = days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + (int64_t)h * 3600 +
+                   (int64_t)mi * 60 + se - off;
     *usec = secs * 1000000 + frac;
     return 0;
 }

@@ -102,8 +102,8 @@ void *sandlet_lib_session_db_store(const char *sandbox, unsigned timeout)
         return NULL;
     the_store.timeout = timeout ? timeout : 1;
     snprintf(the_store.timeout_text, sizeof(the_store.timeout_text), "%u", the_store.timeout);
-    unsigned every = the_store.timeout / 2 < SWEEP_S ? the_store.timeout / 2 : SWEEP_S;
-    the_store.sweep_every = every ? every : 1;
+    unsigned half = the_store.timeout / 2;
+    the_store.sweep_every = half < 1 ? 1 : half < SWEEP_S ? half : SWEEP_S;
     /* Workers started together sweep at different moments. */
     the_store.next_sweep =
         now_s() + (double)randombytes_uniform((uint32_t)(the_store.sweep_every * 1000)) / 1000.0;
@@ -193,12 +193,12 @@ static const struct stmt {
 /* One statement of a pipeline: parameters (text unless flagged binary),
  * and whether its implicit transaction ends after it. */
 typedef struct step {
-    int stmt;
     const char *v[4];
+    PGresult *r; /* filled in; the caller clears it */
     int lens[4];
     int bin[4];
+    int stmt;
     bool sync;
-    PGresult *r; /* filled in; the caller clears it */
 } step;
 
 /* Sends every step, then reads every result: one round trip for all of
@@ -418,7 +418,7 @@ static int db_get(void *store_, const uint8_t *id, void *buf, size_t cap, size_t
         rc = ready(s, c);
     if (rc == 0)
         rc = hold(s, id, &h);
-    if (rc < 0)
+    if (rc != 0)
         return rc;
     /* Lock and read in one round trip, the read in a statement of its
      * own after the lock. */
