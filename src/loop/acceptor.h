@@ -159,9 +159,12 @@ struct sandlet_pool {
     size_t queued;
     uv_timer_t qtimer;  /* expires requests that waited too long */
     uint16_t nservlets; /* configured servlets: pages' indexes follow them */
-    /* The newest pages generation the supervisor announced: workers with
-     * an older one are retired once they are idle. */
+    /* The newest code generation (pages, or servlets after a reload)
+     * the supervisor announced: workers with an older one are replaced,
+     * one first, then the others once a new one has said READY, so that
+     * code that no longer starts leaves the old workers serving. */
     uint32_t pages_gen;
+    bool canary; /* one stale worker was retired; its successor has not said READY */
     /* Runs once per loop turn, after all I/O callbacks, while workers are
      * dirty: everything handed to a worker in one turn leaves in one
      * write. */
@@ -180,8 +183,10 @@ int sandlet_pools_start(sandlet_server *srv);
 void sandlet_pool_submit(sandlet_pool *p, sandlet_conn *c);
 /* The client of c went away while c waited or was served. */
 void sandlet_pool_forget(sandlet_conn *c);
-/* The supervisor announced pages generation gen for p's sandbox: workers
- * started before it are replaced as soon as they are idle. */
+/* The supervisor announced code generation gen for p's sandbox (a
+ * page's new version, or a reload): workers started before it are
+ * replaced as they go idle, one at first, the rest once a worker of the
+ * new generation is up. */
 void sandlet_pool_pages(sandlet_pool *p, uint32_t gen);
 /* The client drained below the high-water mark: read the worker again. */
 void sandlet_pool_resume(sandlet_conn *c);
