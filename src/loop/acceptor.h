@@ -150,6 +150,11 @@ struct sandlet_worker {
     bool retired;       /* replaced on purpose (retire()): its exit is no news */
 };
 
+/* The request-duration histogram's upper bounds, in microseconds (+Inf
+ * is the count itself). */
+#define SANDLET_DURATION_BUCKETS 12
+extern const uint64_t sandlet_duration_bounds_us[SANDLET_DURATION_BUCKETS];
+
 struct sandlet_pool {
     sandlet_server *srv;
     size_t index;
@@ -176,6 +181,12 @@ struct sandlet_pool {
     bool failing;
     /* Counters for the status page, since start. */
     uint64_t served, restarts, crashes, timeouts, seccomp_kills, rejected;
+    /* How long requests answered by a worker took, from their head's
+     * arrival to the worker's last byte (queue time included): counts per
+     * upper bound of SANDLET_DURATION_BOUNDS (cumulative when shown) and
+     * the sum, for the Prometheus histogram. */
+    uint64_t duration_le[SANDLET_DURATION_BUCKETS];
+    uint64_t duration_sum_us, duration_count;
 };
 
 int sandlet_pools_start(sandlet_server *srv);

@@ -632,12 +632,35 @@ void sandlet_pool_pages(sandlet_pool *p, uint32_t gen)
     replace_stale(p, "its code has a new version");
 }
 
+const uint64_t sandlet_duration_bounds_us[SANDLET_DURATION_BUCKETS] = {
+    1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 10000000};
+
+/* One more request of p that took us microseconds. */
+static void observe(sandlet_pool *p, uint64_t us)
+{
+    p->duration_sum_us += us;
+    p->duration_count++;
+    for (size_t i = 0; i < SANDLET_DURATION_BUCKETS; i++)
+        if (us <= sandlet_duration_bounds_us[i]) {
+            p->duration_le[i]++;
+            break;
+        }
+}
+
 static void request_finished(sandlet_worker *w)
 {
     /* Answering the client may have lost this worker meanwhile (a failed
      * write while handing over that client's next request). */
     if (w->rcount == 0 || !w->pipe_open)
         return;
+    const sandlet_inflight *f = held(w, 0);
+    if (f->conn) {
+        int status;
+        uint64_t bytes, started;
+        sandlet_conn_outcome(f->conn, &status, &bytes, &started);
+        uint64_t now = uv_hrtime();
+        observe(w->pool, now > started ? (now - started) / 1000 : 0);
+    }
     uv_timer_stop(&w->deadline);
     w->rfirst = (w->rfirst + 1) % depth(w);
     w->rcount--;
