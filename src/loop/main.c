@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include "loop/acceptor.h"
+#include "loop/check.h"
 #include "common/log.h"
 #include "sandbox/control.h"
 #include "sandbox/identity.h"
@@ -650,9 +651,17 @@ int main(int argc, char **argv)
         return 1;
     }
     if (check) {
-        printf("sandletd: configuration file %s OK\n", file);
+        /* As a start would see it: users, folders, libraries. */
+        rc = sandlet_check_deep(conf);
+        if (rc == 0)
+            printf("sandletd: configuration file %s OK\n", file);
+        else
+            fprintf(stderr,
+                    "sandletd: configuration file %s would not start: fix the lines "
+                    "above\n",
+                    file);
         sandlet_conf_free(conf);
-        return 0;
+        return rc == 0 ? 0 : 1;
     }
     int st = run(conf);
     sandlet_conf_free(conf);

@@ -460,6 +460,27 @@ static void test_harness_database_sessions(void **state)
     assert_int_equal(session_rows, 1);
 }
 
+static char keepalive[16];
+
+static int show_keepalive(sl_request *rq, sl_response *rs)
+{
+    (void)rs;
+    sl_db_result *r = sl_db_query(rq, "SHOW tcp_keepalives_idle", 0, NULL);
+    snprintf(keepalive, sizeof(keepalive), "%s", r ? sl_db_text(r, 0, 0) : "?");
+    return 200;
+}
+
+/* Over TCP the server probes a silent worker's host within about 25 s,
+ * so that a vanished host's session locks do not outlive it for hours. */
+static void test_server_side_keepalive(void **state)
+{
+    (void)state;
+    assert_int_equal(sl_test_database(t, pg.conninfo_tcp, NULL), 0);
+    assert_int_equal(run(show_keepalive), 200);
+    assert_string_equal(keepalive, "10");
+    assert_int_equal(sl_test_database(t, pg.conninfo, NULL), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -471,6 +492,7 @@ int main(void)
         cmocka_unit_test(test_restart),
         cmocka_unit_test(test_restart_between_requests),
         cmocka_unit_test(test_harness_database_sessions),
+        cmocka_unit_test(test_server_side_keepalive),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

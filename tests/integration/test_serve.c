@@ -707,8 +707,15 @@ static void test_config_check(void **state)
 {
     (void)state;
     char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "%s -t -c %s >/dev/null 2>&1", getenv("SANDLETD"), daemon_.conf);
+    /* This daemon's file names a library that does not exist (/broken):
+     * it serves, with 503s there, but -t says what a start cannot load. */
+    snprintf(cmd, sizeof(cmd),
+             "%s -t -c %s 2>&1 | grep -q \"servlet /broken: library "
+             "'/nonexistent/broken.so' does not exist\"",
+             getenv("SANDLETD"), daemon_.conf);
     assert_int_equal(WEXITSTATUS(system(cmd)), 0);
+    snprintf(cmd, sizeof(cmd), "%s -t -c %s >/dev/null 2>&1", getenv("SANDLETD"), daemon_.conf);
+    assert_int_equal(WEXITSTATUS(system(cmd)), 1);
     char bad[128];
     snprintf(bad, sizeof(bad), "%s/bad.conf", daemon_.dir);
     FILE *f = fopen(bad, "w");

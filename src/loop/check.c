@@ -1,0 +1,191 @@
+/*
+ * check.c - "sandletd -t": what starting with a configuration would find
+ * wrong, found without starting.  The file's syntax is conf.c's; here are
+ * the things outside it that a start needs: the users and groups it names,
+ * the docroot, the log folders, and each servlet library (present, a
+ * shared object, defining a servlet of this ABI with a handler).  Each
+ * problem is one line on standard error naming the file, line and fix;
+ * the caller says OK only when there is none, so that an init script's
+ * configtest (and a reload) refuses what a start would refuse.
+ *
+ * A library is opened the way a worker opens it, in a child process that
+ * has become the sandbox's user with no_new_privs first: its constructors
+ * may run (as under "nginx -t"), but never as root, and its init never
+ * runs.  This file must never bind a listener (a running sandletd holds
+ * them) nor write anything.
+ */
+#include "config.h"
+
+#include "loop/check.h"
+#include "common/log.h"
+#include "lib/servlet.h"
+#include "sandbox/identity.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* How long one library's check may take (a constructor that hangs). */
+#define LOAD_SECONDS 10
+
+static void problem(unsigned *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void problem(unsigned *n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("sandletd: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    (*n)++;
+}
+
+/* A folder a start needs: it must exist and be a folder. */
+static void need_dir(unsigned *n, const sandlet_conf *c, const char *what, const char *path,
+                     const char *fix)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        problem(n, "%s: %s '%s' %s (%s)", c->file, what, path,
+                errno == ENOENT ? "does not exist" : strerror(errno), fix);
+    else if (!S_ISDIR(st.st_mode))
+        problem(n, "%s: %s '%s' is not a folder (%s)", c->file, what, path, fix);
+}
+
+/* The folder a log file goes into. */
+static void need_log_dir(unsigned *n, const sandlet_conf *c, const char *what, const char *path)
+{
+    char dir[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return; /* relative to the working directory, which exists */
+    size_t len = slash == path ? 1 : (size_t)(slash - path);
+    if (len >= sizeof(dir))
+        return;
+    memcpy(dir, path, len);
+    dir[len] = '\0';
+    char fix[PATH_MAX + 64];
+    snprintf(fix, sizeof(fix), "create it: mkdir -p %s", dir);
+    char label[64];
+    snprintf(label, sizeof(label), "the folder of %s", what);
+    need_dir(n, c, label, dir, fix);
+}
+
+/* In a child: become id, then open lib as a worker does.  The child's
+ * exit status is 0 or 1, its reason on the pipe. */
+static void load_as(const sandlet_id *id, const char *lib, int out)
+{
+    char err[768] = "";
+    if (geteuid() == 0 && id->uid != UINT32_MAX &&
+        (setgroups(0, NULL) < 0 || setgid((gid_t)id->gid) < 0 || setuid((uid_t)id->uid) < 0)) {
+        snprintf(err, sizeof(err), "cannot become uid %u to open it: %s", id->uid, strerror(errno));
+    } else {
+        prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        alarm(LOAD_SECONDS);
+        sandlet_lib_servlet s;
+        memset(&s, 0, sizeof(s));
+        if (sandlet_lib_servlet_open(&s, lib, "sandletd", true, err, sizeof(err)) == 0)
+            _exit(0);
+    }
+    ssize_t w = write(out, err, strlen(err));
+    (void)w;
+    _exit(1);
+}
+
+static void check_library(unsigned *n, const sandlet_conf *c, const sandlet_servlet_conf *sv,
+                          const sandlet_id *id)
+{
+    struct stat st;
+    if (stat(sv->library, &st) != 0) {
+        problem(n, "%s:%d: servlet %s: library '%s' %s (build it, or fix the path)", c->file,
+                sv->line, sv->path, sv->library,
+                errno == ENOENT ? "does not exist" : strerror(errno));
+        return;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        problem(n, "%s:%d: servlet %s: library '%s' is not a file (name the .so)", c->file,
+                sv->line, sv->path, sv->library);
+        return;
+    }
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(p[0]);
+        close(p[1]);
+        return;
+    }
+    if (pid == 0) {
+        close(p[0]);
+        load_as(id, sv->library, p[1]);
+    }
+    close(p[1]);
+    char msg[800];
+    size_t got = 0;
+    ssize_t r;
+    while (got < sizeof(msg) - 1 && (r = read(p[0], msg + got, sizeof(msg) - 1 - got)) > 0)
+        got += (size_t)r;
+    msg[got] = '\0';
+    close(p[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return;
+    if (!got)
+        snprintf(msg, sizeof(msg), "opening %s %s", sv->library,
+                 WIFSIGNALED(status) ? "crashed or hung in its constructors" : "failed");
+    problem(n, "%s:%d: servlet %s: %s", c->file, sv->line, sv->path, msg);
+}
+
+int sandlet_check_deep(const sandlet_conf *c)
+{
+    unsigned n = 0;
+    sandlet_id acceptor;
+    sandlet_id *ids = calloc(c->nsandboxes + 1, sizeof(*ids));
+    if (!ids) {
+        problem(&n, "out of memory");
+        return -1;
+    }
+    /* The identity checks log their own reason, naming the line. */
+    bool ids_ok = sandlet_identity_acceptor(c, &acceptor) == 0 &&
+                  sandlet_identity_sandboxes(c, &acceptor, ids) == 0;
+    if (!ids_ok)
+        n++;
+    if (c->docroot)
+        need_dir(&n, c, "docroot", c->docroot, "create it, or fix 'docroot'");
+    if (c->error_log)
+        need_log_dir(&n, c, "error-log", c->error_log);
+    if (c->access_log)
+        need_log_dir(&n, c, "access-log", c->access_log);
+    for (size_t i = 0; i < c->nservlets; i++) {
+        const sandlet_servlet_conf *sv = &c->servlets[i];
+        /* Without the sandbox's identity a library is never opened as
+         * root: only its presence is checked. */
+        if (!ids_ok && geteuid() == 0) {
+            struct stat st;
+            if (stat(sv->library, &st) != 0)
+                problem(&n, "%s:%d: servlet %s: library '%s' %s (build it, or fix the path)",
+                        c->file, sv->line, sv->path, sv->library,
+                        errno == ENOENT ? "does not exist" : strerror(errno));
+            continue;
+        }
+        sandlet_id keep = {UINT32_MAX, UINT32_MAX};
+        check_library(&n, c, sv, ids_ok ? &ids[sv->sandbox] : &keep);
+    }
+    free(ids);
+    return n ? -1 : 0;
+}

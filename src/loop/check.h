@@ -1,0 +1,15 @@
+/*
+ * check.h - "sandletd -t" beyond the syntax (check.c).
+ */
+#ifndef SANDLET_LOOP_CHECK_H
+#define SANDLET_LOOP_CHECK_H
+
+#include "common/conf.h"
+
+/* Everything a start would refuse that the parse cannot see: users and
+ * groups, the docroot, the log folders, each servlet library (opened as
+ * its sandbox's user).  Each problem is a line on standard error; returns
+ * 0 when there is none, -1 otherwise. */
+int sandlet_check_deep(const sandlet_conf *conf);
+
+#endif

@@ -1,0 +1,127 @@
+/*
+ * test_check.c - "sandletd -t" finds what a start would refuse, not only
+ * syntax: a missing user, docroot or log folder, a servlet library that is
+ * missing, not a shared object, defines no servlet or has no handler; each
+ * is a line naming the file, the line and the fix, and the exit status
+ * is 1.  A configuration that starts passes.
+ */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static char dir[64];
+
+static int setup(void **state)
+{
+    (void)state;
+    th_prepare();
+    return th_tempdir(dir, sizeof(dir), "check", 0755);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Runs sandletd -t on text; its exit status, its output in out. */
+static int check(const char *text, char *out, size_t cap)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/t.conf", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "%s -t -c %s 2>&1", getenv("SANDLETD"), path);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void expect(const char *out, const char *needle)
+{
+    if (!strstr(out, needle))
+        fail_msg("expected '%s' in:\n%s", needle, out);
+}
+
+static void test_good_configuration_passes(void **state)
+{
+    (void)state;
+    char text[512], out[4096];
+    snprintf(text, sizeof(text),
+             "docroot \"%s\";\nerror-log \"%s/error.log\";\nsandbox a { }\n"
+             "servlet /p { library \"%s\"; sandbox a; }\n",
+             dir, dir, th_fixture("probe"));
+    assert_int_equal(check(text, out, sizeof(out)), 0);
+    expect(out, "OK");
+}
+
+static void test_what_a_start_refuses(void **state)
+{
+    (void)state;
+    char text[2048], out[8192];
+    snprintf(text, sizeof(text),
+             "docroot \"%s/nowhere\";\n"
+             "access-log \"%s/nologs/access.log\";\n"
+             "sandbox a { }\n"
+             "servlet /missing { library \"%s/missing.so\"; sandbox a; }\n"
+             "servlet /text { library \"%s/t.conf\"; sandbox a; }\n"
+             "servlet /nohandler { library \"%s\"; sandbox a; }\n"
+             "servlet /notservlet { library \"%s\"; sandbox a; }\n",
+             dir, dir, dir, dir, th_fixture("nohandler"), th_build_path(".libs/libsandlet.so"));
+    assert_int_equal(check(text, out, sizeof(out)), 1);
+    expect(out, "t.conf: docroot '");
+    expect(out, "/nowhere' does not exist (create it, or fix 'docroot')");
+    expect(out, "the folder of access-log '");
+    expect(out, "t.conf:4: servlet /missing: library '");
+    expect(out, "missing.so' does not exist (build it, or fix the path)");
+    expect(out, "t.conf:5: servlet /text: cannot load ");
+    expect(out, "t.conf:6: servlet /nohandler: ");
+    expect(out, "has no handler");
+    expect(out, "t.conf:7: servlet /notservlet: ");
+    expect(out, "defines no servlet (declare one with SL_SERVLET)");
+    expect(out, "would not start");
+    assert_null(strstr(out, " OK"));
+}
+
+static void test_missing_user(void **state)
+{
+    (void)state;
+    if (th_skip_unless_root(": users are checked by a start as root"))
+        return;
+    char text[512], out[4096];
+    snprintf(text, sizeof(text),
+             "sandbox a { user sandlet-no-such-user; }\n"
+             "servlet /p { library \"%s\"; sandbox a; }\n",
+             th_fixture("probe"));
+    assert_int_equal(check(text, out, sizeof(out)), 1);
+    expect(out, "t.conf:1: sandbox 'a' runs as user 'sandlet-no-such-user', which does not exist");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_good_configuration_passes),
+        cmocka_unit_test(test_what_a_start_refuses),
+        cmocka_unit_test(test_missing_user),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
