@@ -70,7 +70,10 @@ void sl_test_free(sl_test *t);
  * process, opened now and kept until the next call (or the process's
  * end); conninfo NULL closes it.  password may be NULL.  0, or -1 with
  * the reason on stderr (the connection is still kept, as a worker keeps
- * it: calls reconnect when the server is back). */
+ * it: calls reconnect when the server is back).  A servlet that declares
+ * SL_SESSION_DATABASE then keeps its sessions in that database's
+ * sandlet_sessions table, as under "sessions database" (other servlets
+ * keep theirs in memory either way). */
 int sl_test_database(sl_test *t, const char *conninfo, const char *password);
 
 /* ---- requests ------------------------------------------------------------ */

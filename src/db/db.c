@@ -116,9 +116,13 @@ int sandlet_lib_db_open(const char *conninfo, const char *password, char *err, s
      * configuration file the first time it runs: run it now, while files
      * may still be opened, or a worker whose first connect failed would
      * be killed by its filter for the openat of its first reconnect. */
-    PQfreemem(PQencryptPasswordConn(db.conn, "sandlet", "sandlet", "scram-sha-256"));
-    if (PQstatus(db.conn) != CONNECTION_OK || session_setup() != 0) {
+    bool ok = PQstatus(db.conn) == CONNECTION_OK && session_setup() == 0;
+    /* The reason first: PQencryptPasswordConn clears the connection's
+     * error message. */
+    if (!ok)
         snprintf(err, errlen, "%s", PQerrorMessage(db.conn));
+    PQfreemem(PQencryptPasswordConn(db.conn, "sandlet", "sandlet", "scram-sha-256"));
+    if (!ok) {
         size_t n = strlen(err);
         while (n && err[n - 1] == '\n')
             err[--n] = '\0';
@@ -721,12 +725,12 @@ int sl_db_timestamp(const sl_db_result *r, int row, int col, int64_t *usec)
             s += 3;
         if (*s == ':' && digits(s + 1, 2, &os))
             s += 3;
-        off = sign * ((int64_t)oh * 3600 + om * 60 + os);
+        off = sign * ((int64_t)oh * 3600 + (int64_t)om * 60 + os);
     }
     if (*s)
         return -1;
-    int64_t secs =
-        days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 + mi * 60 + se - off;
+    int64_t secs = days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + (int64_t)h * 3600 +
+                   (int64_t)mi * 60 + se - off;
     *usec = secs * 1000000 + frac;
     return 0;
 }

@@ -75,6 +75,8 @@ typedef struct store {
     unsigned timeout; /* idle seconds */
     char timeout_text[16];
     bool table_ready;
+    bool prepared;              /* the statements exist on the connection... */
+    unsigned long prepared_for; /* ...made at this count of resets */
     bool refused_reported;      /* the table could not be made: said once */
     unsigned long conn_at_lock; /* sandlet_lib_db_resets() when the locks were taken */
     held h[HELD_MAX];
@@ -83,7 +85,7 @@ typedef struct store {
     double sweep_every; /* seconds */
 } store;
 
-static store st;
+static store the_store;
 
 static double now_s(void)
 {
@@ -94,18 +96,18 @@ static double now_s(void)
 
 void *sandlet_lib_session_db_store(const char *sandbox, unsigned timeout)
 {
-    free(st.sandbox);
-    memset(&st, 0, sizeof(st));
-    if (!sandbox || !(st.sandbox = strdup(sandbox)))
+    free(the_store.sandbox);
+    memset(&the_store, 0, sizeof(the_store));
+    if (!sandbox || !(the_store.sandbox = strdup(sandbox)))
         return NULL;
-    st.timeout = timeout ? timeout : 1;
-    snprintf(st.timeout_text, sizeof(st.timeout_text), "%u", st.timeout);
-    unsigned every = st.timeout / 2 < SWEEP_S ? st.timeout / 2 : SWEEP_S;
-    st.sweep_every = every ? every : 1;
+    the_store.timeout = timeout ? timeout : 1;
+    snprintf(the_store.timeout_text, sizeof(the_store.timeout_text), "%u", the_store.timeout);
+    unsigned half = the_store.timeout / 2;
+    the_store.sweep_every = half < 1 ? 1 : half < SWEEP_S ? half : SWEEP_S;
     /* Workers started together sweep at different moments. */
-    st.next_sweep =
-        now_s() + (double)randombytes_uniform((uint32_t)(st.sweep_every * 1000)) / 1000.0;
-    return &st;
+    the_store.next_sweep =
+        now_s() + (double)randombytes_uniform((uint32_t)(the_store.sweep_every * 1000)) / 1000.0;
+    return &the_store;
 }
 
 /* The advisory lock of a session: 64 bits of a hash of the sandbox's name
@@ -151,12 +153,107 @@ static int failed(PGresult *r, const char *what)
     return -EIO;
 }
 
-/* Runs a parameterised statement; params are text but for the ones
- * flagged in binary (lengths in lens). */
-static PGresult *run(PGconn *c, const char *sql, int n, const char *const *v, const int *lens,
-                     const int *bin, int result_binary)
+/* The store's statements, prepared once per connection (server
+ * session) under names servlets are told not to use (sl_db(3)). */
+enum { LOCK, READ, NEW, SAVE, TOUCH, DEL, UNLOCK, NSTMT };
+static const struct stmt {
+    const char *name, *sql;
+    int nparams;
+} stmts[NSTMT] = {
+    [LOCK] = {"sandlet_session_lock", "SELECT pg_advisory_lock($1::int8)", 1},
+    /* Read after the lock, in a statement of its own: its snapshot is
+     * taken then, so it sees what the lock's last holder saved. */
+    [READ] = {"sandlet_session_read",
+              "SELECT data, ceil(extract(epoch FROM expires - now()))::int8 FROM sandlet_sessions "
+              "WHERE sandbox = $1 AND id = $2 AND expires > now()",
+              2},
+    /* A new id that is somebody's already (a 2^-128 chance) must not take
+     * over that session: nothing is written, and it is an error. */
+    [NEW] =
+        {"sandlet_session_new",
+         "INSERT INTO sandlet_sessions (sandbox, id, data, expires) VALUES ($1, $2, $3, now() + "
+         "$4::int * interval '1 second') ON CONFLICT DO NOTHING",
+         4},
+    /* An upsert: a row an expiry sweep removed meanwhile comes back. */
+    [SAVE] = {"sandlet_session_save",
+              "INSERT INTO sandlet_sessions (sandbox, id, data, expires) VALUES ($1, $2, $3, now() "
+              "+ $4::int * interval '1 second') ON CONFLICT (sandbox, id) DO UPDATE SET data = "
+              "EXCLUDED.data, expires = EXCLUDED.expires",
+              4},
+    [TOUCH] = {"sandlet_session_touch",
+               "UPDATE sandlet_sessions SET expires = now() + $3::int * interval '1 second' WHERE "
+               "sandbox = $1 AND id = $2",
+               3},
+    [DEL] = {"sandlet_session_delete",
+             "DELETE FROM sandlet_sessions WHERE sandbox = $1 AND id = $2", 2},
+    [UNLOCK] = {"sandlet_session_unlock", "SELECT pg_advisory_unlock(k) FROM unnest($1::int8[]) k",
+                1},
+};
+
+/* One statement of a pipeline: parameters (text unless flagged binary),
+ * and whether its implicit transaction ends after it. */
+typedef struct step {
+    const char *v[4];
+    PGresult *r; /* filled in; the caller clears it */
+    int lens[4];
+    int bin[4];
+    int stmt;
+    bool sync;
+} step;
+
+/* Sends every step, then reads every result: one round trip for all of
+ * them.  A step whose transaction an earlier step's error aborted gets a
+ * PGRES_PIPELINE_ABORTED result.  -EAGAIN when the connection failed on
+ * the way (results of the steps not reached are NULL). */
+static int pipeline(PGconn *c, step *st, int n)
 {
-    return PQexecParams(c, sql, n, NULL, v, lens, bin, result_binary);
+    for (int i = 0; i < n; i++)
+        st[i].r = NULL;
+    if (!PQenterPipelineMode(c))
+        return -EAGAIN;
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        const struct stmt *q = &stmts[st[i].stmt];
+        if (!PQsendQueryPrepared(c, q->name, q->nparams, st[i].v, st[i].lens, st[i].bin, 1) ||
+            ((st[i].sync || i == n - 1) && !PQpipelineSync(c)))
+            rc = -EAGAIN;
+    }
+    for (int i = 0; i < n && rc == 0; i++) {
+        st[i].r = PQgetResult(c);
+        if (!st[i].r) {
+            rc = -EAGAIN;
+            break;
+        }
+        /* The end of this step's results, then its Sync's marker. */
+        PGresult *end;
+        while ((end = PQgetResult(c)) != NULL)
+            PQclear(end);
+        if (st[i].sync || i == n - 1) {
+            PGresult *sync = PQgetResult(c);
+            bool ok = sync && PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
+            PQclear(sync);
+            if (!ok)
+                rc = -EAGAIN;
+        }
+    }
+    if (!PQexitPipelineMode(c) && rc == 0)
+        rc = -EAGAIN;
+    if (rc < 0)
+        sandlet_lib_db_failed(NULL);
+    return rc;
+}
+
+static int stmt_failed(step *st, const char *what)
+{
+    ExecStatusType t = PQresultStatus(st->r);
+    if (t == PGRES_PIPELINE_ABORTED) {
+        PQclear(st->r);
+        st->r = NULL;
+        return -EIO; /* the step that aborted it has said why */
+    }
+    PGresult *r = st->r;
+    st->r = NULL;
+    return failed(r, what);
 }
 
 /* The connection, idle (no transaction of the servlet's open), or a
@@ -178,16 +275,36 @@ static int idle_conn(PGconn **out)
     return 0;
 }
 
-static int ensure_table(store *s, PGconn *c)
+static int prepare(store *s, PGconn *c)
 {
-    if (s->table_ready)
+    for (int i = 0; i < NSTMT; i++) {
+        PGresult *r = PQprepare(c, stmts[i].name, stmts[i].sql, stmts[i].nparams, NULL);
+        const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+        /* 42P05: prepared already, by this store before a servlet's
+         * statement made us lose count. */
+        if (PQresultStatus(r) != PGRES_COMMAND_OK && !(state && !strcmp(state, "42P05")))
+            return failed(r, "preparing the session statements");
+        PQclear(r);
+    }
+    s->prepared = true;
+    s->prepared_for = sandlet_lib_db_resets();
+    return 0;
+}
+
+/* The table (once per store) and the statements (once per connection). */
+static int ready(store *s, PGconn *c)
+{
+    unsigned long conn = sandlet_lib_db_resets();
+    if (s->table_ready && s->prepared && s->prepared_for == conn)
         return 0;
+    if (s->table_ready)
+        return prepare(s, c);
     PGresult *r = PQexec(c, create_table);
     ExecStatusType rs = PQresultStatus(r);
     if (rs == PGRES_COMMAND_OK) {
         PQclear(r);
         s->table_ready = true;
-        return 0;
+        return prepare(s, c);
     }
     const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
     bool denied = state && !strcmp(state, "42501");
@@ -210,42 +327,36 @@ static int ensure_table(store *s, PGconn *c)
     return rc;
 }
 
-static int take_lock(PGconn *c, int64_t key)
+/* The lock key as text, for a parameter. */
+static void key_text(int64_t key, char *out, size_t cap)
 {
-    char k[24];
-    snprintf(k, sizeof(k), "%" PRId64, key);
-    const char *v[] = {k};
-    PGresult *r = run(c, "SELECT pg_advisory_lock($1::int8)", 1, v, NULL, NULL, 0);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK)
-        return failed(r, "locking a session");
-    PQclear(r);
-    return 0;
+    snprintf(out, cap, "%" PRId64, key);
 }
 
-/* Releases the locks this request holds; the connection may be gone, and
- * the locks with it. */
-static void release_all(store *s, PGconn *c)
+/* Releases the locks this request holds: a step to append to the last
+ * pipeline of the request.  Not when the connection was made anew since
+ * the locks were taken: they went with the old one. */
+static bool unlock_step(store *s, step *st, char *arr, size_t cap)
 {
-    if (!s->n || !c || PQstatus(c) != CONNECTION_OK || sandlet_lib_db_resets() != s->conn_at_lock)
-        return;
-    char arr[HELD_MAX * 22 + 3];
+    if (!s->n || sandlet_lib_db_resets() != s->conn_at_lock)
+        return false;
     size_t p = 0;
     arr[p++] = '{';
-    for (size_t i = 0; i < s->n; i++)
-        p += (size_t)snprintf(arr + p, sizeof(arr) - p, "%s%" PRId64, i ? "," : "", s->h[i].lock);
+    for (size_t i = 0; i < s->n && p < cap; i++)
+        p += (size_t)snprintf(arr + p, cap - p, "%s%" PRId64, i ? "," : "", s->h[i].lock);
+    if (p + 2 > cap)
+        return false; /* cannot happen: HELD_MAX keys fit */
     arr[p++] = '}';
     arr[p] = '\0';
-    const char *v[] = {arr};
-    PGresult *r =
-        run(c, "SELECT pg_advisory_unlock(k) FROM unnest($1::int8[]) AS k", 1, v, NULL, NULL, 0);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK)
-        (void)failed(r, "unlocking a session");
-    else
-        PQclear(r);
+    memset(st, 0, sizeof(*st));
+    st->stmt = UNLOCK;
+    st->v[0] = arr;
+    st->sync = true;
+    return true;
 }
 
-/* A new held entry for id, its lock taken. */
-static int hold(store *s, PGconn *c, const uint8_t *id, held **out)
+/* A new held entry for id (its lock not yet taken). */
+static int hold(store *s, const uint8_t *id, held **out)
 {
     if (s->n == HELD_MAX)
         return -ENOSPC;
@@ -257,15 +368,35 @@ static int hold(store *s, PGconn *c, const uint8_t *id, held **out)
     memset(h, 0, sizeof(*h));
     memcpy(h->id, id, SANDLET_SESSION_ID_LEN);
     h->lock = lock_key(s, id);
-    int rc = take_lock(c, h->lock);
-    if (rc < 0)
-        return rc;
-    s->n++;
     *out = h;
     return 0;
 }
 
+/* Takes the lock of a new held entry (the last one) on its own. */
+static int lock_new(store *s, PGconn *c)
+{
+    char k[24];
+    key_text(s->h[s->n].lock, k, sizeof(k));
+    step st = {.stmt = LOCK, .v = {k}, .sync = true};
+    int rc = pipeline(c, &st, 1);
+    if (rc == 0 && PQresultStatus(st.r) != PGRES_TUPLES_OK)
+        rc = stmt_failed(&st, "locking a session");
+    PQclear(st.r);
+    if (rc == 0)
+        s->n++;
+    return rc;
+}
+
 /* ---- the vtable ---------------------------------------------------------- */
+
+/* After a statement of ours was not found (a servlet deallocated it):
+ * prepared again on the next request. */
+static void lost_statements(store *s, const PGresult *r)
+{
+    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    if (state && !strcmp(state, "26000"))
+        s->prepared = false;
+}
 
 static int db_get(void *store_, const uint8_t *id, void *buf, size_t cap, size_t *len)
 {
@@ -284,26 +415,42 @@ static int db_get(void *store_, const uint8_t *id, void *buf, size_t cap, size_t
     PGconn *c;
     int rc = idle_conn(&c);
     if (rc == 0)
-        rc = ensure_table(s, c);
+        rc = ready(s, c);
     if (rc == 0)
-        rc = hold(s, c, id, &h);
-    if (rc < 0)
+        rc = hold(s, id, &h);
+    if (rc != 0)
         return rc;
-    const char *v[] = {s->sandbox, (const char *)id};
-    int lens[] = {0, SANDLET_SESSION_ID_LEN};
-    int bin[] = {0, 1};
-    /* Read after the lock, in a statement of its own: its snapshot is
-     * taken now, so it sees what the lock's last holder saved. */
-    PGresult *r = run(c,
-                      "SELECT data, ceil(extract(epoch FROM expires - now()))::int8 "
-                      "FROM sandlet_sessions WHERE sandbox = $1 AND id = $2 AND expires > now()",
-                      2, v, lens, bin, 1);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK)
-        return failed(r, "reading a session");
+    /* Lock and read in one round trip, the read in a statement of its
+     * own after the lock. */
+    char k[24];
+    key_text(h->lock, k, sizeof(k));
+    step st[2] = {{.stmt = LOCK, .v = {k}},
+                  {.stmt = READ,
+                   .v = {s->sandbox, (const char *)id},
+                   .lens = {0, SANDLET_SESSION_ID_LEN},
+                   .bin = {0, 1},
+                   .sync = true}};
+    rc = pipeline(c, st, 2);
+    if (rc == 0 && PQresultStatus(st[0].r) != PGRES_TUPLES_OK) {
+        lost_statements(s, st[0].r);
+        rc = stmt_failed(&st[0], "locking a session");
+    }
+    if (rc == 0)
+        s->n++; /* locked: released at the end of the request */
+    if (rc == 0 && PQresultStatus(st[1].r) != PGRES_TUPLES_OK) {
+        lost_statements(s, st[1].r);
+        rc = stmt_failed(&st[1], "reading a session");
+    }
+    if (rc < 0) {
+        PQclear(st[0].r);
+        PQclear(st[1].r);
+        return rc;
+    }
+    PQclear(st[0].r);
+    PGresult *r = st[1].r;
     if (PQntuples(r) != 1 || PQnfields(r) != 2 || PQgetlength(r, 0, 1) != 8) {
         PQclear(r);
-        h->removed = true; /* nothing to write; the lock goes at the end */
-        h->fresh = true;
+        h->removed = h->fresh = true; /* nothing to write; the lock goes at the end */
         return -ENOENT;
     }
     size_t n = (size_t)PQgetlength(r, 0, 0);
@@ -339,12 +486,12 @@ static int db_create(void *store_, uint8_t *id)
     PGconn *c;
     int rc = idle_conn(&c);
     if (rc == 0)
-        rc = ensure_table(s, c);
+        rc = ready(s, c);
     if (rc < 0)
         return rc;
     randombytes_buf(id, SANDLET_SESSION_ID_LEN);
     held *h;
-    if ((rc = hold(s, c, id, &h)) < 0)
+    if ((rc = hold(s, id, &h)) < 0 || (rc = lock_new(s, c)) < 0)
         return rc;
     h->fresh = true;
     h->dirty = true;
@@ -394,8 +541,8 @@ static int db_new_id(void *store_, const uint8_t *old, uint8_t *fresh)
     uint8_t id[SANDLET_SESSION_ID_LEN];
     randombytes_buf(id, sizeof(id));
     held *h;
-    int rc = hold(s, c, id, &h);
-    if (rc < 0)
+    int rc = hold(s, id, &h);
+    if (rc < 0 || (rc = lock_new(s, c)) < 0)
         return rc;
     h->fresh = h->dirty = true;
     h->data = o->data;
@@ -405,59 +552,33 @@ static int db_new_id(void *store_, const uint8_t *old, uint8_t *fresh)
     return 0;
 }
 
-/* One row's write; 0 or a negative errno. */
-static int save(store *s, PGconn *c, const held *h)
+/* The step that saves one held session, or false when it needs none. */
+static bool save_step(const store *s, const held *h, step *st)
 {
-    const char *v[] = {s->sandbox, (const char *)h->id, h->data ? h->data : "", s->timeout_text};
-    int lens[] = {0, SANDLET_SESSION_ID_LEN, (int)h->len, 0};
-    int bin[] = {0, 1, 1, 0};
-    const char *sql, *what;
-    int n = 4;
+    memset(st, 0, sizeof(*st));
+    st->v[0] = s->sandbox;
+    st->v[1] = (const char *)h->id;
+    st->lens[1] = SANDLET_SESSION_ID_LEN;
+    st->bin[1] = 1;
     if (h->removed) {
-        if (h->fresh)
-            return 0; /* never written */
-        sql = "DELETE FROM sandlet_sessions WHERE sandbox = $1 AND id = $2";
-        what = "removing a session";
-        n = 2;
-    } else if (h->fresh) {
-        /* A new id that is somebody's already (a 2^-128 chance) must not
-         * take over that session: nothing is written and it is an error. */
-        sql = "INSERT INTO sandlet_sessions (sandbox, id, data, expires) "
-              "VALUES ($1, $2, $3, now() + $4::int * interval '1 second') ON CONFLICT DO NOTHING";
-        what = "saving a new session";
-    } else if (h->dirty) {
-        /* An upsert: a row an expiry sweep removed meanwhile comes back. */
-        sql = "INSERT INTO sandlet_sessions (sandbox, id, data, expires) "
-              "VALUES ($1, $2, $3, now() + $4::int * interval '1 second') "
-              "ON CONFLICT (sandbox, id) DO UPDATE SET data = EXCLUDED.data, "
-              "expires = EXCLUDED.expires";
-        what = "saving a session";
-    } else if (h->touch) {
-        sql = "UPDATE sandlet_sessions SET expires = now() + $3::int * interval '1 second' "
-              "WHERE sandbox = $1 AND id = $2";
-        v[2] = s->timeout_text;
-        lens[2] = 0;
-        bin[2] = 0;
-        what = "extending a session";
-        n = 3;
-    } else {
-        return 0;
+        st->stmt = DEL;
+        return !h->fresh; /* never written: nothing to delete */
     }
-    PGresult *r = run(c, sql, n, v, lens, bin, 0);
-    if (PQresultStatus(r) != PGRES_COMMAND_OK)
-        return failed(r, what);
-    bool lost = h->fresh && !h->removed && strcmp(PQcmdTuples(r), "1") != 0;
-    PQclear(r);
-    if (lost) {
-        fprintf(stderr, "libsandlet: database sessions: a new session id was already taken; "
-                        "the new session is not saved\n");
-        return -EEXIST;
+    if (h->fresh || h->dirty) {
+        st->stmt = h->fresh ? NEW : SAVE;
+        st->v[2] = h->data ? h->data : "";
+        st->lens[2] = (int)h->len;
+        st->bin[2] = 1;
+        st->v[3] = s->timeout_text;
+        return true;
     }
-    return 0;
+    st->stmt = TOUCH;
+    st->v[2] = s->timeout_text;
+    return h->touch;
 }
 
 /* Expired rows of this sandbox, a batch at a time, skipping rows another
- * statement holds. */
+ * statement holds; at most every sweep_every seconds. */
 static void sweep(store *s, PGconn *c)
 {
     double t = now_s();
@@ -465,16 +586,52 @@ static void sweep(store *s, PGconn *c)
         return;
     s->next_sweep = t + s->sweep_every;
     const char *v[] = {s->sandbox};
-    PGresult *r =
-        run(c,
-            "DELETE FROM sandlet_sessions WHERE (sandbox, id) IN (SELECT sandbox, id "
-            "FROM sandlet_sessions WHERE sandbox = $1 AND expires < now() LIMIT " SWEEP_ROWS
-            " FOR UPDATE SKIP LOCKED)",
-            1, v, NULL, NULL, 0);
+    PGresult *r = PQexecParams(c,
+                               "DELETE FROM sandlet_sessions WHERE (sandbox, id) IN (SELECT "
+                               "sandbox, id FROM sandlet_sessions WHERE sandbox = $1 AND expires "
+                               "< now() LIMIT " SWEEP_ROWS " FOR UPDATE SKIP LOCKED)",
+                               1, NULL, v, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_COMMAND_OK)
         (void)failed(r, "removing expired sessions");
     else
         PQclear(r);
+}
+
+/* Every change of the request, then the unlock, in one round trip.  The
+ * changes share one implicit transaction (a regenerated id: the old row
+ * goes and the new one comes together, or neither), which ends before the
+ * unlock runs: whoever takes a lock next sees them committed. */
+static int save_all(store *s, PGconn *c)
+{
+    step st[HELD_MAX + 1];
+    int n = 0;
+    for (size_t i = 0; i < s->n; i++)
+        if (save_step(s, &s->h[i], &st[n]))
+            n++;
+    if (n)
+        st[n - 1].sync = true;
+    char arr[HELD_MAX * 22 + 3];
+    int writes = n;
+    if (unlock_step(s, &st[n], arr, sizeof(arr)))
+        n++;
+    if (!n)
+        return 0;
+    int rc = pipeline(c, st, n);
+    for (int i = 0; i < n; i++) {
+        if (rc == 0 && PQresultStatus(st[i].r) !=
+                           (st[i].stmt == UNLOCK ? PGRES_TUPLES_OK : PGRES_COMMAND_OK)) {
+            lost_statements(s, st[i].r);
+            rc = stmt_failed(&st[i],
+                             st[i].stmt == UNLOCK ? "unlocking a session" : "saving a session");
+        }
+        if (rc == 0 && i < writes && st[i].stmt == NEW && strcmp(PQcmdTuples(st[i].r), "1") != 0) {
+            fprintf(stderr, "libsandlet: database sessions: a new session id was already taken; "
+                            "the new session is not saved\n");
+            rc = -EEXIST;
+        }
+        PQclear(st[i].r);
+    }
+    return rc;
 }
 
 static int db_finish(void *store_)
@@ -493,31 +650,7 @@ static int db_finish(void *store_)
          * dropped and the client told to come back. */
         rc = -EAGAIN;
     } else if (s->n) {
-        size_t writes = 0;
-        for (size_t i = 0; i < s->n; i++) {
-            const held *h = &s->h[i];
-            writes += h->removed ? !h->fresh : (h->fresh || h->dirty || h->touch);
-        }
-        /* Several rows (a regenerated id: the old one removed, the new
-         * one saved) change together or not at all. */
-        bool txn = writes > 1 && PQtransactionStatus(c) == PQTRANS_IDLE;
-        if (txn) {
-            PGresult *r = PQexec(c, "BEGIN");
-            rc = PQresultStatus(r) == PGRES_COMMAND_OK ? (PQclear(r), 0) : failed(r, "BEGIN");
-        }
-        for (size_t i = 0; rc == 0 && i < s->n; i++)
-            rc = save(s, c, &s->h[i]);
-        if (txn && PQstatus(c) == CONNECTION_OK) {
-            PGresult *r = PQexec(c, rc == 0 ? "COMMIT" : "ROLLBACK");
-            if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-                int frc = failed(r, "COMMIT");
-                if (rc == 0)
-                    rc = frc;
-            } else {
-                PQclear(r);
-            }
-        }
-        release_all(s, c);
+        rc = save_all(s, c);
     }
     if (c && rc != -EAGAIN && PQstatus(c) == CONNECTION_OK)
         sweep(s, c);

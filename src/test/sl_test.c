@@ -50,6 +50,7 @@ struct sl_test {
     kvlist params;
     sandlet_lib_header *ctx_params;
     sandlet_session_store *store;
+    void *db_store; /* a servlet that wants database sessions, once given a database */
     uint8_t key[SANDLET_SESSION_KEY_LEN]; /* this sl_test's sandbox key */
     kvlist jar;
     keeplist keep;
@@ -241,6 +242,11 @@ static void use_store(const sl_test *t)
                                   .sandbox = SL_TEST_SANDBOX,
                                   .cookie_name = SL_TEST_SESSION_COOKIE,
                                   .cookie_path = "/"};
+    if (t->db_store) {
+        cfg.ops = &sandlet_lib_session_db_ops;
+        cfg.store = t->db_store;
+        cfg.max_data = SANDLET_SESSION_DB_DATA;
+    }
     memcpy(cfg.key, t->key, sizeof(cfg.key));
     if (sandlet_lib_session_configure(&cfg) < 0)
         fprintf(stderr, "sl_test: cannot configure sessions\n");
@@ -347,10 +353,18 @@ sl_test *sl_test_load(const char *path, const char *const *params)
 
 int sl_test_database(sl_test *t, const char *conninfo, const char *password)
 {
-    (void)t;
     sandlet_lib_db_close();
+    if (t)
+        t->db_store = NULL;
     if (!conninfo)
         return 0;
+    /* A servlet that asks for database sessions gets them here too, in
+     * the sandlet_sessions table of this database (sandbox SL_TEST_SANDBOX). */
+    if (t && t->run.servlet && t->run.servlet->session == SL_SESSION_DATABASE &&
+        !(t->db_store = sandlet_lib_session_db_store(SL_TEST_SANDBOX, TEST_SESSION_TIMEOUT))) {
+        fprintf(stderr, "sl_test_database: out of memory\n");
+        return -1;
+    }
     char err[512];
     if (sandlet_lib_db_open(conninfo, password, err, sizeof(err)) < 0) {
         fprintf(stderr, "sl_test_database: %s\n", err);

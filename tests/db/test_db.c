@@ -14,6 +14,7 @@
 #include <sandlet/db.h>
 #include <sandlet/test.h>
 
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -45,6 +46,19 @@ static int run(int (*fn)(sl_request *, sl_response *))
     int st = sl_test_status(r);
     sl_test_response_free(r);
     return st;
+}
+
+static long long session_rows = -1;
+
+static int count_session_rows(sl_request *rq, sl_response *rs)
+{
+    (void)rs;
+    sl_db_result *r = sl_db_query(rq,
+                                  "SELECT count(*) FROM sandlet_sessions WHERE sandbox = $1 "
+                                  "AND expires > now()",
+                                  1, (const char *const[]){SL_TEST_SANDBOX});
+    session_rows = r ? strtoll(sl_db_text(r, 0, 0), NULL, 10) : -1;
+    return 200;
 }
 
 static int setup(void **state)
@@ -405,6 +419,47 @@ static void test_restart_between_requests(void **state)
     assert_int_equal(run(do_prepared), 200); /* prepared again on the new connection */
 }
 
+/* A servlet that asks for database sessions: a counter. */
+static int counter(sl_request *rq, sl_response *rs)
+{
+    sl_session *s = sl_session_get(rq, rs, true);
+    if (!s) {
+        sl_printf(rs, "errno=%d", errno);
+        return 500;
+    }
+    const char *n = sl_session_str(s, "n");
+    long v = (n ? strtol(n, NULL, 10) : 0) + 1;
+    sl_session_set_str(s, "n", sl_sprintf(rq, "%ld", v));
+    sl_printf(rs, "count=%ld", v);
+    return 200;
+}
+
+static const sl_servlet dbsessions = {.service = counter, .session = SL_SESSION_DATABASE};
+
+/* The harness gives such a servlet its sessions in the test's database,
+ * as sandletd would: rows of sandlet_sessions that the next run reads. */
+static void test_harness_database_sessions(void **state)
+{
+    (void)state;
+    sl_test *u = sl_test_new(&dbsessions, NULL);
+    assert_non_null(u);
+    assert_int_equal(sl_test_database(u, pg.conninfo, NULL), 0);
+    for (long i = 1; i <= 3; i++) {
+        sl_test_response *r = sl_test_get(u, "/");
+        assert_non_null(r);
+        assert_int_equal(sl_test_status(r), 200);
+        char want[32];
+        snprintf(want, sizeof(want), "count=%ld", i);
+        assert_string_equal(sl_test_body_str(r), want);
+        sl_test_response_free(r);
+    }
+    sl_test_free(u);
+    /* Back to the other servlet's connection; the row is there. */
+    assert_int_equal(sl_test_database(t, pg.conninfo, NULL), 0);
+    assert_int_equal(run(count_session_rows), 200);
+    assert_int_equal(session_rows, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -415,6 +470,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_restart),
         cmocka_unit_test(test_restart_between_requests),
+        cmocka_unit_test(test_harness_database_sessions),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -4,7 +4,8 @@
  * sandlet_sessions table, shared by two sandletd on one database, kept
  * across a restart, updated by concurrent requests on both hosts without
  * a lost update, untouched by a request that crashed, 503 while the
- * database is down (never an empty session), expired and swept.
+ * database is down (never an empty session), expired and swept; and a
+ * C Server Page that uses the same database and sessions.
  */
 #define _GNU_SOURCE
 #include "harness.h"
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,7 +32,21 @@ static pgtest pg;
 static th_daemon a, b;
 static char dir[64];
 static char secret[128];
+static char root[128], cache[128];
 static char conf[4096];
+
+/* A page in a sandbox with a database and database sessions: a query
+ * whose parameter is request data, and a counter in the session. */
+static const char page[] =
+    "<%@ include <sandlet/db.h> %><%@ include <stdlib.h> %><%\n"
+    "    const char *v[] = {sl_param(rq, \"name\", \"x\")};\n"
+    "    sl_db_result *r = sl_db_query(rq, \"SELECT upper($1) AS u\", 1, v);\n"
+    "    sl_session *s = sl_session_get(rq, rs, true);\n"
+    "    if (!r || !s) return 500;\n"
+    "    const char *n = sl_session_str(s, \"n\");\n"
+    "    long c = (n ? strtol(n, NULL, 10) : 0) + 1;\n"
+    "    sl_session_set_str(s, \"n\", sl_sprintf(rq, \"%ld\", c));\n"
+    "%>db=<%= sl_db_text_by(r, 0, \"u\") %> count=<%= c %>\n";
 
 static int setup(void **state)
 {
@@ -52,14 +68,27 @@ static int setup(void **state)
     if (fd < 0 || write(fd, key, sizeof(key)) != (ssize_t)sizeof(key))
         return -1;
     close(fd);
+    snprintf(root, sizeof(root), "%s/www", dir);
+    snprintf(cache, sizeof(cache), "%s/cache", dir);
+    char pagefile[192];
+    snprintf(pagefile, sizeof(pagefile), "%s/visits.csp", root);
+    if (mkdir(root, 0755) != 0 || mkdir(cache, 0755) != 0 || chmod(dir, 0755) != 0)
+        return -1;
+    fd = open(pagefile, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 || write(fd, page, strlen(page)) != (ssize_t)strlen(page))
+        return -1;
+    close(fd);
     snprintf(conf, sizeof(conf),
+             "docroot \"%s\";\npage-cache \"%s\";\n"
+             "pages / { sandbox shop; }\n"
              "session-secret-file \"%s\";\n"
              "sandbox shop { workers 2; database \"%s\"; sessions database; }\n"
              "servlet /session { library \"%s\"; sandbox shop; }\n"
              "sandbox brief { workers 1; database \"%s\"; sessions database; "
              "session-timeout 2; }\n"
              "servlet /brief { library \"%s\"; sandbox brief; }\n",
-             secret, pg.conninfo, th_fixture("session"), pg.conninfo, th_fixture("session"));
+             root, cache, secret, pg.conninfo, th_fixture("session"), pg.conninfo,
+             th_fixture("session"));
     if (th_start(&a, conf, false) != 0 || th_start(&b, conf, false) != 0)
         return -1;
     return 0;
@@ -74,8 +103,10 @@ static int teardown(void **state)
     if (b.pid && th_stop(&b) != 0)
         rc = -1;
     pgtest_destroy(&pg);
-    unlink(secret);
-    rmdir(dir);
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        rc = -1;
     return rc;
 }
 
@@ -296,6 +327,29 @@ static void test_regenerate_and_invalidate(void **state)
                      before - 1);
 }
 
+/* A page queries the database with request data as a parameter and
+ * counts in a database session that the other host shares. */
+static void test_page_uses_database(void **state)
+{
+    (void)state;
+    th_response r;
+    assert_int_equal(th_request(a.port, "GET", "/visits.csp?name=o'hara", NULL, NULL, 0, &r), 0);
+    if (r.status != 200) {
+        char *log = th_slurp(a.log, NULL);
+        fail_msg("status %d: %s; log:\n%s", r.status, r.body, log ? log : "(none)");
+    }
+    assert_non_null(strstr(r.body, "db=O&#39;HARA count=1"));
+    char cookie[256], hdr[300];
+    cookie_of(&r, cookie, sizeof(cookie));
+    th_response_free(&r);
+    assert_true(cookie[0] != '\0');
+    snprintf(hdr, sizeof(hdr), "Cookie: %s\r\n", cookie);
+    assert_int_equal(th_request(b.port, "GET", "/visits.csp", hdr, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "db=X count=2"));
+    th_response_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -306,6 +360,7 @@ int main(void)
         cmocka_unit_test(test_crash_changes_nothing),
         cmocka_unit_test(test_regenerate_and_invalidate),
         cmocka_unit_test(test_expiry_and_sweep),
+        cmocka_unit_test(test_page_uses_database),
         cmocka_unit_test(test_database_down_is_503),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
