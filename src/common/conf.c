@@ -2228,6 +2228,17 @@ int sandlet_conf_load(const char *path, sandlet_conf **out, char *err, size_t er
         return -ENOMEM;
     }
     rc = sandlet_conf_parse(text, len, path, dir, out, err, errlen);
+    if (rc == 0) {
+        crypto_generichash((*out)->digest, sizeof((*out)->digest), (const unsigned char *)text, len,
+                           NULL, 0);
+        (*out)->source = realpath(path, NULL);
+        if (!(*out)->source) {
+            set_err(err, errlen, "%s: cannot resolve its path: %s", path, strerror(errno));
+            sandlet_conf_free(*out);
+            *out = NULL;
+            rc = -errno;
+        }
+    }
     free(dir);
     free(text);
     return rc;
@@ -2272,6 +2283,7 @@ void sandlet_conf_free(sandlet_conf *conf)
     free(conf->listens);
     free(conf->servlets);
     free(conf->file);
+    free(conf->source);
     free(conf->user);
     free(conf->docroot);
     free(conf->access_log);
@@ -2399,6 +2411,8 @@ sandlet_conf *sandlet_conf_plan(const sandlet_conf *conf)
     if (!p)
         return NULL;
     p->file = copy_str(conf->file, &bad);
+    p->source = copy_str(conf->source, &bad);
+    memcpy(p->digest, conf->digest, sizeof(p->digest));
     p->user = copy_str(conf->user, &bad);
     p->access_log = copy_str(conf->access_log, &bad);
     p->error_log = copy_str(conf->error_log, &bad);

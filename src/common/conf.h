@@ -222,6 +222,11 @@ typedef struct sandlet_pages_conf {
 
 typedef struct sandlet_conf {
     char *file; /* as given, for messages */
+    /* sandlet_conf_load: the file's absolute path (what a reload reads
+     * again, whatever the working directory) and a BLAKE2b of its bytes
+     * (whether a reload found it changed). */
+    char *source;
+    unsigned char digest[32];
     char *user; /* NULL: stay the user we were started as */
     char *docroot;
     char *access_log;           /* Combined Log Format; NULL: none */

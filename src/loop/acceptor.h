@@ -150,6 +150,11 @@ struct sandlet_worker {
     bool retired;       /* replaced on purpose (retire()): its exit is no news */
 };
 
+/* The request-duration histogram's upper bounds, in microseconds (+Inf
+ * is the count itself). */
+#define SANDLET_DURATION_BUCKETS 12
+extern const uint64_t sandlet_duration_bounds_us[SANDLET_DURATION_BUCKETS];
+
 struct sandlet_pool {
     sandlet_server *srv;
     size_t index;
@@ -159,9 +164,12 @@ struct sandlet_pool {
     size_t queued;
     uv_timer_t qtimer;  /* expires requests that waited too long */
     uint16_t nservlets; /* configured servlets: pages' indexes follow them */
-    /* The newest pages generation the supervisor announced: workers with
-     * an older one are retired once they are idle. */
+    /* The newest code generation (pages, or servlets after a reload)
+     * the supervisor announced: workers with an older one are replaced,
+     * one first, then the others once a new one has said READY, so that
+     * code that no longer starts leaves the old workers serving. */
     uint32_t pages_gen;
+    bool canary; /* one stale worker was retired; its successor has not said READY */
     /* Runs once per loop turn, after all I/O callbacks, while workers are
      * dirty: everything handed to a worker in one turn leaves in one
      * write. */
@@ -173,6 +181,12 @@ struct sandlet_pool {
     bool failing;
     /* Counters for the status page, since start. */
     uint64_t served, restarts, crashes, timeouts, seccomp_kills, rejected;
+    /* How long requests answered by a worker took, from their head's
+     * arrival to the worker's last byte (queue time included): counts per
+     * upper bound of SANDLET_DURATION_BOUNDS (cumulative when shown) and
+     * the sum, for the Prometheus histogram. */
+    uint64_t duration_le[SANDLET_DURATION_BUCKETS];
+    uint64_t duration_sum_us, duration_count;
 };
 
 int sandlet_pools_start(sandlet_server *srv);
@@ -180,8 +194,10 @@ int sandlet_pools_start(sandlet_server *srv);
 void sandlet_pool_submit(sandlet_pool *p, sandlet_conn *c);
 /* The client of c went away while c waited or was served. */
 void sandlet_pool_forget(sandlet_conn *c);
-/* The supervisor announced pages generation gen for p's sandbox: workers
- * started before it are replaced as soon as they are idle. */
+/* The supervisor announced code generation gen for p's sandbox (a
+ * page's new version, or a reload): workers started before it are
+ * replaced as they go idle, one at first, the rest once a worker of the
+ * new generation is up. */
 void sandlet_pool_pages(sandlet_pool *p, uint32_t gen);
 /* The client drained below the high-water mark: read the worker again. */
 void sandlet_pool_resume(sandlet_conn *c);

@@ -37,7 +37,7 @@
 static struct {
     sandlet_server srv;
     uv_loop_t loop;
-    uv_signal_t sigterm, sigint, sigchld, sigusr1;
+    uv_signal_t sigterm, sigint, sigchld, sigusr1, sighup;
     uv_timer_t drain, reap;
     bool ctl_closed;
     int exit_status;
@@ -268,6 +268,16 @@ static void on_sigusr1(uv_signal_t *s, int signum)
         sandlet_server_control(&m.srv, SANDLET_CTL_REOPEN, 0, 0, 0, 0);
 }
 
+/* SIGHUP: the supervisor reads the configuration again (it is root; the
+ * file may name files only root reads) and does what a reload does. */
+static void on_sighup(uv_signal_t *s, int signum)
+{
+    (void)s;
+    (void)signum;
+    sandlet_info("received SIGHUP: reloading %s", m.srv.conf->file);
+    sandlet_server_control(&m.srv, SANDLET_CTL_RELOAD, 0, 0, 0, 0);
+}
+
 /* Opens the logs before privileges are dropped: the error log becomes
  * standard error of the acceptor and the supervisor (never of a worker),
  * the access log stays with the acceptor.  The acceptor's user may own
@@ -333,6 +343,13 @@ static void on_ctl(uv_poll_t *p, int status, int events)
             close(fds[1]);
         if (msg.type == SANDLET_CTL_PAGE) {
             sandlet_pages_answer(srv, &msg, fd); /* takes fd */
+            continue;
+        }
+        if (msg.type == SANDLET_CTL_GEN) {
+            if (fd >= 0)
+                close(fd);
+            if (msg.sandbox < srv->conf->nsandboxes)
+                sandlet_pool_pages(&srv->pools[msg.sandbox], msg.pages);
             continue;
         }
         if (msg.type == SANDLET_CTL_LOGFD && fd >= 0) {
@@ -527,6 +544,8 @@ static int run(sandlet_conf *conf)
     uv_signal_start(&m.sigchld, on_sigchld, SIGCHLD);
     uv_signal_init(&m.loop, &m.sigusr1);
     uv_signal_start(&m.sigusr1, on_sigusr1, SIGUSR1);
+    uv_signal_init(&m.loop, &m.sighup);
+    uv_signal_start(&m.sighup, on_sighup, SIGHUP);
     sandlet_access_start(srv);
     uv_poll_init(&m.loop, &srv->ctl_poll, srv->ctl);
     uv_poll_start(&srv->ctl_poll, UV_READABLE, on_ctl);
@@ -601,6 +620,11 @@ int main(int argc, char **argv)
      * manager, a careless wrapper) must never reach a worker: every one
      * above standard error is closed at exec from here on. */
     sandlet_cloexec_inherited();
+    /* A reload that comes while sandletd starts must not end it: ignored
+     * until the acceptor's loop handles it, and for good by the
+     * supervisor (which inherits this) and the workers (ignored signals
+     * stay ignored across exec), which a terminal's hang-up reaches too. */
+    signal(SIGHUP, SIG_IGN);
     const char *file = DEFAULT_CONF;
     bool check = false;
     int opt;

@@ -597,16 +597,54 @@ static void retire(sandlet_worker *w, const char *why)
     w->retired = true;
 }
 
+/* Whether a stale worker may be replaced now: always once a worker of
+ * the pool's generation is up; before that, only the first (the canary),
+ * so that code that no longer starts costs one worker, not all of them. */
+static bool may_replace(sandlet_pool *p)
+{
+    for (unsigned i = 0; i < p->conf->workers; i++) {
+        const sandlet_worker *w = &p->workers[i];
+        if ((w->state == W_IDLE || w->state == W_BUSY) && w->pipe_open &&
+            w->pages_gen >= p->pages_gen)
+            return true;
+    }
+    return !p->canary;
+}
+
+/* Replaces the idle stale workers that may go now. */
+static void replace_stale(sandlet_pool *p, const char *why)
+{
+    for (unsigned i = 0; i < p->conf->workers && may_replace(p); i++) {
+        sandlet_worker *w = &p->workers[i];
+        if (w->state == W_IDLE && w->pipe_open && w->pages_gen < p->pages_gen) {
+            p->canary = true;
+            retire(w, why);
+        }
+    }
+}
+
 void sandlet_pool_pages(sandlet_pool *p, uint32_t gen)
 {
     if (gen <= p->pages_gen)
         return;
     p->pages_gen = gen;
-    for (unsigned i = 0; i < p->conf->workers; i++) {
-        sandlet_worker *w = &p->workers[i];
-        if (w->state == W_IDLE && w->pipe_open && w->pages_gen < gen)
-            retire(w, "a page it serves has a new version");
-    }
+    p->canary = false;
+    replace_stale(p, "its code has a new version");
+}
+
+const uint64_t sandlet_duration_bounds_us[SANDLET_DURATION_BUCKETS] = {
+    1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 10000000};
+
+/* One more request of p that took us microseconds. */
+static void observe(sandlet_pool *p, uint64_t us)
+{
+    p->duration_sum_us += us;
+    p->duration_count++;
+    for (size_t i = 0; i < SANDLET_DURATION_BUCKETS; i++)
+        if (us <= sandlet_duration_bounds_us[i]) {
+            p->duration_le[i]++;
+            break;
+        }
 }
 
 static void request_finished(sandlet_worker *w)
@@ -615,14 +653,23 @@ static void request_finished(sandlet_worker *w)
      * write while handing over that client's next request). */
     if (w->rcount == 0 || !w->pipe_open)
         return;
+    const sandlet_inflight *f = held(w, 0);
+    if (f->conn) {
+        int status;
+        uint64_t bytes, started;
+        sandlet_conn_outcome(f->conn, &status, &bytes, &started);
+        uint64_t now = uv_hrtime();
+        observe(w->pool, now > started ? (now - started) / 1000 : 0);
+    }
     uv_timer_stop(&w->deadline);
     w->rfirst = (w->rfirst + 1) % depth(w);
     w->rcount--;
     w->served++;
     w->pool->served++;
     unsigned max = w->pool->conf->max_requests;
-    if (w->rcount == 0 && w->pages_gen < w->pool->pages_gen) {
-        retire(w, "its pages are out of date");
+    if (w->rcount == 0 && w->pages_gen < w->pool->pages_gen && may_replace(w->pool)) {
+        w->pool->canary = true;
+        retire(w, "its code is out of date");
         sandlet_pool_submit(w->pool, NULL);
         return;
     }
@@ -658,11 +705,13 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
                                    w->slot, w->gen, 0);
             sandlet_debug("worker %d of sandbox '%s' is ready", (int)w->pid, sandbox_name(w));
             if (w->pages_gen < w->pool->pages_gen) {
-                /* Started just before a page's new version: it would only
-                 * ever serve servlets and older pages. */
-                retire(w, "it started before the newest pages");
+                /* Started just before the code's new version: it would
+                 * only ever serve the old code. */
+                retire(w, "it started before the newest code");
                 return false;
             }
+            /* A worker of the new code is up: the other stale ones may go. */
+            replace_stale(w->pool, "its code has a new version");
             sandlet_pool_submit(w->pool, NULL);
             return true;
         }

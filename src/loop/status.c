@@ -67,6 +67,49 @@ static void metric(sandlet_buf *b, const char *name, const char *help, const cha
     }
 }
 
+static void put_str(sandlet_buf *b, const char *s)
+{
+    sandlet_buf_put(b, s, strlen(s));
+}
+
+/* sandlet_request_duration_seconds: a histogram per sandbox, its buckets
+ * cumulative as the format wants. */
+static void durations(sandlet_buf *b, const sandlet_server *srv)
+{
+    static const char head[] =
+        "# HELP sandlet_request_duration_seconds Time from a request's head to its worker's last "
+        "byte (queueing included).\n"
+        "# TYPE sandlet_request_duration_seconds histogram\n";
+    sandlet_buf_put(b, head, sizeof(head) - 1);
+    char line[128];
+    for (size_t i = 0; i < srv->conf->nsandboxes; i++) {
+        const sandlet_pool *p = &srv->pools[i];
+        uint64_t total = 0;
+        for (size_t k = 0; k <= SANDLET_DURATION_BUCKETS; k++) {
+            char le[32];
+            if (k < SANDLET_DURATION_BUCKETS) {
+                total += p->duration_le[k];
+                snprintf(le, sizeof(le), "%g", (double)sandlet_duration_bounds_us[k] / 1e6);
+            } else {
+                total = p->duration_count;
+                snprintf(le, sizeof(le), "+Inf");
+            }
+            put_str(b, "sandlet_request_duration_seconds_bucket{sandbox=\"");
+            put_label(b, p->conf->name);
+            int n = snprintf(line, sizeof(line), "\",le=\"%s\"} %" PRIu64 "\n", le, total);
+            sandlet_buf_put(b, line, (size_t)n);
+        }
+        put_str(b, "sandlet_request_duration_seconds_sum{sandbox=\"");
+        put_label(b, p->conf->name);
+        int n = snprintf(line, sizeof(line), "\"} %.6f\n", (double)p->duration_sum_us / 1e6);
+        sandlet_buf_put(b, line, (size_t)n);
+        put_str(b, "sandlet_request_duration_seconds_count{sandbox=\"");
+        put_label(b, p->conf->name);
+        n = snprintf(line, sizeof(line), "\"} %" PRIu64 "\n", p->duration_count);
+        sandlet_buf_put(b, line, (size_t)n);
+    }
+}
+
 void sandlet_status_serve(sandlet_conn *c)
 {
     sandlet_server *srv = sandlet_conn_server(c);
@@ -92,6 +135,7 @@ void sandlet_status_serve(sandlet_conn *c)
                srv, 7);
         metric(&b, "requests_rejected_total", "Requests answered 503 (queue full or too long).",
                "counter", srv, 8);
+        durations(&b, srv);
     } else {
         char line[512];
         int n = snprintf(line, sizeof(line),

@@ -11,7 +11,9 @@
  * that it cannot make the privileged supervisor signal an arbitrary
  * process), for the logs to be reopened (REOPEN), and say that a worker
  * started (READY: its slot's crash-loop back-off resets; once per
- * generation, and it can only make restarts faster, which KILL can too).  The supervisor
+ * generation, and it can only make restarts faster, which KILL can too),
+ * and pass on a reload request (RELOAD, rate-limited: the supervisor reads
+ * the configuration itself).  The supervisor
  * treats every message from the acceptor as hostile: wrong size, unknown
  * type, attached descriptors or an empty message are refused, KILL only
  * reaches a live child of that generation, REOPEN is rate-limited.
@@ -35,6 +37,8 @@ enum sandlet_ctl_type {
     SANDLET_CTL_READY,        /* acceptor→supervisor: that worker said READY */
     SANDLET_CTL_PAGE_CHECK,   /* acceptor→supervisor: is page ready? (sandbox, page) */
     SANDLET_CTL_PAGE,         /* supervisor→acceptor: the answer, see below */
+    SANDLET_CTL_RELOAD,       /* acceptor→supervisor: SIGHUP, read the configuration again */
+    SANDLET_CTL_GEN,          /* supervisor→acceptor: sandbox's code generation is now pages */
 };
 
 /* A page's path relative to the docroot, NUL included, in PAGE_CHECK and

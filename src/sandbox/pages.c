@@ -210,15 +210,22 @@ static int build_env(void)
 }
 
 static void preload(size_t sandbox);
+static int rebuild_init(pagebox *b);
 
 int sandlet_pages_start(const sandlet_pages_env *env)
 {
     pg.env = *env;
     const sandlet_conf *c = conf();
+    /* Every sandbox has a code generation (a reload raises it), pages or
+     * not. */
+    pg.boxes = calloc(c->nsandboxes ? c->nsandboxes : 1, sizeof(*pg.boxes));
+    if (!pg.boxes) {
+        sandlet_error("out of memory preparing the sandboxes' code generations");
+        return -ENOMEM;
+    }
     if (!c->npages)
         return 0;
-    pg.boxes = calloc(c->nsandboxes, sizeof(*pg.boxes));
-    if (!pg.boxes || build_env() < 0) {
+    if (build_env() < 0) {
         sandlet_error("out of memory preparing C Server Pages");
         return -ENOMEM;
     }
@@ -269,9 +276,28 @@ int sandlet_pages_start(const sandlet_pages_env *env)
 
 const sandlet_init_pages *sandlet_pages_of(size_t sandbox)
 {
-    if (!pg.boxes || sandbox >= conf()->nsandboxes || !pg.boxes[sandbox].n)
+    /* A sandbox without pages has a generation too once it was reloaded. */
+    if (!pg.boxes || sandbox >= conf()->nsandboxes ||
+        (!pg.boxes[sandbox].n && !pg.boxes[sandbox].gen))
         return NULL;
     return &pg.boxes[sandbox].init;
+}
+
+uint32_t sandlet_pages_new_code(size_t sandbox)
+{
+    if (!pg.boxes || sandbox >= conf()->nsandboxes)
+        return 0;
+    pagebox *b = &pg.boxes[sandbox];
+    uint32_t old = b->gen;
+    b->gen++;
+    if (rebuild_init(b) < 0) {
+        b->gen = old;
+        sandlet_error("sandbox '%s': out of memory starting its new code; its workers keep the "
+                      "old code",
+                      conf()->sandboxes[sandbox].name);
+        return 0;
+    }
+    return b->gen;
 }
 
 bool sandlet_pages_busy(void)

@@ -44,6 +44,10 @@ void sandlet_pages_worker_ready(size_t sandbox, uint32_t gen);
  * that one page's init cannot keep its sandbox's servlets and other pages
  * down.  True when a page was left out (restart at once). */
 bool sandlet_pages_worker_died(size_t sandbox, uint32_t gen);
+/* A reload: sandbox's workers must load their code again (servlets and
+ * pages), so its code generation grows; new workers' INIT carry it.
+ * Returns the new generation, 0 when it cannot (out of memory: logged). */
+uint32_t sandlet_pages_new_code(size_t sandbox);
 /* Stops every compile (SIGKILL to each one's process group). */
 void sandlet_pages_stop(void);
 /* True while a compile runs (the supervisor waits for it at shutdown). */

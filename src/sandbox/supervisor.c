@@ -118,6 +118,7 @@ static struct {
     sandlet_session_store **session_maps; /* our mapping of each, to check it */
     pid_t *store_holder;                  /* per sandbox: the live holder last seen */
     unsigned *store_held;                 /* per sandbox: checks it has been seen at */
+    uint64_t last_reload;                 /* uv_now of the last reload carried out */
     uint64_t reopen_window, refusal_window;
     unsigned reopens, refusals, suppressed;
     bool closing;
@@ -430,6 +431,56 @@ static int same_logfd(const sandlet_ctl *m, void *arg)
     return m->type == SANDLET_CTL_LOGFD && m->status == kind->status;
 }
 
+/* SIGHUP, passed on by the acceptor.  The file is read again here, as
+ * root (it may name files only root reads), and checked in full: a file
+ * that does not load is reported and changes nothing.  What a reload
+ * applies so far is the code: every sandbox gets a new code generation,
+ * so its workers are replaced, a few at a time as they finish their
+ * requests, by workers that load the servlets and pages now on disk; the
+ * memory session stores stay (this process holds them).  A changed
+ * configuration is only reported, with the restart that applies it.
+ * At most one a second: the request comes from the acceptor, which a
+ * client may have taken over. */
+static void reload(void)
+{
+    uint64_t now = uv_now(&sv.loop);
+    if (sv.last_reload && now - sv.last_reload < 1000) {
+        refuse("RELOAD again within a second");
+        return;
+    }
+    sv.last_reload = now;
+    sandlet_conf *fresh = NULL;
+    char err[1024];
+    int rc =
+        sv.conf->source ? sandlet_conf_load(sv.conf->source, &fresh, err, sizeof(err)) : -ENOENT;
+    if (rc < 0) {
+        sandlet_error("reload: %s; still serving with the configuration loaded before (fix the "
+                      "file, check it with 'sandletd -t -c %s', and send SIGHUP again)",
+                      rc == -ENOENT && !sv.conf->source ? "no configuration file to read" : err,
+                      sv.conf->file);
+        return;
+    }
+    bool same = memcmp(fresh->digest, sv.conf->digest, sizeof(fresh->digest)) == 0;
+    sandlet_conf_free(fresh);
+    for (size_t i = 0; i < sv.conf->nsandboxes; i++) {
+        uint32_t gen = sandlet_pages_new_code(i);
+        if (!gen)
+            continue;
+        sandlet_ctl m = {.type = SANDLET_CTL_GEN, .sandbox = (uint32_t)i, .pages = gen};
+        tell(&m, NULL, 0);
+    }
+    if (same)
+        sandlet_info("reload: %s is unchanged; the workers of every sandbox are being replaced, "
+                     "as they finish their requests, by ones that load the servlets and pages "
+                     "now on disk",
+                     sv.conf->file);
+    else
+        sandlet_warn("reload: %s has changed (it is valid), but a reload applies only new "
+                     "servlet and page code so far: restart sandletd to apply the configuration "
+                     "itself; the workers are being replaced with the code now on disk",
+                     sv.conf->file);
+}
+
 static void worker_ready(const sandlet_ctl *m)
 {
     slot *s = find_slot(m);
@@ -570,6 +621,7 @@ static void on_ctl(uv_poll_t *p, int status, int events)
         case SANDLET_CTL_REOPEN: reopen_logs(); break;
         case SANDLET_CTL_READY: worker_ready(&m); break;
         case SANDLET_CTL_PAGE_CHECK: sandlet_pages_check(&m); break;
+        case SANDLET_CTL_RELOAD: reload(); break;
         case SANDLET_CTL_SPAWN: refuse("SPAWN: workers are started by the supervisor alone"); break;
         default: refuse("unknown type %u", m.type); break;
         }

@@ -664,7 +664,43 @@ static void test_status_page(void **state)
     assert_true(sample(r.body, "sandlet_request_timeouts_total{sandbox=\"slow\"} ") >= 1);
     assert_true(sample(r.body, "sandlet_requests_rejected_total{sandbox=\"broken\"} ") >= 1);
     assert_int_equal(sample(r.body, "sandlet_workers{sandbox=\"main\"} "), 2);
+    /* The requests main served are in its duration histogram. */
+    assert_true(sample(r.body, "sandlet_request_duration_seconds_count{sandbox=\"main\"} ") > 100);
+    assert_true(
+        sample(r.body, "sandlet_request_duration_seconds_bucket{sandbox=\"main\",le=\"+Inf\"} ") >
+        100);
+    /* And the whole page parses with Prometheus's own parser. */
+    char in[160], cmd[512];
+    snprintf(in, sizeof(in), "%s/metrics.txt", daemon_.dir);
+    FILE *f = fopen(in, "w");
+    assert_non_null(f);
+    assert_int_equal(fwrite(r.body, 1, r.body_len, f), r.body_len);
+    fclose(f);
     th_response_free(&r);
+    snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/tests/integration/prom_check.py < %s 2>&1",
+             getenv("SANDLET_SRCDIR"), in);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    char out[8192];
+    size_t n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    unlink(in);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail_msg("prom_check.py (scripts/install-deps installs python3-prometheus-client): %s",
+                 out);
+    static const char *const families[] = {"sandlet_workers gauge",
+                                           "sandlet_busy_workers gauge",
+                                           "sandlet_queued_requests gauge",
+                                           "sandlet_requests_served counter",
+                                           "sandlet_worker_restarts counter",
+                                           "sandlet_worker_crashes counter",
+                                           "sandlet_request_timeouts counter",
+                                           "sandlet_seccomp_kills counter",
+                                           "sandlet_request_duration_seconds histogram"};
+    for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++)
+        if (!strstr(out, families[i]))
+            fail_msg("the parser found no family '%s' in:\n%s", families[i], out);
 }
 
 static void test_config_check(void **state)

@@ -1,0 +1,288 @@
+/*
+ * test_reload.c - SIGHUP on a running sandletd: a servlet library replaced
+ * on disk (atomic rename) is served in its new version after a reload,
+ * with no request failed under load meanwhile and the memory sessions
+ * kept; a configuration that does not load is reported and changes
+ * nothing; a changed one is reported with the restart that applies it;
+ * a new library that no longer loads leaves the old workers serving.
+ */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static th_daemon d;
+static char dir[64];
+static char lib[128];
+static char conf[1024];
+
+/* Copies from to lib through a temporary name and a rename, as a deploy
+ * does: a worker that opens lib sees the old file or the new, whole. */
+static void install(const char *from)
+{
+    char tmp[160];
+    snprintf(tmp, sizeof(tmp), "%s.new", lib);
+    size_t len = 0;
+    char *bytes = th_slurp(from, &len);
+    assert_non_null(bytes);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, bytes, len), (ssize_t)len);
+    close(fd);
+    free(bytes);
+    assert_int_equal(rename(tmp, lib), 0);
+}
+
+static void install_text(const char *text)
+{
+    char tmp[160];
+    snprintf(tmp, sizeof(tmp), "%s.new", lib);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    assert_int_equal(rename(tmp, lib), 0);
+}
+
+static void write_conf(const char *text)
+{
+    int fd = open(d.conf, O_WRONLY | O_TRUNC | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+/* SIGHUP, at most one a second (the supervisor's rate limit). */
+static void reload(void)
+{
+    static unsigned long long last;
+    unsigned long long now = th_now_ms();
+    if (last && now - last < 1100)
+        usleep((useconds_t)(1100 - (now - last)) * 1000);
+    assert_int_equal(kill(d.pid, SIGHUP), 0);
+    last = th_now_ms();
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    th_prepare();
+    if (th_tempdir(dir, sizeof(dir), "reload", 0755) != 0)
+        return -1;
+    snprintf(lib, sizeof(lib), "%s/app.so", dir);
+    snprintf(conf, sizeof(conf),
+             "sandbox app { workers 2; }\n"
+             "servlet /v { library \"%s\"; sandbox app; }\n",
+             lib);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* The version that answered /v (with the cookie, counting), or -status. */
+static int version(const char *cookie, long *count)
+{
+    char hdr[300];
+    snprintf(hdr, sizeof(hdr), "Cookie: %s\r\n", cookie ? cookie : "");
+    th_response r;
+    if (th_request(d.port, "GET", cookie ? "/v?count=1" : "/v", cookie ? hdr : NULL, NULL, 0, &r) !=
+        0)
+        return -1;
+    int v = -r.status;
+    const char *p = r.status == 200 ? strstr(r.body, "version=") : NULL;
+    if (p)
+        v = (int)strtol(p + 8, NULL, 10);
+    p = strstr(r.body, "count=");
+    if (count && p)
+        *count = strtol(p + 6, NULL, 10);
+    th_response_free(&r);
+    return v;
+}
+
+/* Waits until every answer is version want (a few in a row). */
+static bool settles_on(int want)
+{
+    int streak = 0;
+    for (int i = 0; i < 400 && streak < 6; i++) {
+        int v = version(NULL, NULL);
+        streak = v == want ? streak + 1 : 0;
+        if (streak < 6)
+            usleep(25 * 1000);
+    }
+    return streak >= 6;
+}
+
+/* A client that sends requests until stopped, on keep-alive connections
+ * and new ones; exits with the number of failures (capped). */
+static pid_t load(void)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid)
+        return pid;
+    unsigned failed = 0, done = 0;
+    unsigned long long until = th_now_ms() + 60000;
+    while (th_now_ms() < until) {
+        /* A keep-alive connection for ten requests, then a new one. */
+        th_conn *c = th_connect(d.port, false);
+        for (int i = 0; c && i < 10; i++) {
+            th_response r;
+            if (th_send_str(c, "GET /v HTTP/1.1\r\nHost: t\r\n\r\n") != 0 ||
+                th_read(c, &r, false) != 0) {
+                failed++;
+                break;
+            }
+            failed += r.status != 200;
+            done++;
+            th_response_free(&r);
+        }
+        if (!c)
+            failed++;
+        th_close(c);
+        th_response r;
+        if (th_request(d.port, "GET", "/v", NULL, NULL, 0, &r) != 0) {
+            failed++;
+        } else {
+            failed += r.status != 200;
+            done++;
+            th_response_free(&r);
+        }
+        /* The parent ends the run by making this file. */
+        char flag[128];
+        snprintf(flag, sizeof(flag), "%s/stop", dir);
+        if (access(flag, F_OK) == 0)
+            break;
+    }
+    printf("load: %u requests, %u failed\n", done, failed);
+    fflush(stdout);
+    _exit(failed > 250 ? 250 : (int)failed);
+}
+
+static void test_new_code_no_failed_request(void **state)
+{
+    (void)state;
+    char v1[256], v2[256];
+    snprintf(v1, sizeof(v1), "%s", th_fixture("version1"));
+    snprintf(v2, sizeof(v2), "%s", th_fixture("version2"));
+    install(v1);
+    assert_int_equal(th_start(&d, conf, false), 0);
+    /* A memory session, to see it survive the reloads. */
+    th_response r;
+    assert_int_equal(th_request(d.port, "GET", "/v?count=1", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "version=1 count=1"));
+    char cookie[256] = "";
+    const char *p = strstr(r.head, "Set-Cookie: ");
+    assert_non_null(p);
+    p += strlen("Set-Cookie: ");
+    size_t n = strcspn(p, ";\r\n");
+    assert_true(n < sizeof(cookie));
+    memcpy(cookie, p, n);
+    th_response_free(&r);
+
+    pid_t client = load();
+    long count = 1;
+    for (int i = 0; i < 6; i++) {
+        int want = i % 2 ? 1 : 2;
+        install(want == 1 ? v1 : v2);
+        reload();
+        if (!settles_on(want)) {
+            char *log = th_slurp(d.log, NULL);
+            fail_msg("reload %d: version %d never took over; log:\n%s", i, want,
+                     log ? log : "(none)");
+        }
+        long c = 0;
+        assert_int_equal(version(cookie, &c), want);
+        assert_int_equal(c, ++count); /* the session stayed */
+    }
+    char flag[128];
+    snprintf(flag, sizeof(flag), "%s/stop", dir);
+    int fd = open(flag, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    close(fd);
+    int st;
+    assert_int_equal(waitpid(client, &st, 0), client);
+    unlink(flag);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_true(th_log_contains(&d, "is unchanged; the workers of every sandbox are being"));
+}
+
+static void test_broken_configuration_changes_nothing(void **state)
+{
+    (void)state;
+    char *good = th_slurp(d.conf, NULL);
+    assert_non_null(good);
+    write_conf("sandbox app { workers two; }\n");
+    reload();
+    assert_true(th_log_wait(&d, "still serving with the configuration loaded before", 5000));
+    if (!th_log_contains(&d, "invalid number 'two' for 'workers'")) {
+        char *log = th_slurp(d.log, NULL);
+        fprintf(stderr, "%s\n", log ? log : "(none)");
+        fail_msg("the error does not quote the bad value");
+    }
+    int v = version(NULL, NULL);
+    assert_true(v == 1 || v == 2);
+    /* Valid but changed: reported, with the restart that applies it. */
+    char changed[1200];
+    snprintf(changed, sizeof(changed), "%s# a comment changes the file\n", good);
+    write_conf(changed);
+    reload();
+    assert_true(th_log_wait(&d, "has changed (it is valid), but a reload applies only", 5000));
+    write_conf(good);
+    free(good);
+    assert_int_equal(version(NULL, NULL), v);
+}
+
+static void test_library_that_no_longer_loads(void **state)
+{
+    (void)state;
+    int before = version(NULL, NULL);
+    assert_true(before == 1 || before == 2);
+    install_text("this is not a shared object\n");
+    reload();
+    if (!th_log_wait(&d, "cannot load", 5000)) {
+        char *log = th_slurp(d.log, NULL);
+        fprintf(stderr, "%s\n", log ? log : "(none)");
+        fail_msg("no load error in the log");
+    }
+    /* The old code keeps serving: one worker was tried, the other stays. */
+    for (int i = 0; i < 30; i++) {
+        assert_int_equal(version(NULL, NULL), before);
+        usleep(50 * 1000);
+    }
+    install(th_fixture(before == 1 ? "version2" : "version1"));
+    reload();
+    assert_true(settles_on(before == 1 ? 2 : 1));
+    assert_int_equal(th_stop(&d), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_new_code_no_failed_request),
+        cmocka_unit_test(test_broken_configuration_changes_nothing),
+        cmocka_unit_test(test_library_that_no_longer_loads),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
