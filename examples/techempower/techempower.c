@@ -39,8 +39,8 @@ static int init(sl_context *ctx)
 }
 
 /* A failed statement: the log (the worker's stderr) gets the database's
- * message; the client a 500 (sandlet turns it into 503 + Retry-After while the database is
- * down). */
+ * message, the client a 500 (which sandlet answers as 503 + Retry-After
+ * while the database is down). */
 static int db_failed(sl_request *rq, sl_response *rs, const char *what)
 {
     (void)rs;
@@ -49,7 +49,7 @@ static int db_failed(sl_request *rq, sl_response *rs, const char *what)
     return 500;
 }
 
-static int send(sl_response *rs, const char *type, const char *out, size_t len)
+static int answer(sl_response *rs, const char *type, const char *out, size_t len)
 {
     if (sl_set_content_type(rs, type) != 0 || sl_write(rs, out, len) != 0)
         return 500;
@@ -78,7 +78,7 @@ static int route_db(sl_request *rq, sl_response *rs)
     size_t at = 0;
     if (te_world_json(out, sizeof(out), &at, &w) != 0)
         return 500;
-    return send(rs, "application/json", out, at);
+    return answer(rs, "application/json", out, at);
 }
 
 /* n random rows into w; 0 or -1. */
@@ -100,7 +100,7 @@ static int route_queries(sl_request *rq, sl_response *rs)
     size_t at = 0;
     if (!out || te_worlds_json(out, OUT_CAP, &at, w, n) != 0)
         return 500;
-    return send(rs, "application/json", out, at);
+    return answer(rs, "application/json", out, at);
 }
 
 static int route_updates(sl_request *rq, sl_response *rs)
@@ -121,7 +121,7 @@ static int route_updates(sl_request *rq, sl_response *rs)
     size_t at = 0;
     if (!out || te_worlds_json(out, OUT_CAP, &at, w, n) != 0)
         return 500;
-    return send(rs, "application/json", out, at);
+    return answer(rs, "application/json", out, at);
 }
 
 static int route_fortunes(sl_request *rq, sl_response *rs)
@@ -147,7 +147,7 @@ static int route_fortunes(sl_request *rq, sl_response *rs)
         fprintf(stderr, "techempower: the fortunes page exceeds %zu bytes\n", OUT_CAP);
         return 500;
     }
-    return send(rs, "text/html; charset=utf-8", out, at);
+    return answer(rs, "text/html; charset=utf-8", out, at);
 }
 
 static int service(sl_request *rq, sl_response *rs)
