@@ -802,12 +802,6 @@ bool sandlet_lib_db_answer_unavailable(sl_response *rs, int *status, bool force)
      * one that did not. */
     if (!db.was_down)
         fprintf(stderr, "libsandlet: %s; answering 503 until it is back\n", db.error);
-    rs->status = 503;
-    rs->nheaders = 0;
-    rs->body_len = 0;
-    sl_set_header(rs, "Retry-After", "5");
-    sl_set_content_type(rs, "text/plain; charset=utf-8");
-    sl_puts(rs, "503 Service Unavailable: the database is unavailable\n");
-    *status = 503;
+    sandlet_lib_answer_unavailable(rs, status, "the database");
     return true;
 }

@@ -390,6 +390,18 @@ static sl_handler pick(const sl_servlet *servlet, const char *method)
     return NULL;
 }
 
+void sandlet_lib_answer_unavailable(sl_response *rs, int *status, const char *what)
+{
+    /* Retry-After: the client may come back, unlike after a 500. */
+    rs->status = 503;
+    rs->nheaders = 0;
+    rs->body_len = 0;
+    sl_set_header(rs, "Retry-After", "5");
+    sl_set_content_type(rs, "text/plain; charset=utf-8");
+    sl_printf(rs, "503 Service Unavailable: %s is unavailable\n", what);
+    *status = 503;
+}
+
 int sandlet_lib_run(const sl_servlet *servlet, sl_request *rq, sl_response *rs)
 {
     sl_handler h = pick(servlet, rq->method);

@@ -172,6 +172,10 @@ int sandlet_lib_response_finish(sl_response *rs, int status);
  * handler is 204 and other unhandled methods 405, both with Allow.  A
  * status that is not final (outside 200..599) becomes 502, with a line on
  * stderr. */
+/* Replaces whatever the handler put in rs (head not sent yet) with a 503
+ * "Service Unavailable: WHAT is unavailable" and Retry-After, the answer
+ * when a resource the request needs is down; *status becomes 503. */
+void sandlet_lib_answer_unavailable(sl_response *rs, int *status, const char *what);
 int sandlet_lib_run(const sl_servlet *servlet, sl_request *rq, sl_response *rs);
 
 /* ---- db.c: the sandbox's database (sandlet/db.h) ------------------------ */

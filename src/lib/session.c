@@ -480,13 +480,7 @@ bool sandlet_lib_session_request_end(sl_response *rs, int *status)
      * same, and its reason is in the log already. */
     if (sandlet_lib_db_answer_unavailable(rs, status, true) || rs->head_sent)
         return true;
-    rs->status = 503;
-    rs->nheaders = 0;
-    rs->body_len = 0;
-    sl_set_header(rs, "Retry-After", "5");
-    sl_set_content_type(rs, "text/plain; charset=utf-8");
-    sl_puts(rs, "503 Service Unavailable: the session store is unavailable\n");
-    *status = 503;
+    sandlet_lib_answer_unavailable(rs, status, "the session store");
     return true;
 }
 

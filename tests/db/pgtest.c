@@ -419,3 +419,12 @@ int pgtest_exec(const pgtest *pg, const char *sql, char *err, size_t errlen)
     PQfinish(c);
     return rc;
 }
+
+int pgtest_start_or_say(pgtest *pg)
+{
+    char err[512];
+    if (pgtest_start(pg, err, sizeof(err)) == 0)
+        return 0;
+    fprintf(stderr, "%s\n", err);
+    return -1;
+}

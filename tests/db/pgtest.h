@@ -32,6 +32,9 @@ typedef struct pgtest {
 /* initdb and start.  0, or -1 with one line naming the cause and the fix
  * in err (for cmocka's fail_msg). */
 int pgtest_start(pgtest *pg, char *err, size_t errlen);
+/* pgtest_start for a test's setup: the reason, when it fails, goes to
+ * standard error (cmocka shows it).  0 or -1. */
+int pgtest_start_or_say(pgtest *pg);
 /* Stops the server (fast shutdown), keeping the cluster, for tests of a
  * database that goes away; 0 or -1. */
 int pgtest_stop(pgtest *pg, char *err, size_t errlen);

@@ -65,10 +65,8 @@ static int setup(void **state)
 {
     (void)state;
     char err[512];
-    if (pgtest_start(&pg, err, sizeof(err)) != 0) {
-        fprintf(stderr, "%s\n", err);
+    if (pgtest_start_or_say(&pg) != 0)
         return -1;
-    }
     if (pgtest_exec(&pg,
                     "CREATE TABLE vals (id serial PRIMARY KEY, i4 int, i8 bigint, d float8, "
                     "b bool, s text, by bytea, ts timestamptz, tsn timestamp);"

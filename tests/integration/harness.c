@@ -544,3 +544,19 @@ unsigned long long th_now_ms(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (unsigned long long)ts.tv_sec * 1000u + (unsigned long long)ts.tv_nsec / 1000000u;
 }
+
+int th_check_conf(const char *conf, char *out, size_t cap)
+{
+    char cmd[512];
+    const char *exe = getenv("SANDLETD");
+    snprintf(cmd, sizeof(cmd), "%s -t -c '%s' 2>&1", exe ? exe : "./sandletd", conf);
+    FILE *p = popen(cmd, "r");
+    if (!p) {
+        snprintf(out, cap, "cannot run %s", cmd);
+        return -1;
+    }
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}

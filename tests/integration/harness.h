@@ -104,6 +104,10 @@ int th_request(unsigned port, const char *method, const char *target, const char
 /* Value of a response header (case-insensitive), copied into out. */
 bool th_header(const th_response *r, const char *name, char *out, size_t outlen);
 
+/* "sandletd -t -c conf": its exit status (-1 when it did not exit), its
+ * standard output and error into out (cap bytes, NUL-ended). */
+int th_check_conf(const char *conf, char *out, size_t cap);
+
 /* Milliseconds on the monotonic clock, for "answered within" checks. */
 unsigned long long th_now_ms(void);
 

@@ -46,14 +46,7 @@ static int check(const char *text, char *out, size_t cap)
     assert_non_null(f);
     fputs(text, f);
     fclose(f);
-    char cmd[512];
-    snprintf(cmd, sizeof(cmd), "%s -t -c %s 2>&1", getenv("SANDLETD"), path);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return th_check_conf(path, out, cap);
 }
 
 static void expect(const char *out, const char *needle)

@@ -82,10 +82,8 @@ static int setup(void **state)
     (void)state;
     th_prepare();
     char err[512];
-    if (pgtest_start(&pg, err, sizeof(err)) != 0) {
-        fprintf(stderr, "%s\n", err);
+    if (pgtest_start_or_say(&pg) != 0)
         return -1;
-    }
     if (th_tempdir(dir, sizeof(dir), "db", 0700) != 0)
         return -1;
     snprintf(pwfile, sizeof(pwfile), "%s/pw", dir);

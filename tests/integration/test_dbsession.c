@@ -52,11 +52,8 @@ static int setup(void **state)
 {
     (void)state;
     th_prepare();
-    char err[512];
-    if (pgtest_start(&pg, err, sizeof(err)) != 0) {
-        fprintf(stderr, "%s\n", err);
+    if (pgtest_start_or_say(&pg) != 0)
         return -1;
-    }
     if (th_tempdir(dir, sizeof(dir), "dbsess", 0700) != 0)
         return -1;
     /* One secret for both hosts: an id one mints verifies on the other. */

@@ -279,11 +279,8 @@ static int teardown(void **state)
 static int setup_steps(void)
 {
     th_prepare();
-    char err[512];
-    if (pgtest_start(&pg, err, sizeof(err)) != 0) {
-        fprintf(stderr, "%s\n", err);
+    if (pgtest_start_or_say(&pg) != 0)
         return -1;
-    }
     if (th_tempdir(dir, sizeof(dir), "scaleout", 0700) != 0 ||
         th_tempdir(docroot, sizeof(docroot), "scaleout-www", 0755) != 0)
         return -1;

@@ -576,20 +576,6 @@ static void test_cross_clobber(void **state)
     assert_int_equal(a.count, 3);
 }
 
-/* "sandletd -t" on a configuration; returns its exit status and output. */
-static int check_conf(const char *conf, char *out, size_t cap)
-{
-    char cmd[512];
-    const char *exe = getenv("SANDLETD");
-    snprintf(cmd, sizeof(cmd), "%s -t -c %s 2>&1", exe ? exe : "./sandletd", conf);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 /* session-secret-file: a file others may read stops sandletd with the fix
  * named; a private one is taken, and sessions work with keys from it. */
 static void test_secret_file(void **state)
@@ -614,11 +600,11 @@ static void test_secret_file(void **state)
     assert_non_null(f);
     fputs(body, f);
     fclose(f);
-    assert_int_equal(check_conf(conf, out, sizeof(out)), 1);
+    assert_int_equal(th_check_conf(conf, out, sizeof(out)), 1);
     assert_non_null(strstr(out, "may be read or written by group or others"));
     assert_non_null(strstr(out, "chmod 600"));
     assert_int_equal(chmod(secret, 0600), 0);
-    assert_int_equal(check_conf(conf, out, sizeof(out)), 0);
+    assert_int_equal(th_check_conf(conf, out, sizeof(out)), 0);
     assert_non_null(strstr(out, "OK"));
 
     th_daemon kd;

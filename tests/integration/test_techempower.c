@@ -38,10 +38,8 @@ static int setup(void **state)
     (void)state;
     th_prepare();
     char err[512];
-    if (pgtest_start(&pg, err, sizeof(err)) != 0) {
-        fprintf(stderr, "%s\n", err);
+    if (pgtest_start_or_say(&pg) != 0)
         return -1;
-    }
     char path[4096];
     snprintf(path, sizeof(path), "%s/examples/techempower/create.sql",
              getenv("SANDLET_SRCDIR") ? getenv("SANDLET_SRCDIR") : ".");
