@@ -704,9 +704,12 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
             sandlet_server_control(w->pool->srv, SANDLET_CTL_READY, (uint32_t)w->pool->index,
                                    w->slot, w->gen, 0);
             sandlet_debug("worker %d of sandbox '%s' is ready", (int)w->pid, sandbox_name(w));
-            if (w->pages_gen < w->pool->pages_gen) {
+            if (w->pages_gen < w->pool->pages_gen && may_replace(w->pool)) {
                 /* Started just before the code's new version: it would
-                 * only ever serve the old code. */
+                 * only ever serve the old code.  Unless the new code has
+                 * no worker up yet: then it serves the old code meanwhile
+                 * (the new may never start), and goes when one is up. */
+                w->pool->canary = true;
                 retire(w, "it started before the newest code");
                 return false;
             }
