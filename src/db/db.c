@@ -289,6 +289,15 @@ void sandlet_lib_db_failed(const PGresult *r)
     call_failed(r);
 }
 
+void sandlet_lib_db_reset(void)
+{
+    if (!db.conn)
+        return;
+    PQreset(db.conn);
+    db.resets++;
+    db.broken = PQstatus(db.conn) != CONNECTION_OK || session_setup() != 0;
+}
+
 unsigned long sandlet_lib_db_resets(void)
 {
     return db.resets;

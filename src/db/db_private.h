@@ -21,6 +21,9 @@ void sandlet_lib_db_failed(const PGresult *r);
 /* How many times the connection was made anew: what a server session
  * held (advisory locks, prepared statements) is gone when it changed. */
 unsigned long sandlet_lib_db_resets(void);
+/* Drops the server session and makes a new one now (or at the next
+ * call, when the server cannot be reached): what it held goes with it. */
+void sandlet_lib_db_reset(void);
 /* The last error's message: one line, never the connection string. */
 const char *sandlet_lib_db_last_error(void);
 

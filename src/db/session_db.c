@@ -44,6 +44,9 @@
  * at most (more often when sessions expire sooner than that). */
 #define SWEEP_ROWS "500"
 #define SWEEP_S    60u
+/* The largest session read back (SANDLET_SESSION_DB_DATA), as SQL text. */
+#define SESSION_CAP_TEXT "65536"
+_Static_assert(SANDLET_SESSION_DB_DATA == 65536, "SESSION_CAP_TEXT follows it");
 /* Advisory lock that serialises the workers creating the table. */
 #define TABLE_LOCK "7164837561253071921"
 
@@ -155,7 +158,7 @@ static int failed(PGresult *r, const char *what)
 
 /* The store's statements, prepared once per connection (server
  * session) under names servlets are told not to use (sl_db(3)). */
-enum { LOCK, READ, NEW, SAVE, TOUCH, DEL, UNLOCK, NSTMT };
+enum { LOCK, READ, NEW, SAVE, DEL, UNLOCK, NSTMT };
 static const struct stmt {
     const char *name, *sql;
     int nparams;
@@ -164,15 +167,17 @@ static const struct stmt {
     /* Read after the lock, in a statement of its own: its snapshot is
      * taken then, so it sees what the lock's last holder saved. */
     [READ] = {"sandlet_session_read",
-              "SELECT data, ceil(extract(epoch FROM expires - now()))::int8 FROM sandlet_sessions "
+              "SELECT CASE WHEN octet_length(data) <= " SESSION_CAP_TEXT " THEN data END, "
+              "ceil(extract(epoch FROM expires - now()))::int8 FROM sandlet_sessions "
               "WHERE sandbox = $1 AND id = $2 AND expires > now()",
               2},
     /* A new id that is somebody's already (a 2^-128 chance) must not take
-     * over that session: nothing is written, and it is an error. */
+     * over that session: the unique violation aborts the request's
+     * transaction, the old row of a regenerated id included. */
     [NEW] =
         {"sandlet_session_new",
          "INSERT INTO sandlet_sessions (sandbox, id, data, expires) VALUES ($1, $2, $3, now() + "
-         "$4::int * interval '1 second') ON CONFLICT DO NOTHING",
+         "$4::int * interval '1 second')",
          4},
     /* An upsert: a row an expiry sweep removed meanwhile comes back. */
     [SAVE] = {"sandlet_session_save",
@@ -180,10 +185,6 @@ static const struct stmt {
               "+ $4::int * interval '1 second') ON CONFLICT (sandbox, id) DO UPDATE SET data = "
               "EXCLUDED.data, expires = EXCLUDED.expires",
               4},
-    [TOUCH] = {"sandlet_session_touch",
-               "UPDATE sandlet_sessions SET expires = now() + $3::int * interval '1 second' WHERE "
-               "sandbox = $1 AND id = $2",
-               3},
     [DEL] = {"sandlet_session_delete",
              "DELETE FROM sandlet_sessions WHERE sandbox = $1 AND id = $2", 2},
     [UNLOCK] = {"sandlet_session_unlock", "SELECT pg_advisory_unlock(k) FROM unnest($1::int8[]) k",
@@ -214,8 +215,14 @@ static int pipeline(PGconn *c, step *st, int n)
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
         const struct stmt *q = &stmts[st[i].stmt];
-        if (!PQsendQueryPrepared(c, q->name, q->nparams, st[i].v, st[i].lens, st[i].bin, 1) ||
-            ((st[i].sync || i == n - 1) && !PQpipelineSync(c)))
+        /* The unlock is never a prepared statement: a servlet may have
+         * deallocated ours, and a lock it could not release would stay
+         * for the connection's life. */
+        int sent =
+            st[i].stmt == UNLOCK
+                ? PQsendQueryParams(c, q->sql, q->nparams, NULL, st[i].v, st[i].lens, st[i].bin, 1)
+                : PQsendQueryPrepared(c, q->name, q->nparams, st[i].v, st[i].lens, st[i].bin, 1);
+        if (!sent || ((st[i].sync || i == n - 1) && !PQpipelineSync(c)))
             rc = -EAGAIN;
     }
     for (int i = 0; i < n && rc == 0; i++) {
@@ -299,7 +306,19 @@ static int ready(store *s, PGconn *c)
         return 0;
     if (s->table_ready)
         return prepare(s, c);
-    PGresult *r = PQexec(c, create_table);
+    /* A table the owner made is used as it is: CREATE ... IF NOT EXISTS
+     * would still need the right to create (refused to a user that was
+     * only granted the rows, as sandlet.conf(5) advises). */
+    PGresult *r = PQexec(c, "SELECT to_regclass('sandlet_sessions') IS NOT NULL");
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        return failed(r, "looking for the table sandlet_sessions");
+    bool exists = PQntuples(r) == 1 && !strcmp(PQgetvalue(r, 0, 0), "t");
+    PQclear(r);
+    if (exists) {
+        s->table_ready = true;
+        return prepare(s, c);
+    }
+    r = PQexec(c, create_table);
     ExecStatusType rs = PQresultStatus(r);
     if (rs == PGRES_COMMAND_OK) {
         PQclear(r);
@@ -424,7 +443,11 @@ static int db_get(void *store_, const uint8_t *id, void *buf, size_t cap, size_t
      * own after the lock. */
     char k[24];
     key_text(h->lock, k, sizeof(k));
-    step st[2] = {{.stmt = LOCK, .v = {k}},
+    /* The Sync after the lock ends its implicit transaction: the read
+     * gets a snapshot taken after the wait at every isolation level (in
+     * one transaction, repeatable read would read what was there before
+     * the lock's last holder saved). */
+    step st[2] = {{.stmt = LOCK, .v = {k}, .sync = true},
                   {.stmt = READ,
                    .v = {s->sandbox, (const char *)id},
                    .lens = {0, SANDLET_SESSION_ID_LEN},
@@ -453,14 +476,15 @@ static int db_get(void *store_, const uint8_t *id, void *buf, size_t cap, size_t
         h->removed = h->fresh = true; /* nothing to write; the lock goes at the end */
         return -ENOENT;
     }
-    size_t n = (size_t)PQgetlength(r, 0, 0);
+    /* A row over the bound is not even sent (its data is NULL here). */
+    size_t n = PQgetisnull(r, 0, 0) ? SIZE_MAX : (size_t)PQgetlength(r, 0, 0);
     if (n > cap) {
         PQclear(r);
         h->removed = h->fresh = true;
         fprintf(stderr,
-                "libsandlet: database sessions: a session row holds %zu bytes, more than the "
-                "%zu this sandlet takes; it is ignored\n",
-                n, cap);
+                "libsandlet: database sessions: a session row holds more than the %zu "
+                "bytes this sandlet takes; it is ignored\n",
+                cap);
         return -EIO;
     }
     const uint8_t *rem = (const uint8_t *)PQgetvalue(r, 0, 1);
@@ -572,8 +596,14 @@ static bool save_step(const store *s, const held *h, step *st)
         st->v[3] = s->timeout_text;
         return true;
     }
-    st->stmt = TOUCH;
-    st->v[2] = s->timeout_text;
+    /* Moving the expiry rewrites the data read: an upsert, so that a
+     * sweep that removed the row as it expired cannot lose a session in
+     * use. */
+    st->stmt = SAVE;
+    st->v[2] = h->data ? h->data : "";
+    st->lens[2] = (int)h->len;
+    st->bin[2] = 1;
+    st->v[3] = s->timeout_text;
     return h->touch;
 }
 
@@ -611,12 +641,13 @@ static int save_all(store *s, PGconn *c)
     if (n)
         st[n - 1].sync = true;
     char arr[HELD_MAX * 22 + 3];
-    int writes = n;
-    if (unlock_step(s, &st[n], arr, sizeof(arr)))
+    bool unlocking = unlock_step(s, &st[n], arr, sizeof(arr));
+    if (unlocking)
         n++;
     if (!n)
         return 0;
     int rc = pipeline(c, st, n);
+    bool unlocked = rc == 0 && unlocking && PQresultStatus(st[n - 1].r) == PGRES_TUPLES_OK;
     for (int i = 0; i < n; i++) {
         if (rc == 0 && PQresultStatus(st[i].r) !=
                            (st[i].stmt == UNLOCK ? PGRES_TUPLES_OK : PGRES_COMMAND_OK)) {
@@ -624,13 +655,12 @@ static int save_all(store *s, PGconn *c)
             rc = stmt_failed(&st[i],
                              st[i].stmt == UNLOCK ? "unlocking a session" : "saving a session");
         }
-        if (rc == 0 && i < writes && st[i].stmt == NEW && strcmp(PQcmdTuples(st[i].r), "1") != 0) {
-            fprintf(stderr, "libsandlet: database sessions: a new session id was already taken; "
-                            "the new session is not saved\n");
-            rc = -EEXIST;
-        }
         PQclear(st[i].r);
     }
+    /* A lock that could not be released must not outlive the request:
+     * a new server session drops every lock of the old one. */
+    if (unlocking && !unlocked)
+        sandlet_lib_db_reset();
     return rc;
 }
 

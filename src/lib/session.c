@@ -469,8 +469,10 @@ int sl_session_regenerate(sl_session *s)
 
 bool sandlet_lib_session_request_end(sl_response *rs, int *status)
 {
-    if (cfg.ops && cfg.ops->finish)
-        store_rc(cfg.ops->finish(cfg.store));
+    /* A session the store could not save is as bad as one it could not
+     * read: the page the client got would not be what it finds next. */
+    if (cfg.ops && cfg.ops->finish && cfg.ops->finish(cfg.store) < 0)
+        store_failed = true;
     bool failed = store_failed;
     store_failed = false;
     if (!failed)
