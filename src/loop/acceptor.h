@@ -107,6 +107,7 @@ typedef struct sandlet_inflight {
     uint32_t id;
     bool discard;     /* client gone or failed: drop the rest of the answer */
     unsigned timeout; /* ms it may run once the worker starts it; 0: none */
+    uint64_t started; /* uv_hrtime when its head arrived (the duration histogram) */
     const sandlet_servlet_conf *servlet;
     char reqline[160];
 } sandlet_inflight;

@@ -359,6 +359,14 @@ static void send_request(sandlet_worker *w, sandlet_conn *c)
     f->discard = false;
     f->servlet = v.servlet;
     f->timeout = v.servlet->timeout ? v.servlet->timeout : w->pool->conf->timeout;
+    {
+        /* Kept here: the connection's own clock restarts for its next
+         * request as soon as this answer is queued, before the worker's
+         * END arrives. */
+        int status;
+        uint64_t bytes;
+        sandlet_conn_outcome(c, &status, &bytes, &f->started);
+    }
     copy_str(f->reqline, sizeof(f->reqline), v.reqline);
     l->worker = w;
     w->state = W_BUSY;
@@ -635,9 +643,13 @@ void sandlet_pool_pages(sandlet_pool *p, uint32_t gen)
 const uint64_t sandlet_duration_bounds_us[SANDLET_DURATION_BUCKETS] = {
     1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 10000000};
 
-/* One more request of p that took us microseconds. */
-static void observe(sandlet_pool *p, uint64_t us)
+/* One more request of p, whose head arrived at started (uv_hrtime), is
+ * over: answered, or failed with its worker (a 502 or 504 counts too: the
+ * slowest requests are those). */
+static void observe(sandlet_pool *p, uint64_t started)
 {
+    uint64_t now = uv_hrtime();
+    uint64_t us = now > started ? (now - started) / 1000 : 0;
     p->duration_sum_us += us;
     p->duration_count++;
     for (size_t i = 0; i < SANDLET_DURATION_BUCKETS; i++)
@@ -653,14 +665,7 @@ static void request_finished(sandlet_worker *w)
      * write while handing over that client's next request). */
     if (w->rcount == 0 || !w->pipe_open)
         return;
-    const sandlet_inflight *f = held(w, 0);
-    if (f->conn) {
-        int status;
-        uint64_t bytes, started;
-        sandlet_conn_outcome(f->conn, &status, &bytes, &started);
-        uint64_t now = uv_hrtime();
-        observe(w->pool, now > started ? (now - started) / 1000 : 0);
-    }
+    observe(w->pool, held(w, 0)->started);
     uv_timer_stop(&w->deadline);
     w->rfirst = (w->rfirst + 1) % depth(w);
     w->rcount--;
@@ -935,6 +940,8 @@ static void worker_lost_status(sandlet_worker *w, int status)
         w->state = W_DYING;
     unsigned n = w->rcount;
     sandlet_conn *first = n ? held(w, 0)->conn : NULL;
+    if (n)
+        observe(p, held(w, 0)->started);
     bool requeued = false;
     for (unsigned i = n; i-- > 1;) {
         sandlet_conn *c = held(w, i)->conn;

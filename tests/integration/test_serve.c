@@ -669,6 +669,13 @@ static void test_status_page(void **state)
     assert_true(
         sample(r.body, "sandlet_request_duration_seconds_bucket{sandbox=\"main\",le=\"+Inf\"} ") >
         100);
+    /* The slow sandbox's sleeps (100 ms and more, and its timeouts) are
+     * above 50 ms; main's hellos mostly under 10 ms. */
+    long slow_all = sample(r.body, "sandlet_request_duration_seconds_count{sandbox=\"slow\"} ");
+    long slow_fast =
+        sample(r.body, "sandlet_request_duration_seconds_bucket{sandbox=\"slow\",le=\"0.05\"} ");
+    assert_true(slow_all >= 3);
+    assert_true(slow_fast >= 0 && slow_fast <= slow_all - 3);
     /* And the whole page parses with Prometheus's own parser. */
     char in[160], cmd[512];
     snprintf(in, sizeof(in), "%s/metrics.txt", daemon_.dir);
