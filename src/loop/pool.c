@@ -40,6 +40,8 @@ static void close_pipe(sandlet_worker *w);
 static void worker_process(sandlet_worker *w);
 static void kill_worker(sandlet_worker *w, int status);
 
+static bool fresh_up(const sandlet_pool *p);
+
 static const char *sandbox_name(const sandlet_worker *w)
 {
     return w->pool->conf->name;
@@ -465,7 +467,10 @@ static sandlet_worker *pick_worker(sandlet_pool *p, uint32_t gen)
             continue;
         if (w->pages_gen < gen)
             continue; /* started before the page's version: being replaced */
-        if (w->rcount >= HELD_MAX || (max && w->served + w->rcount >= max))
+        /* Past max-requests a worker is recycled, unless it runs old code
+         * and none of the new is up (request_finished). */
+        if (w->rcount >= HELD_MAX ||
+            (max && w->served + w->rcount >= max && (w->pages_gen >= p->pages_gen || fresh_up(p))))
             continue;
         if (!best || w->rcount < best->rcount)
             best = w;
@@ -605,18 +610,38 @@ static void retire(sandlet_worker *w, const char *why)
     w->retired = true;
 }
 
-/* Whether a stale worker may be replaced now: always once a worker of
- * the pool's generation is up; before that, only the first (the canary),
- * so that code that no longer starts costs one worker, not all of them. */
+static bool worker_up(const sandlet_worker *w)
+{
+    return (w->state == W_IDLE || w->state == W_BUSY) && w->pipe_open;
+}
+
+/* Whether a worker of the pool's newest code is up. */
+static bool fresh_up(const sandlet_pool *p)
+{
+    for (unsigned i = 0; i < p->conf->workers; i++)
+        if (worker_up(&p->workers[i]) && p->workers[i].pages_gen >= p->pages_gen)
+            return true;
+    return false;
+}
+
+/* Whether one more stale worker may be replaced now.  Before a worker of
+ * the new code is up: one (the canary), and never the last worker up, so
+ * that code that no longer starts leaves the old workers serving (with
+ * "workers 1" there is no other: the reload is that worker's restart).
+ * Once the new code is up: a quarter of the workers at a time at most, so
+ * that a slow init costs a quarter of the capacity, not all of it. */
 static bool may_replace(sandlet_pool *p)
 {
-    for (unsigned i = 0; i < p->conf->workers; i++) {
-        const sandlet_worker *w = &p->workers[i];
-        if ((w->state == W_IDLE || w->state == W_BUSY) && w->pipe_open &&
-            w->pages_gen >= p->pages_gen)
-            return true;
+    unsigned up = 0;
+    for (unsigned i = 0; i < p->conf->workers; i++)
+        up += worker_up(&p->workers[i]);
+    if (fresh_up(p)) {
+        unsigned wave = p->conf->workers / 4 ? p->conf->workers / 4 : 1;
+        return p->conf->workers - up < wave;
     }
-    return !p->canary;
+    if (p->canary)
+        return false;
+    return up >= 2 || p->conf->workers == 1;
 }
 
 /* Replaces the idle stale workers that may go now. */
@@ -678,7 +703,11 @@ static void request_finished(sandlet_worker *w)
         sandlet_pool_submit(w->pool, NULL);
         return;
     }
-    if (max && w->served >= max && w->rcount == 0) {
+    /* A worker of old code that comes back loads the code now on disk,
+     * which may not start: while none of the new code is up, the old
+     * ones serve on past max-requests. */
+    bool stale = w->pages_gen < w->pool->pages_gen;
+    if (max && w->served >= max && w->rcount == 0 && (!stale || fresh_up(w->pool))) {
         /* Recycle: closing the socketpair makes the worker run destroy
          * and exit 0; its EXITED report starts the next one at once. */
         sandlet_debug("worker %d of sandbox '%s' served %u requests; recycling it", (int)w->pid,

@@ -94,6 +94,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
+    if (d.pid > 0)
+        th_stop(&d); /* a test that failed left it running */
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     return system(cmd) == 0 ? 0 : -1;
@@ -277,12 +279,34 @@ static void test_library_that_no_longer_loads(void **state)
     assert_int_equal(th_stop(&d), 0);
 }
 
+/* Old workers past max-requests would come back with the code now on
+ * disk: while the new code has no worker up, they serve on. */
+static void test_recycling_waits_for_new_code(void **state)
+{
+    (void)state;
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "sandbox app { workers 2; max-requests 5; }\n"
+             "servlet /v { library \"%s\"; sandbox app; }\n",
+             lib);
+    install(th_fixture("version1"));
+    assert_int_equal(th_start(&d, text, false), 0);
+    assert_int_equal(version(NULL, NULL), 1);
+    install_text("not a shared object either\n");
+    reload();
+    assert_true(th_log_wait(&d, "cannot load", 5000));
+    for (int i = 0; i < 40; i++)
+        assert_int_equal(version(NULL, NULL), 1);
+    assert_int_equal(th_stop(&d), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_new_code_no_failed_request),
         cmocka_unit_test(test_broken_configuration_changes_nothing),
         cmocka_unit_test(test_library_that_no_longer_loads),
+        cmocka_unit_test(test_recycling_waits_for_new_code),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
