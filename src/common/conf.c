@@ -2231,12 +2231,18 @@ int sandlet_conf_load(const char *path, sandlet_conf **out, char *err, size_t er
     if (rc == 0) {
         crypto_generichash((*out)->digest, sizeof((*out)->digest), (const unsigned char *)text, len,
                            NULL, 0);
-        (*out)->source = realpath(path, NULL);
+        /* Absolute, but links kept: a deploy that swaps a link to the
+         * file is read through the link at the next reload. */
+        char cwd[PATH_MAX];
+        if (path[0] == '/')
+            (*out)->source = dupn(path, strlen(path));
+        else if (getcwd(cwd, sizeof(cwd)) && asprintf(&(*out)->source, "%s/%s", cwd, path) < 0)
+            (*out)->source = NULL;
         if (!(*out)->source) {
-            set_err(err, errlen, "%s: cannot resolve its path: %s", path, strerror(errno));
+            set_err(err, errlen, "%s: cannot make its path absolute: %s", path, strerror(errno));
             sandlet_conf_free(*out);
             *out = NULL;
-            rc = -errno;
+            rc = -ENOMEM;
         }
     }
     free(dir);

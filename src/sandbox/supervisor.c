@@ -99,9 +99,10 @@ static struct {
     bool polling_out;
     uv_timer_t grace;
     uv_timer_t quota;
-    uv_timer_t stores;   /* STORE_CHECK_MS */
-    uv_timer_t reopen;   /* a reopen deferred by REOPEN_PER_SEC */
-    bool *write_blocked; /* per sandbox: over its write quota */
+    uv_timer_t stores;       /* STORE_CHECK_MS */
+    uv_timer_t reopen;       /* a reopen deferred by REOPEN_PER_SEC */
+    uv_timer_t reload_timer; /* a reload deferred to the end of its second */
+    bool *write_blocked;     /* per sandbox: over its write quota */
     int ctl;
     sandlet_ctl_queue out; /* to the acceptor, waiting for room */
     char exe[32];          /* "/proc/self/fd/N" */
@@ -441,11 +442,29 @@ static int same_logfd(const sandlet_ctl *m, void *arg)
  * configuration is only reported, with the restart that applies it.
  * At most one a second: the request comes from the acceptor, which a
  * client may have taken over. */
+static void reload(void);
+
+static void on_reload_timer(uv_timer_t *t)
+{
+    (void)t;
+    reload();
+}
+
+static int same_gen(const sandlet_ctl *m, void *arg)
+{
+    const sandlet_ctl *kind = arg;
+    return m->type == SANDLET_CTL_GEN && m->sandbox == kind->sandbox;
+}
+
 static void reload(void)
 {
     uint64_t now = uv_now(&sv.loop);
     if (sv.last_reload && now - sv.last_reload < 1000) {
-        refuse("RELOAD again within a second");
+        /* Another within the second: carried out when it ends, once for
+         * all that came meanwhile (a deploy that follows another at once
+         * is not lost, and a flood costs one reload a second). */
+        if (!sv.closing && !uv_is_active((uv_handle_t *)&sv.reload_timer))
+            uv_timer_start(&sv.reload_timer, on_reload_timer, 1000 - (now - sv.last_reload), 0);
         return;
     }
     sv.last_reload = now;
@@ -467,6 +486,9 @@ static void reload(void)
         if (!gen)
             continue;
         sandlet_ctl m = {.type = SANDLET_CTL_GEN, .sandbox = (uint32_t)i, .pages = gen};
+        /* Only the newest generation of a sandbox need wait for the
+         * acceptor: reloads never crowd out workers' messages. */
+        sandlet_ctl_queue_drop(&sv.out, same_gen, &m);
         tell(&m, NULL, 0);
     }
     if (same)
@@ -570,6 +592,8 @@ static void begin_shutdown(void)
     uv_close((uv_handle_t *)&sv.stores, NULL);
     uv_timer_stop(&sv.reopen);
     uv_close((uv_handle_t *)&sv.reopen, NULL);
+    uv_timer_stop(&sv.reload_timer);
+    uv_close((uv_handle_t *)&sv.reload_timer, NULL);
     sandlet_pages_stop();
     uv_poll_stop(&sv.poll);
     uv_close((uv_handle_t *)&sv.poll, NULL);
@@ -993,6 +1017,7 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
     uv_timer_init(&sv.loop, &sv.quota);
     uv_timer_init(&sv.loop, &sv.stores);
     uv_timer_init(&sv.loop, &sv.reopen);
+    uv_timer_init(&sv.loop, &sv.reload_timer);
     uv_timer_start(&sv.stores, on_stores, STORE_CHECK_MS, STORE_CHECK_MS);
     for (size_t i = 0; i < conf->nsandboxes; i++)
         if (has_quota(&conf->sandboxes[i])) {

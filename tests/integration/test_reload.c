@@ -276,6 +276,15 @@ static void test_library_that_no_longer_loads(void **state)
     install(th_fixture(before == 1 ? "version2" : "version1"));
     reload();
     assert_true(settles_on(before == 1 ? 2 : 1));
+    /* Two deploys in quick succession, a SIGHUP each: the second is
+     * carried out when the first's second is over, not lost. */
+    install(th_fixture(before == 1 ? "version1" : "version2"));
+    assert_int_equal(kill(d.pid, SIGHUP), 0);
+    usleep(300 * 1000);
+    install(th_fixture(before == 1 ? "version2" : "version1"));
+    assert_int_equal(kill(d.pid, SIGHUP), 0);
+    usleep(1500 * 1000);
+    assert_true(settles_on(before == 1 ? 2 : 1));
     assert_int_equal(th_stop(&d), 0);
 }
 

@@ -477,6 +477,20 @@ static void test_session_secret_file(void **state)
     assert_int_equal(sandlet_conf_parse(text, strlen(text), "test.conf", "/", &c, err, sizeof(err)),
                      -EINVAL);
     assert_non_null(strstr(err, "sandbox 's' has 'sessions database' but no 'database"));
+    /* A reload reads the file through the link it was named by. */
+    char conf_path[300], link_path[300];
+    snprintf(conf_path, sizeof(conf_path), "%s/real.conf", dir);
+    snprintf(link_path, sizeof(link_path), "%s/link.conf", dir);
+    FILE *cf = fopen(conf_path, "w");
+    assert_non_null(cf);
+    fputs("sandbox x { }\n", cf);
+    fclose(cf);
+    assert_int_equal(symlink(conf_path, link_path), 0);
+    assert_int_equal(sandlet_conf_load(link_path, &c, err, sizeof(err)), 0);
+    assert_string_equal(c->source, link_path);
+    sandlet_conf_free(c);
+    unlink(link_path);
+    unlink(conf_path);
     static const char *const names[] = {"good", "other", "open",   "short",
                                         "long", "link",  "theirs", "db"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
