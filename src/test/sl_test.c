@@ -1027,6 +1027,11 @@ static void session_do(sl_test *t, session_call *c)
                 c->len = n;
             }
         }
+        /* As at the end of a request: a store that saves then (database
+         * sessions) saves now and lets the session go. */
+        int status = 200;
+        if (sandlet_lib_session_request_end(&rs, &status) && c->rc == 0)
+            c->rc = -EAGAIN;
     }
     sandlet_lib_response_free(&rs);
     sandlet_lib_request_free(&rq);

@@ -451,6 +451,14 @@ static void test_harness_database_sessions(void **state)
         assert_string_equal(sl_test_body_str(r), want);
         sl_test_response_free(r);
     }
+    /* The harness's own session calls save as a request does. */
+    assert_int_equal(sl_test_session_set_str(u, "n", "41"), 0);
+    assert_string_equal(sl_test_session_str(u, "n"), "41");
+    sl_test_response *r = sl_test_get(u, "/");
+    assert_non_null(r);
+    assert_string_equal(sl_test_body_str(r), "count=42");
+    sl_test_response_free(r);
+    assert_string_equal(sl_test_session_str(u, "n"), "42");
     sl_test_free(u);
     /* Back to the other servlet's connection; the row is there. */
     assert_int_equal(sl_test_database(t, pg.conninfo, NULL), 0);
