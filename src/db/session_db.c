@@ -667,7 +667,8 @@ static int save_all(store *s, PGconn *c)
 static int db_finish(void *store_)
 {
     store *s = store_;
-    if (!s->n && now_s() < s->next_sweep)
+    /* Requests that used no session pay nothing here, a sweep included. */
+    if (!s->n)
         return 0;
     PGconn *c = sandlet_lib_db_conn();
     int rc = 0;
@@ -682,7 +683,7 @@ static int db_finish(void *store_)
     } else if (s->n) {
         rc = save_all(s, c);
     }
-    if (c && rc != -EAGAIN && PQstatus(c) == CONNECTION_OK)
+    if (c && rc != -EAGAIN && s->table_ready && PQstatus(c) == CONNECTION_OK)
         sweep(s, c);
     s->n = 0;
     return rc;
