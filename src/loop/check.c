@@ -38,16 +38,15 @@
 /* How long one library's check may take (a constructor that hangs). */
 #define LOAD_SECONDS 10
 
-static void problem(unsigned *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void problem(unsigned *n, const char *fmt, ...)
+/* One problem: a line of its own on standard error. */
+__attribute__((format(printf, 2, 3))) static void problem(unsigned *n, const char *fmt, ...)
 {
+    char line[2048];
     va_list ap;
     va_start(ap, fmt);
-    fputs("sandletd: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
+    fprintf(stderr, "sandletd: %s\n", line);
     (*n)++;
 }
 
