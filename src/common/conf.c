@@ -102,6 +102,7 @@ typedef struct parser {
     sandbox_ref *page_refs;   /* parallel to conf->pages */
     size_t cur;               /* the sandbox or servlet whose block is open */
     int seen[MAX_DIRECTIVES]; /* per row: the line that set it in this block */
+    int comment_line;         /* the line of the last '#' comment skipped */
     char *err;
     size_t errlen;
 } parser;
@@ -839,6 +840,7 @@ static int lex(parser *ps, token *t)
         if (is_space(*ps->p)) {
             advance(ps);
         } else if (*ps->p == '#') {
+            ps->comment_line = ps->line;
             while (ps->p < ps->end && *ps->p != '\n')
                 advance(ps);
         } else {
@@ -1759,17 +1761,53 @@ static const char *statement_text(const directive *d, const token *args, char *b
     return buf;
 }
 
+/* Edit distance between a and b (at most 32 bytes each; longer: far),
+ * for "did you mean" -- one row of the table at a time, no recursion. */
+static unsigned distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 32 || lb > 32)
+        return 99;
+    unsigned row[33];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = (unsigned)j;
+    for (size_t i = 1; i <= la; i++) {
+        unsigned diag = row[0];
+        row[0] = (unsigned)i;
+        for (size_t j = 1; j <= lb; j++) {
+            unsigned up = row[j];
+            unsigned best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
 static int unknown_directive(parser *ps, enum ctx ctx, const token *dir)
 {
-    char sh[SHOWN_MAX], list[128];
-    const directive *other = NULL;
-    for (size_t k = 0; k < NDIRECTIVES && !other; k++)
-        if (strcmp(directives[k].name, dir->text) == 0)
+    char sh[SHOWN_MAX], list[1024], hint[96] = "";
+    const directive *other = NULL, *near = NULL;
+    unsigned best = 3; /* two edits at most: a typo, not another word */
+    for (size_t k = 0; k < NDIRECTIVES; k++) {
+        if (!other && strcmp(directives[k].name, dir->text) == 0)
             other = &directives[k];
+        unsigned d = directives[k].ctx == ctx ? distance(dir->text, directives[k].name) : 99;
+        if (d < best && d < strlen(directives[k].name)) {
+            best = d;
+            near = &directives[k];
+        }
+    }
     expected_list(ctx, list, sizeof(list));
+    if (near)
+        snprintf(hint, sizeof(hint), "; did you mean '%s'?", near->name);
     if (!other)
-        return fail(ps, dir->line, dir->col, "unknown directive '%s' %s (expected %s)",
-                    shown(sh, sizeof(sh), dir->text), where(ctx), list);
+        return fail(ps, dir->line, dir->col, "unknown directive '%s' %s%s (expected %s)",
+                    shown(sh, sizeof(sh), dir->text), where(ctx), hint, list);
     return fail(ps, dir->line, dir->col, "'%s' is not allowed %s (expected %s%s)", other->name,
                 where(ctx), list,
                 ctx != CTX_TOP && other->ctx == CTX_TOP ? "; is a '}' missing?" : "");
@@ -1793,9 +1831,22 @@ static int statement(parser *ps, enum ctx ctx, const token *dir)
         if (rc)
             goto out;
         if (args[i].type != T_WORD && args[i].type != T_STRING) {
+            /* A value cut off by '#': a comment starts there. */
+            bool comment = ps->comment_line == dir->line;
             rc = fail(ps, args[i].line, args[i].col,
-                      "missing argument for '%s' (expected '%s %s'), found %s", d->name, d->name,
-                      d->usage, what(&args[i], found, sizeof(found)));
+                      "missing argument for '%s' (expected '%s %s'), found %s%s", d->name, d->name,
+                      d->usage, what(&args[i], found, sizeof(found)),
+                      comment ? "; '#' starts a comment: put a value that holds one in quotes "
+                                "(\"#fff\")"
+                              : "");
+            goto out;
+        }
+        if (i == 0 && args[0].type == T_WORD &&
+            (!strcmp(args[0].text, "=") || !strcmp(args[0].text, ":"))) {
+            rc = fail(ps, args[0].line, args[0].col,
+                      "'%s %s': sandlet.conf has no '%s' between a directive and its value "
+                      "(expected '%s %s;')",
+                      d->name, args[0].text, args[0].text, d->name, d->usage);
             goto out;
         }
     }

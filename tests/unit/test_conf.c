@@ -958,8 +958,19 @@ static const struct bad_case bad_cases[] = {
     /* unknown and misplaced directives */
     {"listen 127.0.0.1:8080;\nfoo bar;\n", 2, 1, "unknown directive 'foo' at top level"},
     {"servlet /x {\n    librari x.so;\n}\n", 2, 5,
-     "unknown directive 'librari' in servlet block (expected library, timeout, max-body-size, "
-     "sandbox or param)"},
+     "unknown directive 'librari' in servlet block; did you mean 'library'? (expected library, "
+     "timeout, max-body-size, sandbox or param)"},
+    /* the whole list, however long, and the likely word */
+    {"servelt /x { }\n", 1, 1,
+     "unknown directive 'servelt' at top level; did you mean 'servlet'? (expected listen, "},
+    {"servelt /x { }\n", 1, 1, "development, sandbox, servlet or pages)"},
+    {"sandbox a { wokers 2; }\n", 1, 13, "did you mean 'workers'?"},
+    /* what other formats write */
+    {"listen = 127.0.0.1:8091;\n", 1, 8,
+     "'listen =': sandlet.conf has no '=' between a directive and its value (expected 'listen "
+     "ADDR:PORT;')"},
+    {"servlet /x {\n  param color #fff;\n}\n", 3, 1,
+     "'#' starts a comment: put a value that holds one in quotes"},
     {"sandbox a {\n  threads 2;\n}\n", 2, 3,
      "(expected workers, queue, queue-timeout, pipeline, user,"},
     {"sandbox a {\n  pipeline 0;\n}\n", 2, 12, "'pipeline 0' out of range (expected 1..256)"},
