@@ -154,10 +154,25 @@ int sl_set_status(sl_response *rs, int status)
     return 0;
 }
 
+/* A response with a body that names no type is sent as HTML in UTF-8,
+ * as most servlets write (sl_response(3)): browsers would otherwise guess,
+ * and a guess can run script in what was meant as text. */
+static void default_type(sl_response *rs)
+{
+    int status = rs->status ? rs->status : 200;
+    if (rs->head_sent || status == 204 || status == 304)
+        return;
+    for (size_t i = 0; i < rs->nheaders; i++)
+        if (strcasecmp(rs->headers[i].name, "Content-Type") == 0)
+            return;
+    sl_set_content_type(rs, "text/html; charset=utf-8");
+}
+
 static int emit(sl_response *rs, bool end)
 {
     if (rs->error)
         return rs->error;
+    default_type(rs);
     /* Nothing new to say: a frame would carry no progress (and the
      * acceptor refuses empty frames that do not end a response). */
     if (!end && rs->head_sent && rs->body_len == 0)
@@ -192,6 +207,7 @@ int sl_write(sl_response *rs, const void *data, size_t len)
             if (rs->body_len && emit(rs, false) < 0)
                 return rs->error;
             if (len > SANDLET_LIB_AUTOFLUSH) {
+                default_type(rs);
                 sandlet_lib_output out = {
                     .head = !rs->head_sent,
                     .status = rs->status ? rs->status : 200,

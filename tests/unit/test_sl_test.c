@@ -301,10 +301,49 @@ static void test_request_reused_like_a_worker(void **state)
     sl_test_free(t);
 }
 
+static int untyped(sl_request *rq, sl_response *rs)
+{
+    sl_puts(rs, sl_param(rq, "say", "hello"));
+    return sl_param(rq, "empty", NULL) ? 204 : 200;
+}
+
+static int typed(sl_request *rq, sl_response *rs)
+{
+    (void)rq;
+    sl_set_content_type(rs, "text/plain");
+    sl_puts(rs, "plain");
+    return 200;
+}
+
+/* A body without a type goes out as UTF-8 HTML; a type the servlet set
+ * stays; a 204 gets none. */
+static void test_default_content_type(void **state)
+{
+    (void)state;
+    static const sl_servlet a = {.service = untyped}, b = {.service = typed};
+    sl_test *t = sl_test_new(&a, NULL);
+    assert_non_null(t);
+    sl_test_response *r = sl_test_get(t, "/");
+    assert_string_equal(sl_test_header(r, "Content-Type"), "text/html; charset=utf-8");
+    sl_test_response_free(r);
+    r = sl_test_get(t, "/?empty=1");
+    assert_int_equal(sl_test_status(r), 204);
+    assert_null(sl_test_header(r, "Content-Type"));
+    sl_test_response_free(r);
+    sl_test_free(t);
+    t = sl_test_new(&b, NULL);
+    r = sl_test_get(t, "/");
+    assert_string_equal(sl_test_header(r, "Content-Type"), "text/plain");
+    assert_null(sl_test_header_nth(r, "Content-Type", 1));
+    sl_test_response_free(r);
+    sl_test_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_params_init_and_destroy),
+        cmocka_unit_test(test_default_content_type),
         cmocka_unit_test(test_load_without_handler),
         cmocka_unit_test(test_request_fields_and_binary_body),
         cmocka_unit_test(test_headers_and_cookie_jar),
