@@ -17,6 +17,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -330,6 +331,12 @@ sl_test *sl_test_load(const char *path, const char *const *params)
         errno = EINVAL;
         return NULL;
     }
+    /* "guest.so" means the file here, as a shell would take it: dlopen
+     * would look for a name without '/' only in the library path. */
+    char here[PATH_MAX];
+    if (!strchr(path, '/') && access(path, F_OK) == 0 &&
+        (size_t)snprintf(here, sizeof(here), "./%s", path) < sizeof(here))
+        path = here;
     /* No handler check, as in sl_test_new. */
     sandlet_lib_servlet lib = {0};
     char err[512];

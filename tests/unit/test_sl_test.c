@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int destroyed;
 static char greeting[64];
@@ -146,6 +147,15 @@ static void test_load_without_handler(void **state)
     sl_test_response *rs = sl_test_get(t, "/");
     assert_non_null(rs);
     assert_int_equal(sl_test_status(rs), 405);
+    sl_test_free(t);
+    /* A bare file name is the file in the working directory. */
+    char dirpath[512], cwd[512];
+    snprintf(dirpath, sizeof(dirpath), "%s/tests/fixtures/.libs", dir ? dir : ".");
+    assert_non_null(getcwd(cwd, sizeof(cwd)));
+    assert_int_equal(chdir(dirpath), 0);
+    t = sl_test_load("nohandler.so", NULL);
+    assert_int_equal(chdir(cwd), 0);
+    assert_non_null(t);
     sl_test_free(t);
 }
 
