@@ -241,7 +241,24 @@ const char *sandlet_confine_syscall_name(int nr)
 
 /* ---- the SIGSYS reporter ---------------------------------------------- */
 
+/* What the report adds after a call's name: the directive that allows it
+ * or why none does (issue 19: "openat (257)" alone named no fix). */
+#define HINT_FILES                                                                                 \
+    "; 'syscalls files;' in the sandbox's block allows it, with 'readable PATH;' or "              \
+    "'writable PATH;' for each path the servlet opens"
+#define HINT_DATABASE "; only a sandbox with a 'database' line may use sockets, to its database"
+#define HINT_ARGS                                                                                  \
+    "; allowed only with other arguments (no executable memory, no new processes, no other "       \
+    "sockets): see sandlet-security(7)"
+#define HINT_NEVER "; never allowed: a servlet may not run programs or start processes"
+#define HINT_NONE                                                                                  \
+    "; no 'syscalls' group allows it (sandlet.conf(5)); if a library needs it, 'syscall-"          \
+    "violations log;' lists every such call while developing"
+
 static char sigsys_prefix[160]; /* "sandletd worker NAME: seccomp: forbidden system call " */
+/* What would allow each call, or why nothing does: set before lockdown,
+ * only read in the handler. */
+static const char *sigsys_hint[NAMES_MAX];
 static size_t sigsys_prefix_len;
 static uint32_t native_arch;
 static pid_t self_pid;
@@ -272,7 +289,7 @@ static size_t put_num(char *buf, size_t at, size_t cap, long v)
 static void on_sigsys(int sig, siginfo_t *si, void *uc)
 {
     (void)uc;
-    char line[320];
+    char line[640];
     size_t n = put(line, 0, sizeof(line) - 1, sigsys_prefix, sigsys_prefix_len);
     if (si && si->si_code == SIGSYS_SECCOMP) {
         const char *name = si->si_arch == native_arch ? name_lookup(si->si_syscall) : "unknown";
@@ -280,6 +297,11 @@ static void on_sigsys(int sig, siginfo_t *si, void *uc)
         n = put(line, n, sizeof(line) - 1, " (", 2);
         n = put_num(line, n, sizeof(line) - 1, si->si_syscall);
         n = put(line, n, sizeof(line) - 1, ")", 1);
+        const char *hint = si->si_arch == native_arch && si->si_syscall >= 0 &&
+                                   si->si_syscall < NAMES_MAX && sigsys_hint[si->si_syscall]
+                               ? sigsys_hint[si->si_syscall]
+                               : HINT_NONE;
+        n = put(line, n, sizeof(line) - 1, hint, strlen(hint));
     } else {
         static const char other[] = "none (SIGSYS sent by a process)";
         n = put(line, n, sizeof(line) - 1, other, sizeof(other) - 1);
@@ -999,8 +1021,36 @@ static bool allowed_outright(const char *name, unsigned groups)
     return false;
 }
 
+static void set_hint(const char *name, const char *hint)
+{
+    int nr = seccomp_syscall_resolve_name(name);
+    if (nr >= 0 && nr < NAMES_MAX && !sigsys_hint[nr])
+        sigsys_hint[nr] = hint;
+}
+
+static void build_hints(unsigned groups)
+{
+    static const char *const never[] = {
+        "execve",          "execveat", "fork",   "vfork",
+        "clone",           "clone3",   "ptrace", "process_vm_writev",
+        "process_vm_readv"};
+    for (size_t i = 0; i < ARRAY_LEN(never); i++)
+        set_hint(never[i], HINT_NEVER);
+    /* A group that would allow the call first: "newfstatat" by path is a
+     * files call even though the base set has it for descriptors. */
+    for (size_t i = 0; i < ARRAY_LEN(allowlist); i++) {
+        const rule *e = &allowlist[i];
+        if (e->group && !(e->group & groups))
+            set_hint(e->name, e->group == FILES ? HINT_FILES : HINT_DATABASE);
+    }
+    /* Killed although listed: its arguments. */
+    for (size_t i = 0; i < ARRAY_LEN(allowlist); i++)
+        set_hint(allowlist[i].name, HINT_ARGS);
+}
+
 static int install_reporter(const run *r)
 {
+    build_hints(r->c->groups);
     const char *name = r->c->sandbox ? r->c->sandbox : "?";
     int n = snprintf(sigsys_prefix, sizeof(sigsys_prefix),
                      "sandletd worker %.64s: seccomp: forbidden system call ", name);

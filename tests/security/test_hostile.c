@@ -224,13 +224,17 @@ static void test_forbidden_syscalls(void **state)
     (void)state;
     if (th_unconfined())
         skip();
-    attack_dies("/evil", "exec", "", 502, "forbidden system call execve");
+    attack_dies("/evil", "exec", "", 502, "forbidden system call execve (59); never allowed");
     attack_dies("/evil", "fork", "", 502, "forbidden system call clone");
-    attack_dies("/evil", "shadow", "", 502, "forbidden system call openat");
-    attack_dies("/evil", "connect", "1", 502, "forbidden system call socket");
+    attack_dies("/evil", "shadow", "", 502,
+                "forbidden system call openat (257); 'syscalls files;' in the sandbox's block");
+    attack_dies("/evil", "connect", "1", 502,
+                "forbidden system call socket (41); only a sandbox with a 'database' line");
     attack_dies("/evil", "ptrace", "1", 502, "forbidden system call ptrace");
-    attack_dies("/evil", "setuid", "", 502, "forbidden system call setuid");
-    attack_dies("/evil", "wx", "", 502, "forbidden system call mmap");
+    attack_dies("/evil", "setuid", "", 502,
+                "forbidden system call setuid (105); no 'syscalls' group allows it");
+    attack_dies("/evil", "wx", "", 502,
+                "forbidden system call mmap (9); allowed only with other arguments");
     char pid[16];
     snprintf(pid, sizeof(pid), "%d", (int)d.pid);
     attack_dies("/evil", "kill", pid, 502, "forbidden system call kill");
