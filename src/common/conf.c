@@ -1872,6 +1872,16 @@ static int statement(parser *ps, enum ctx ctx, const token *dir)
         rc = d->kind == K_CUSTOM ? d->handler(ps, d, dir, args) : set_value(ps, d, &args[0]);
         if (rc == 0)
             ps->seen[row] = dir->line;
+        /* Where a user or group was named, for the message when it does
+         * not exist (checked at start, not here). */
+        if (rc == 0 && (!strcmp(d->name, "user") || !strcmp(d->name, "group"))) {
+            bool user = d->name[0] == 'u';
+            if (ctx == CTX_SANDBOX)
+                *(user ? &ps->conf->sandboxes[ps->cur].user_line
+                       : &ps->conf->sandboxes[ps->cur].group_line) = dir->line;
+            else if (ctx == CTX_TOP && user)
+                ps->conf->user_line = dir->line;
+        }
         goto out;
     }
     shown(label, sizeof(label), args[0].text);
@@ -2422,6 +2432,8 @@ static void plan_sandbox(sandlet_sandbox_conf *d, const sandlet_sandbox_conf *s,
         .pages = s->pages,
         .timeout = s->timeout, /* the database's statement timeout follows it */
         .line = s->line,
+        .user_line = s->user_line,
+        .group_line = s->group_line,
     };
     memcpy(d->database_ports, s->database_ports, sizeof(d->database_ports));
     d->name = copy_str(s->name, bad);
@@ -2471,6 +2483,7 @@ sandlet_conf *sandlet_conf_plan(const sandlet_conf *conf)
     p->source = copy_str(conf->source, &bad);
     memcpy(p->digest, conf->digest, sizeof(p->digest));
     p->user = copy_str(conf->user, &bad);
+    p->user_line = conf->user_line;
     p->access_log = copy_str(conf->access_log, &bad);
     p->error_log = copy_str(conf->error_log, &bad);
     memcpy(p->session_secret, conf->session_secret, sizeof(p->session_secret));

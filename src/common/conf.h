@@ -198,6 +198,7 @@ typedef struct sandlet_sandbox_conf {
     char *session_path;
     bool pages; /* a "pages" block maps docroot folders to this sandbox */
     int line;
+    int user_line, group_line; /* of its "user" and "group" lines; 0: none */
 } sandlet_sandbox_conf;
 
 typedef struct sandlet_servlet_conf {
@@ -228,6 +229,7 @@ typedef struct sandlet_conf {
     char *source;
     unsigned char digest[32];
     char *user; /* NULL: stay the user we were started as */
+    int user_line;
     char *docroot;
     char *access_log;           /* Combined Log Format; NULL: none */
     char *error_log;            /* NULL: standard error */

@@ -55,9 +55,9 @@ int sandlet_identity_acceptor(const sandlet_conf *conf, sandlet_id *out)
     }
     struct passwd *pw = getpwnam(conf->user);
     if (!pw) {
-        sandlet_error("%s: user '%s' (from the 'user' line) does not exist; create it or change "
-                      "the line",
-                      conf->file, conf->user);
+        sandlet_error("%s:%d: user '%s' does not exist; create it (adduser --system %s) or "
+                      "change the 'user' line",
+                      conf->file, conf->user_line, conf->user, conf->user);
         return -ENOENT;
     }
     if (pw->pw_uid == 0 || pw->pw_gid == 0) {
@@ -81,8 +81,9 @@ static int sandbox_identity(const sandlet_conf *conf, size_t i, const sandlet_id
         struct passwd *pw = getpwnam(sb->user);
         if (!pw) {
             sandlet_error("%s:%d: sandbox '%s' runs as user '%s', which does not exist; create "
-                          "it or change the 'user' line",
-                          conf->file, sb->line, sb->name, sb->user);
+                          "it (adduser --system %s) or change the 'user' line",
+                          conf->file, sb->user_line ? sb->user_line : sb->line, sb->name, sb->user,
+                          sb->user);
             return -ENOENT;
         }
         id->uid = pw->pw_uid;
@@ -98,7 +99,8 @@ static int sandbox_identity(const sandlet_conf *conf, size_t i, const sandlet_id
         if (!gr) {
             sandlet_error("%s:%d: sandbox '%s' runs as group '%s', which does not exist; create "
                           "it or change the 'group' line",
-                          conf->file, sb->line, sb->name, sb->group);
+                          conf->file, sb->group_line ? sb->group_line : sb->line, sb->name,
+                          sb->group);
             return -ENOENT;
         }
         id->gid = gr->gr_gid;

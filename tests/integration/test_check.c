@@ -101,12 +101,17 @@ static void test_missing_user(void **state)
     if (th_skip_unless_root(": users are checked by a start as root"))
         return;
     char text[512], out[4096];
+    /* Reported at the line that names the user, with the command. */
     snprintf(text, sizeof(text),
-             "sandbox a { user sandlet-no-such-user; }\n"
+             "sandbox a {\n  workers 1;\n  user sandlet-no-such-user;\n}\n"
              "servlet /p { library \"%s\"; sandbox a; }\n",
              th_fixture("probe"));
     assert_int_equal(check(text, out, sizeof(out)), 1);
-    expect(out, "t.conf:1: sandbox 'a' runs as user 'sandlet-no-such-user', which does not exist");
+    expect(out, "t.conf:3: sandbox 'a' runs as user 'sandlet-no-such-user', which does not exist; "
+                "create it (adduser --system sandlet-no-such-user)");
+    snprintf(text, sizeof(text), "listen 127.0.0.1:0;\nuser sandlet-no-such-acceptor;\n");
+    assert_int_equal(check(text, out, sizeof(out)), 1);
+    expect(out, "t.conf:2: user 'sandlet-no-such-acceptor' does not exist");
 }
 
 int main(void)
