@@ -329,9 +329,48 @@ static void test_pages(void **state)
     }
 }
 
+/* The front page a new user sees: styled, and every link on it answers. */
+static void test_front_page(void **state)
+{
+    (void)state;
+    th_response r;
+    assert_int_equal(th_request(d.port, "GET", "/", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "<link rel=\"stylesheet\" href=\"/site.css\">"));
+    char *page = strdup(r.body);
+    th_response_free(&r);
+    assert_non_null(page);
+    int links = 0;
+    for (char *p = page; (p = strstr(p, "href=\"")) != NULL;) {
+        p += 6;
+        char *end = strchr(p, '"');
+        assert_non_null(end);
+        char target[256];
+        size_t n = (size_t)(end - p);
+        assert_true(n > 0 && n < sizeof(target));
+        memcpy(target, p, n);
+        target[n] = '\0';
+        th_response t;
+        assert_int_equal(th_request(d.port, "GET", target, NULL, NULL, 0, &t), 0);
+        if (t.status != 200)
+            fail_msg("the front page links to %s, which answers %d", target, t.status);
+        if (strcmp(target, "/site.css") == 0) {
+            char type[64];
+            assert_true(th_header(&t, "Content-Type", type, sizeof(type)));
+            assert_non_null(strstr(type, "text/css"));
+        }
+        th_response_free(&t);
+        links++;
+        p = end;
+    }
+    free(page);
+    assert_true(links >= 9);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_front_page),
         cmocka_unit_test(test_cart_session_across_requests),
         cmocka_unit_test(test_board_create_read_delete),
         cmocka_unit_test(test_mandelbrot_png),
