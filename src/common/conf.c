@@ -939,6 +939,25 @@ static int add_listen(parser *ps, const char *s, int line, int col)
                     shown(sh, sizeof(sh), port), shown(sh2, sizeof(sh2), s));
 
     sandlet_conf *c = ps->conf;
+    /* Two listeners on one port fail at start (the second bind): the same
+     * address twice, or the wildcard of the family beside one of its
+     * addresses.  Port 0 asks for a free port each time. */
+    static const unsigned char zero[sizeof(struct in6_addr)];
+    size_t alen = af == AF_INET ? 4 : 16;
+    for (size_t i = 0; p != 0 && i < c->nlistens; i++) {
+        const sandlet_listen_conf *o = &c->listens[i];
+        unsigned char oaddr[sizeof(struct in6_addr)];
+        if (o->port != p || inet_pton(af, o->host, oaddr) != 1)
+            continue; /* another port, or the other family */
+        bool same = memcmp(oaddr, addr, alen) == 0;
+        bool wild = memcmp(oaddr, zero, alen) == 0 || memcmp(addr, zero, alen) == 0;
+        if (same || wild)
+            return fail(ps, line, col,
+                        "listen %s overlaps the listen on line %d (%s:%u): %s; keep one",
+                        shown(sh, sizeof(sh), s), o->line, o->host, o->port,
+                        same ? "the same address and port twice"
+                             : "a wildcard address takes the port on every address");
+    }
     sandlet_listen_conf *l = reserve(c->listens, c->nlistens, sizeof(*l));
     if (!l)
         return nomem(ps);

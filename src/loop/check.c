@@ -3,7 +3,8 @@
  * wrong, found without starting.  The file's syntax is conf.c's; here are
  * the things outside it that a start needs: the users and groups it names,
  * the docroot, the log folders, and each servlet library (present, a
- * shared object, defining a servlet of this ABI with a handler).  Each
+ * shared object, defining a servlet of this ABI with a handler); and a
+ * warning for each listener's port that is taken now.  Each
  * problem is one line on standard error naming the file, line and fix;
  * the caller says OK only when there is none, so that an init script's
  * configtest (and a reload) refuses what a start would refuse.
@@ -11,8 +12,8 @@
  * A library is opened the way a worker opens it, in a child process that
  * has become the sandbox's user with no_new_privs first: its constructors
  * may run (as under "nginx -t"), but never as root, and its init never
- * runs.  This file must never bind a listener (a running sandletd holds
- * them) nor write anything.
+ * runs.  This file must never keep a port it tried (a bind closed at
+ * once, never a listen) nor write anything.
  */
 #include "config.h"
 
@@ -21,6 +22,7 @@
 #include "lib/servlet.h"
 #include "sandbox/identity.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -30,7 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -150,8 +154,57 @@ static void check_library(unsigned *n, const sandlet_conf *c, const sandlet_serv
     problem(n, "%s:%d: servlet %s: %s", c->file, sv->line, sv->path, msg);
 }
 
+/* Each listener's port, tried with a bind that is closed at once: one in
+ * use is a warning, not a problem, since the daemon checked may be the one
+ * holding it (an init script's configtest before a reload). */
+static void warn_ports(const sandlet_conf *c)
+{
+    for (size_t i = 0; i < c->nlistens; i++) {
+        const sandlet_listen_conf *l = &c->listens[i];
+        if (l->port == 0)
+            continue;
+        struct sockaddr_storage ss;
+        memset(&ss, 0, sizeof(ss));
+        socklen_t len;
+        int af = strchr(l->host, ':') ? AF_INET6 : AF_INET;
+        if (af == AF_INET) {
+            struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+            a->sin_family = AF_INET;
+            a->sin_port = htons((uint16_t)l->port);
+            len = sizeof(*a);
+            if (inet_pton(AF_INET, l->host, &a->sin_addr) != 1)
+                continue;
+        } else {
+            struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+            a->sin6_family = AF_INET6;
+            a->sin6_port = htons((uint16_t)l->port);
+            len = sizeof(*a);
+            if (inet_pton(AF_INET6, l->host, &a->sin6_addr) != 1)
+                continue;
+        }
+        int fd = socket(af, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            continue;
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (af == AF_INET6)
+            setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+        if (bind(fd, (struct sockaddr *)&ss, len) < 0) {
+            int e = errno;
+            fprintf(stderr, "sandletd: warning: %s:%d: %s port %u: %s (%s)\n", c->file, l->line,
+                    l->host, l->port, strerror(e),
+                    e == EADDRINUSE ? "a running sandletd or another program holds it; a start "
+                                      "fails while it does"
+                    : e == EACCES   ? "ports below 1024 need sandletd started as root"
+                                    : "a start would fail to listen there");
+        }
+        close(fd);
+    }
+}
+
 int sandlet_check_deep(const sandlet_conf *c)
 {
+    warn_ports(c);
     unsigned n = 0;
     sandlet_id acceptor;
     sandlet_id *ids = calloc(c->nsandboxes + 1, sizeof(*ids));

@@ -95,6 +95,26 @@ static void test_what_a_start_refuses(void **state)
     assert_null(strstr(out, " OK"));
 }
 
+/* Two listeners on one port are refused; a port taken now is a warning
+ * (the daemon checked may be the one holding it), not a failure. */
+static void test_listeners(void **state)
+{
+    (void)state;
+    char out[4096];
+    assert_int_equal(check("listen 127.0.0.1:18779;\nlisten 0.0.0.0:18779;\n", out, sizeof(out)),
+                     1);
+    expect(out, "t.conf:2:8: listen 0.0.0.0:18779 overlaps the listen on line 1");
+    th_daemon busy;
+    assert_int_equal(th_start(&busy, "", false), 0);
+    char text[128];
+    snprintf(text, sizeof(text), "listen 127.0.0.1:%u;\n", busy.port);
+    int rc = check(text, out, sizeof(out));
+    th_stop(&busy);
+    assert_int_equal(rc, 0);
+    expect(out, "warning: ");
+    expect(out, "Address already in use (a running sandletd or another program holds it");
+}
+
 static void test_missing_user(void **state)
 {
     (void)state;
@@ -119,6 +139,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good_configuration_passes),
         cmocka_unit_test(test_what_a_start_refuses),
+        cmocka_unit_test(test_listeners),
         cmocka_unit_test(test_missing_user),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
