@@ -90,17 +90,23 @@ static int read_worlds(sl_request *rq, te_world *w, int n)
     return 0;
 }
 
+/* The rows as the JSON array both routes answer. */
+static int worlds_answer(sl_request *rq, sl_response *rs, const te_world *w, int n)
+{
+    char *out = sl_alloc(rq, OUT_CAP);
+    size_t at = 0;
+    if (!out || te_worlds_json(out, OUT_CAP, &at, w, n) != 0)
+        return 500;
+    return answer(rs, "application/json", out, at);
+}
+
 static int route_queries(sl_request *rq, sl_response *rs)
 {
     int n = te_queries(sl_param(rq, "queries", NULL));
     te_world w[TE_MAX_QUERIES];
     if (read_worlds(rq, w, n) != 0)
         return db_failed(rq, rs, "reading World rows");
-    char *out = sl_alloc(rq, OUT_CAP);
-    size_t at = 0;
-    if (!out || te_worlds_json(out, OUT_CAP, &at, w, n) != 0)
-        return 500;
-    return answer(rs, "application/json", out, at);
+    return worlds_answer(rq, rs, w, n);
 }
 
 static int route_updates(sl_request *rq, sl_response *rs)
@@ -117,11 +123,7 @@ static int route_updates(sl_request *rq, sl_response *rs)
     const char *values[] = {ids, nums};
     if (!sl_db_prepared(rq, "te_update", TE_SQL_UPDATE, 2, values, NULL, NULL))
         return db_failed(rq, rs, "updating World rows");
-    char *out = sl_alloc(rq, OUT_CAP);
-    size_t at = 0;
-    if (!out || te_worlds_json(out, OUT_CAP, &at, w, n) != 0)
-        return 500;
-    return answer(rs, "application/json", out, at);
+    return worlds_answer(rq, rs, w, n);
 }
 
 static int route_fortunes(sl_request *rq, sl_response *rs)

@@ -22,7 +22,6 @@
 #include "lib/servlet.h"
 #include "sandbox/identity.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -32,9 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <netinet/in.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -106,21 +103,29 @@ static void load_as(const sandlet_id *id, const char *lib, int out)
     _exit(1);
 }
 
-static void check_library(unsigned *n, const sandlet_conf *c, const sandlet_servlet_conf *sv,
-                          const sandlet_id *id)
+/* Whether the servlet's library is a file at all. */
+static bool library_file(unsigned *n, const sandlet_conf *c, const sandlet_servlet_conf *sv)
 {
     struct stat st;
     if (stat(sv->library, &st) != 0) {
         problem(n, "%s:%d: servlet %s: library '%s' %s (build it, or fix the path)", c->file,
                 sv->line, sv->path, sv->library,
                 errno == ENOENT ? "does not exist" : strerror(errno));
-        return;
+        return false;
     }
     if (!S_ISREG(st.st_mode)) {
         problem(n, "%s:%d: servlet %s: library '%s' is not a file (name the .so)", c->file,
                 sv->line, sv->path, sv->library);
-        return;
+        return false;
     }
+    return true;
+}
+
+static void check_library(unsigned *n, const sandlet_conf *c, const sandlet_servlet_conf *sv,
+                          const sandlet_id *id)
+{
+    if (!library_file(n, c, sv))
+        return;
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0)
         return;
@@ -163,42 +168,19 @@ static void warn_ports(const sandlet_conf *c)
         const sandlet_listen_conf *l = &c->listens[i];
         if (l->port == 0)
             continue;
-        struct sockaddr_storage ss;
-        memset(&ss, 0, sizeof(ss));
-        socklen_t len;
-        int af = strchr(l->host, ':') ? AF_INET6 : AF_INET;
-        if (af == AF_INET) {
-            struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-            a->sin_family = AF_INET;
-            a->sin_port = htons((uint16_t)l->port);
-            len = sizeof(*a);
-            if (inet_pton(AF_INET, l->host, &a->sin_addr) != 1)
-                continue;
-        } else {
-            struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-            a->sin6_family = AF_INET6;
-            a->sin6_port = htons((uint16_t)l->port);
-            len = sizeof(*a);
-            if (inet_pton(AF_INET6, l->host, &a->sin6_addr) != 1)
-                continue;
-        }
-        int fd = socket(af, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
+        int fd;
+        int rc = sandlet_listen_bind(l, &fd);
+        if (rc == 0) {
+            close(fd);
             continue;
-        int one = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        if (af == AF_INET6)
-            setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-        if (bind(fd, (struct sockaddr *)&ss, len) < 0) {
-            int e = errno;
-            fprintf(stderr, "sandletd: warning: %s:%d: %s port %u: %s (%s)\n", c->file, l->line,
-                    l->host, l->port, strerror(e),
-                    e == EADDRINUSE ? "a running sandletd or another program holds it; a start "
-                                      "fails while it does"
-                    : e == EACCES   ? "ports below 1024 need sandletd started as root"
-                                    : "a start would fail to listen there");
         }
-        close(fd);
+        int e = -rc;
+        fprintf(stderr, "sandletd: warning: %s:%d: %s port %u: %s (%s)\n", c->file, l->line,
+                l->host, l->port, strerror(e),
+                e == EADDRINUSE ? "a running sandletd or another program holds it; a start "
+                                  "fails while it does"
+                : e == EACCES   ? "ports below 1024 need sandletd started as root"
+                                : "a start would fail to listen there");
     }
 }
 
@@ -228,11 +210,7 @@ int sandlet_check_deep(const sandlet_conf *c)
         /* Without the sandbox's identity a library is never opened as
          * root: only its presence is checked. */
         if (!ids_ok && geteuid() == 0) {
-            struct stat st;
-            if (stat(sv->library, &st) != 0)
-                problem(&n, "%s:%d: servlet %s: library '%s' %s (build it, or fix the path)",
-                        c->file, sv->line, sv->path, sv->library,
-                        errno == ENOENT ? "does not exist" : strerror(errno));
+            library_file(&n, c, sv);
             continue;
         }
         sandlet_id keep = {UINT32_MAX, UINT32_MAX};

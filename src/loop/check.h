@@ -1,5 +1,6 @@
 /*
- * check.h - "sandletd -t" beyond the syntax (check.c).
+ * check.h - "sandletd -t" beyond the syntax (check.c), and the bound
+ * socket of a listen line that the start and the check share (listen.c).
  */
 #ifndef SANDLET_LOOP_CHECK_H
 #define SANDLET_LOOP_CHECK_H
@@ -11,5 +12,9 @@
  * its sandbox's user).  Each problem is a line on standard error; returns
  * 0 when there is none, -1 otherwise. */
 int sandlet_check_deep(const sandlet_conf *conf);
+
+/* listen.c: a socket bound to l's address and port (the listeners'
+ * options set), not listening yet, into *fd; 0 or -errno. */
+int sandlet_listen_bind(const sandlet_listen_conf *l, int *fd);
 
 #endif

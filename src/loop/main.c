@@ -99,37 +99,20 @@ int sandlet_server_send(sandlet_server *srv, const sandlet_ctl *msg)
 /* Binds before the privilege drop, so that ports below 1024 work. */
 static int bind_listener(const sandlet_listen_conf *l, int *out)
 {
-    struct sockaddr_storage ss;
-    socklen_t len;
-    memset(&ss, 0, sizeof(ss));
-    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
-    if (inet_pton(AF_INET, l->host, &a4->sin_addr) == 1) {
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons((uint16_t)l->port);
-        len = sizeof(*a4);
-    } else if (inet_pton(AF_INET6, l->host, &a6->sin6_addr) == 1) {
-        a6->sin6_family = AF_INET6;
-        a6->sin6_port = htons((uint16_t)l->port);
-        len = sizeof(*a6);
-    } else {
-        return -EINVAL;
-    }
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0)
-        return -errno;
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (ss.ss_family == AF_INET6)
-        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-    if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 511) < 0) {
-        int err = -errno;
+    int fd;
+    int rc = sandlet_listen_bind(l, &fd);
+    if (rc < 0)
+        return rc;
+    if (listen(fd, 511) < 0) {
+        rc = -errno;
         close(fd);
-        return err;
+        return rc;
     }
-    len = sizeof(ss);
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
     getsockname(fd, (struct sockaddr *)&ss, &len);
-    unsigned port = ss.ss_family == AF_INET6 ? ntohs(a6->sin6_port) : ntohs(a4->sin_port);
+    unsigned port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                             : ntohs(((struct sockaddr_in *)&ss)->sin_port);
     sandlet_info("listening on %s%s%s:%u", ss.ss_family == AF_INET6 ? "[" : "", l->host,
                  ss.ss_family == AF_INET6 ? "]" : "", port);
     *out = fd;
