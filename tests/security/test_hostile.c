@@ -64,12 +64,12 @@ static int group_setup(void **state)
     bool root = geteuid() == 0;
     if (root) {
         /* Sandbox b runs as nobody: its directory must be its own. */
-        chmod(dir_a, 0777);
-        chmod(dir_q, 0777);
-        chown(dir_b, 65534, 65534);
-        chown(secret_b, 65534, 65534);
-        chmod(dir_b, 0700);
-        chmod(secret_b, 0600);
+        if (chmod(dir_a, 0777) < 0 || chmod(dir_q, 0777) < 0 ||
+            chown(dir_b, 65534, 65534) < 0 || chown(secret_b, 65534, 65534) < 0 ||
+            chmod(dir_b, 0700) < 0 || chmod(secret_b, 0600) < 0) {
+            perror("test_hostile: preparing the sandboxes' folders");
+            return -1;
+        }
     }
     /* Loopback listeners: the database group's configured port, and one
      * it must not reach. */
