@@ -103,6 +103,7 @@ typedef struct parser {
     size_t cur;               /* the sandbox or servlet whose block is open */
     int seen[MAX_DIRECTIVES]; /* per row: the line that set it in this block */
     int comment_line;         /* the line of the last '#' comment skipped */
+    bool no_secrets;          /* sandlet_conf_parse_public: secret files not read */
     char *err;
     size_t errlen;
 } parser;
@@ -1073,6 +1074,10 @@ static int do_secret(parser *ps, const directive *d, const token *dir, token *ar
     int rc = take_path(ps, d, &args[0], &c->session_secret_file);
     if (rc)
         return rc;
+    if (ps->no_secrets) {
+        c->session_secret_set = true; /* the supervisor read and checked it */
+        return 0;
+    }
     const char *f = shown(sh, sizeof(sh), c->session_secret_file);
     int line = args[0].line, col = args[0].col;
     int fd = open(c->session_secret_file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
@@ -1171,6 +1176,8 @@ static int do_db_password(parser *ps, const directive *d, const token *dir, toke
     int rc = take_path(ps, d, &args[0], &sb->database_password_file);
     if (rc)
         return rc;
+    if (ps->no_secrets)
+        return 0; /* the supervisor's alone */
     const char *f = shown(sh, sizeof(sh), sb->database_password_file);
     int line = args[0].line, col = args[0].col;
     int fd = open(sb->database_password_file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
@@ -2136,13 +2143,14 @@ const sandlet_pages_conf *sandlet_conf_pages_for(const sandlet_conf *conf, const
     return best;
 }
 
-int sandlet_conf_parse(const char *text, size_t len, const char *name, const char *basedir,
-                       sandlet_conf **out, char *err, size_t errlen)
+static int parse_text(const char *text, size_t len, const char *name, const char *basedir,
+                      bool no_secrets, sandlet_conf **out, char *err, size_t errlen)
 {
     parser ps = {.line = 1,
                  .col = 1,
                  .name = name ? name : "(config)",
                  .basedir = basedir,
+                 .no_secrets = no_secrets,
                  .err = errlen ? err : NULL,
                  .errlen = err ? errlen : 0};
     int rc;
@@ -2178,6 +2186,9 @@ int sandlet_conf_parse(const char *text, size_t len, const char *name, const cha
         rc = resolve_sandboxes(&ps);
     if (rc == 0)
         rc = session_cookies(&ps);
+    /* Ids as a start numbers them; a reload renumbers (sandlet_conf.h). */
+    for (size_t i = 0; rc == 0 && i < ps.conf->nsandboxes; i++)
+        ps.conf->sandboxes[i].id = (uint32_t)i;
     if (rc == 0 && ps.conf->nlistens == 0)
         rc = add_listen(&ps, SANDLET_DEFAULT_LISTEN, 0, 0);
     if (rc == 0 && ps.conf->max_target_length > ps.conf->max_header_size) {
@@ -2215,6 +2226,18 @@ int sandlet_conf_parse(const char *text, size_t len, const char *name, const cha
     }
     *out = ps.conf;
     return 0;
+}
+
+int sandlet_conf_parse(const char *text, size_t len, const char *name, const char *basedir,
+                       sandlet_conf **out, char *err, size_t errlen)
+{
+    return parse_text(text, len, name, basedir, false, out, err, errlen);
+}
+
+int sandlet_conf_parse_public(const char *text, size_t len, const char *name, const char *basedir,
+                              sandlet_conf **out, char *err, size_t errlen)
+{
+    return parse_text(text, len, name, basedir, true, out, err, errlen);
 }
 
 /* Reads at most CONF_MAX_BYTES + 1 bytes, enough to tell "too large". */
@@ -2276,6 +2299,12 @@ static int read_file(const char *path, char **buf, size_t *len, char *err, size_
 
 int sandlet_conf_load(const char *path, sandlet_conf **out, char *err, size_t errlen)
 {
+    return sandlet_conf_load_text(path, out, NULL, err, errlen);
+}
+
+int sandlet_conf_load_text(const char *path, sandlet_conf **out, sandlet_conf_text *kept, char *err,
+                           size_t errlen)
+{
     char *text = NULL, *dir;
     size_t len = 0;
 
@@ -2324,6 +2353,13 @@ int sandlet_conf_load(const char *path, sandlet_conf **out, char *err, size_t er
             *out = NULL;
             rc = -ENOMEM;
         }
+    }
+    if (rc == 0 && kept) {
+        /* Handed over: the caller frees both. */
+        kept->text = text;
+        kept->len = len;
+        kept->basedir = dir;
+        return 0;
     }
     free(dir);
     free(text);
@@ -2453,6 +2489,7 @@ static void plan_sandbox(sandlet_sandbox_conf *d, const sandlet_sandbox_conf *s,
         .line = s->line,
         .user_line = s->user_line,
         .group_line = s->group_line,
+        .id = s->id,
     };
     memcpy(d->database_ports, s->database_ports, sizeof(d->database_ports));
     d->name = copy_str(s->name, bad);
@@ -2515,6 +2552,19 @@ sandlet_conf *sandlet_conf_plan(const sandlet_conf *conf)
     p->page_compiler = copy_str(conf->page_compiler, &bad);
     p->page_compile_timeout = conf->page_compile_timeout;
     p->development = conf->development;
+    /* The addresses, so that a reload binds only the new ones. */
+    if (conf->nlistens) {
+        p->listens = calloc(conf->nlistens, sizeof(*p->listens));
+        if (p->listens) {
+            p->nlistens = conf->nlistens;
+            for (size_t i = 0; i < conf->nlistens; i++) {
+                p->listens[i] = conf->listens[i];
+                p->listens[i].host = copy_str(conf->listens[i].host, &bad);
+            }
+        } else {
+            bad = true;
+        }
+    }
     if (conf->npages) {
         p->pages = calloc(conf->npages, sizeof(*p->pages));
         if (p->pages) {
@@ -2552,4 +2602,110 @@ sandlet_conf *sandlet_conf_plan(const sandlet_conf *conf)
         return NULL;
     }
     return p;
+}
+
+/* ---- what a reload may change --------------------------------------------- */
+
+static bool same_str(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+static bool same_list(char *const *a, size_t na, char *const *b, size_t nb)
+{
+    if (na != nb)
+        return false;
+    for (size_t i = 0; i < na; i++)
+        if (!same_str(a[i], b[i]))
+            return false;
+    return true;
+}
+
+/* The servlets of sandbox i of c, in order, one at a time: *k is where
+ * the search goes on; NULL past the last. */
+static const sandlet_servlet_conf *next_servlet(const sandlet_conf *c, size_t i, size_t *k)
+{
+    while (*k < c->nservlets) {
+        const sandlet_servlet_conf *s = &c->servlets[(*k)++];
+        if (s->sandbox == i)
+            return s;
+    }
+    return NULL;
+}
+
+static bool same_servlet(const sandlet_servlet_conf *x, const sandlet_servlet_conf *y)
+{
+    if (!same_str(x->path, y->path) || x->prefix != y->prefix ||
+        !same_str(x->library, y->library) || x->timeout != y->timeout || x->nparams != y->nparams)
+        return false;
+    for (size_t i = 0; i < x->nparams; i++)
+        if (!same_str(x->params[i].name, y->params[i].name) ||
+            !same_str(x->params[i].value, y->params[i].value))
+            return false;
+    return true;
+}
+
+bool sandlet_conf_sandbox_same(const sandlet_conf *a, size_t i, const sandlet_conf *b, size_t j)
+{
+    const sandlet_sandbox_conf *x = &a->sandboxes[i], *y = &b->sandboxes[j];
+    if (!same_str(x->name, y->name) || x->workers != y->workers || !same_str(x->user, y->user) ||
+        !same_str(x->group, y->group) ||
+        !same_list(x->readable, x->nreadable, y->readable, y->nreadable) ||
+        !same_list(x->writable, x->nwritable, y->writable, y->nwritable) ||
+        x->memory_mib != y->memory_mib || x->open_files != y->open_files ||
+        x->cpu_seconds != y->cpu_seconds || x->max_file_size != y->max_file_size ||
+        x->write_quota != y->write_quota || x->write_files != y->write_files ||
+        x->ndatabase_ports != y->ndatabase_ports ||
+        memcmp(x->database_ports, y->database_ports, sizeof(x->database_ports)) != 0 ||
+        !same_str(x->database, y->database) ||
+        !same_str(x->database_password, y->database_password) || x->core_dumps != y->core_dumps ||
+        x->syscalls != y->syscalls || x->learn != y->learn || x->sessions != y->sessions ||
+        x->session_size != y->session_size || x->session_timeout != y->session_timeout ||
+        x->session_cookie_secure != y->session_cookie_secure ||
+        !same_str(x->session_path, y->session_path) || x->pages != y->pages ||
+        x->timeout != y->timeout)
+        return false;
+    size_t ka = 0, kb = 0;
+    for (;;) {
+        const sandlet_servlet_conf *sa = next_servlet(a, i, &ka), *sb = next_servlet(b, j, &kb);
+        if (!sa || !sb)
+            return !sa && !sb;
+        if (!same_servlet(sa, sb))
+            return false;
+    }
+}
+
+const char *sandlet_conf_restart_needed(const sandlet_conf *a, const sandlet_conf *b)
+{
+    if (!same_str(a->user, b->user))
+        return "user";
+    if (!same_str(a->docroot, b->docroot))
+        return "docroot";
+    if (!same_str(a->error_log, b->error_log))
+        return "error-log";
+    if (!same_str(a->access_log, b->access_log))
+        return "access-log";
+    if (!same_str(a->session_secret_file, b->session_secret_file))
+        return "session-secret-file";
+    if (!same_str(a->page_cache, b->page_cache))
+        return "page-cache";
+    if (!same_str(a->page_compiler, b->page_compiler))
+        return "page-compiler";
+    if (a->page_compile_timeout != b->page_compile_timeout)
+        return "page-compile-timeout";
+    if (a->development != b->development)
+        return "development";
+    if (a->npages != b->npages)
+        return "pages";
+    for (size_t i = 0; i < a->npages; i++)
+        if (!same_str(a->pages[i].prefix, b->pages[i].prefix) ||
+            !same_str(a->sandboxes[a->pages[i].sandbox].name,
+                      b->sandboxes[b->pages[i].sandbox].name))
+            return "pages";
+    return NULL;
+}
+
+bool sandlet_conf_listen_same(const sandlet_listen_conf *a, const sandlet_listen_conf *b)
+{
+    return a->port == b->port && same_str(a->host, b->host);
 }

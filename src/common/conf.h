@@ -65,6 +65,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define SANDLET_DEFAULT_LISTEN        "127.0.0.1:8080"
 #define SANDLET_DEFAULT_WORKERS       2
@@ -197,6 +198,11 @@ typedef struct sandlet_sandbox_conf {
     char *session_cookie;
     char *session_path;
     bool pages; /* a "pages" block maps docroot folders to this sandbox */
+    /* Names the sandbox in the acceptor's and supervisor's messages: its
+     * index when sandletd starts; a sandbox that a reload adds or changes
+     * gets a number never used before, one it leaves unchanged keeps its
+     * own (the supervisor decides, and tells the acceptor). */
+    uint32_t id;
     int line;
     int user_line, group_line; /* of its "user" and "group" lines; 0: none */
 } sandlet_sandbox_conf;
@@ -267,8 +273,24 @@ typedef struct sandlet_conf {
  * failure returns a negative errno value and writes one line to err. */
 int sandlet_conf_parse(const char *text, size_t len, const char *name, const char *basedir,
                        sandlet_conf **out, char *err, size_t errlen);
+/* As sandlet_conf_parse, for the acceptor at a reload: secret files
+ * (session-secret-file, database-password-file) are named but not read,
+ * since the acceptor may not read them; the supervisor has. */
+int sandlet_conf_parse_public(const char *text, size_t len, const char *name, const char *basedir,
+                              sandlet_conf **out, char *err, size_t errlen);
 /* Reads and parses a file; relative paths resolve against its folder. */
 int sandlet_conf_load(const char *path, sandlet_conf **out, char *err, size_t errlen);
+/* The bytes sandlet_conf_load_text parsed and the folder relative paths
+ * resolved against: what the acceptor parses again at a reload. */
+typedef struct sandlet_conf_text {
+    char *text;
+    size_t len;
+    char *basedir;
+} sandlet_conf_text;
+/* As sandlet_conf_load; on success *kept (when not NULL) gets the text and
+ * folder, for the caller to free. */
+int sandlet_conf_load_text(const char *path, sandlet_conf **out, sandlet_conf_text *kept, char *err,
+                           size_t errlen);
 void sandlet_conf_free(sandlet_conf *conf);
 /* Zeroes and drops what only the supervisor and workers may hold (the
  * databases' connection strings and passwords): the acceptor calls it
@@ -283,11 +305,23 @@ void sandlet_conf_forget_secrets(sandlet_conf *conf);
  * acceptor's user, the log paths it reopens and the session secret; and
  * for pages the docroot, the pages mappings, the cache, the compiler,
  * its timeout and development mode.
- * Everything only the acceptor uses (listen addresses, status
+ * The listen addresses too, so that a reload binds only new ones.
+ * Everything only the acceptor uses (status
  * page, client timeouts and size limits, queues and queue timeouts) is
  * zero or NULL in it.  Free with sandlet_conf_free; NULL when out of
  * memory. */
 sandlet_conf *sandlet_conf_plan(const sandlet_conf *conf);
+
+/* Reload (SIGHUP).  True when sandbox i of a and sandbox j of b would
+ * start the same workers: name, count, identity, confinement, sessions,
+ * database and the servlets routed to it, in order.  Only then does a
+ * reload keep a sandbox's workers. */
+bool sandlet_conf_sandbox_same(const sandlet_conf *a, size_t i, const sandlet_conf *b, size_t j);
+/* The first directive whose change from a to b a reload cannot apply
+ * (the acceptor's user, the docroot, the logs, the session secret's file,
+ * the pages settings), or NULL. */
+const char *sandlet_conf_restart_needed(const sandlet_conf *a, const sandlet_conf *b);
+bool sandlet_conf_listen_same(const sandlet_listen_conf *a, const sandlet_listen_conf *b);
 
 /* The pages mapping that serves the docroot-relative page rel ("a/b.csp",
  * no leading '/'): the longest prefix that contains "/" rel; NULL when no

@@ -40,6 +40,51 @@
 typedef struct sandlet_pool sandlet_pool;
 typedef struct sandlet_worker sandlet_worker;
 
+/* ---- reload.c ----------------------------------------------------------- */
+
+/* One configuration as the acceptor serves it: the start's, then each
+ * reload's.  A request routed under it holds it (its servlet lives in
+ * conf) until the request ends, and so does each pool whose sandbox
+ * settings live in conf; the server holds the current one.  pool_of maps
+ * its sandboxes to the pools serving them. */
+typedef struct sandlet_confgen {
+    sandlet_conf *conf;
+    sandlet_pool **pool_of; /* per sandbox of conf */
+    uint16_t *local_index;  /* per servlet: its index in its sandbox's INIT */
+    uint16_t *nservlets;    /* per sandbox: its configured servlets */
+    unsigned refs;
+} sandlet_confgen;
+
+/* A configuration taken over (conf is the generation's now): its
+ * servlets' indexes computed, no pool yet.  NULL when out of memory. */
+sandlet_confgen *sandlet_confgen_new(sandlet_conf *conf);
+sandlet_confgen *sandlet_confgen_hold(sandlet_confgen *g);
+void sandlet_confgen_put(sandlet_confgen *g);
+
+/* A listening socket and what it was opened for. */
+typedef struct sandlet_listener {
+    uv_tcp_t tcp; /* tcp.data: this */
+    sandlet_server *srv;
+    char host[64];
+    unsigned port;
+    bool paused; /* left unaccepted at max-connections */
+} sandlet_listener;
+
+/* Starts accepting on fd (bound and listening), for listen line l.
+ * Returns 0 or -errno (fd closed). */
+int sandlet_listener_add(sandlet_server *srv, const sandlet_listen_conf *l, int fd);
+/* Stops accepting on every listener and closes them. */
+void sandlet_listeners_close(sandlet_server *srv);
+
+/* The supervisor's LISTEN (a new address's socket, for line m->slot of
+ * the CONF that follows) and CONF messages; both take fd. */
+void sandlet_reload_listen(sandlet_server *srv, const sandlet_ctl *m, int fd);
+/* -1 when it cannot be applied (logged): the caller stops, since the
+ * supervisor runs the new configuration's workers already and serving
+ * the old one on would only fail. */
+int sandlet_reload_apply(sandlet_server *srv, int fd);
+void sandlet_reload_free(sandlet_server *srv);
+
 /* ---- http.c ----------------------------------------------------------- */
 
 /* The connection's struct is http.c's (src/loop/conn_private.h); the
@@ -108,7 +153,7 @@ typedef struct sandlet_inflight {
     bool discard;     /* client gone or failed: drop the rest of the answer */
     unsigned timeout; /* ms it may run once the worker starts it; 0: none */
     uint64_t started; /* uv_hrtime when its head arrived (the duration histogram) */
-    const sandlet_servlet_conf *servlet;
+    const sandlet_servlet_conf *servlet; /* while conn holds its configuration */
     char reqline[160];
 } sandlet_inflight;
 
@@ -158,8 +203,13 @@ extern const uint64_t sandlet_duration_bounds_us[SANDLET_DURATION_BUCKETS];
 
 struct sandlet_pool {
     sandlet_server *srv;
-    size_t index;
-    const sandlet_sandbox_conf *conf;
+    uint32_t id;                      /* the sandbox's (sandlet_sandbox_conf.id) */
+    sandlet_confgen *gen;             /* held: conf lives in it */
+    const sandlet_sandbox_conf *conf; /* workers is fixed: reloads keep only equal ones */
+    sandlet_pool *next;               /* the server's list */
+    bool retired;                     /* a reload changed or removed its sandbox */
+    unsigned closing;                 /* handles still closing once it is empty */
+    unsigned nworkers;
     sandlet_worker *workers;
     sandlet_conn *qhead, *qtail;
     size_t queued;
@@ -216,6 +266,17 @@ void sandlet_pool_worker(sandlet_server *srv, const sandlet_ctl *m, int channel,
  * writes them to the error log, line by line, never blocking the loop. */
 int sandlet_workerlog_attach(sandlet_server *srv, sandlet_worker *w, int fd);
 void sandlet_pools_free(sandlet_server *srv);
+/* The pool of sandbox id, or NULL. */
+sandlet_pool *sandlet_pool_find(sandlet_server *srv, uint32_t id);
+/* A pool for sandbox index of g (g held by it), linked into the server's
+ * list.  NULL when out of memory. */
+sandlet_pool *sandlet_pool_new(sandlet_server *srv, sandlet_confgen *g, size_t index);
+/* A reload kept p's sandbox: its settings are now index of g's. */
+void sandlet_pool_rebase(sandlet_pool *p, sandlet_confgen *g, size_t index);
+/* A reload changed or removed p's sandbox: p takes no new request; its
+ * queue is served, then its workers are closed one by one as they go
+ * idle, then it is freed. */
+void sandlet_pool_retire(sandlet_pool *p);
 /* False (after logging why) when a response header of c's worker may not
  * reach the client: a Set-Cookie for another sandbox's session cookie,
  * with which a servlet could plant a session id (fixation) or erase a
@@ -244,17 +305,22 @@ int sandlet_workerlog_attach(sandlet_server *srv, sandlet_worker *w, int fd);
 size_t sandlet_workerlog_escape(char *out, size_t cap, const uint8_t *in, size_t n, size_t *used);
 /* Frees the readers left when the loop has ended. */
 void sandlet_workerlog_free(sandlet_server *srv);
+/* p goes (a reload retired it): readers of its workers' output stop
+ * looking at them. */
+void sandlet_workerlog_forget_pool(sandlet_server *srv, const sandlet_pool *p);
 
 /* ---- main.c ------------------------------------------------------------ */
 
 struct sandlet_server {
     uv_loop_t *loop;
-    sandlet_conf *conf;
-    uv_tcp_t *listeners;
+    sandlet_conf *conf;   /* gen->conf: what new requests and connections see */
+    sandlet_confgen *gen; /* the current configuration */
+    sandlet_listener **listeners;
     size_t nlisteners;
-    bool *paused; /* listener left unaccepted at max-connections */
-    sandlet_pool *pools;
-    uint16_t *local_index;           /* per servlet: its index in its sandbox's INIT */
+    sandlet_pool *pools; /* every pool, retired ones until they are empty */
+    /* LISTEN sockets waiting for their CONF, by listen line. */
+    int *pending_listen;
+    size_t npending_listen;
     struct sandlet_pagetab *pagetab; /* pages.c; NULL without pages */
     sandlet_conn *conns;
     size_t nconns;

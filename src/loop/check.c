@@ -18,6 +18,7 @@
 #include "config.h"
 
 #include "loop/check.h"
+#include "common/listen.h"
 #include "common/log.h"
 #include "lib/servlet.h"
 #include "sandbox/identity.h"

@@ -13,8 +13,4 @@
  * 0 when there is none, -1 otherwise. */
 int sandlet_check_deep(const sandlet_conf *conf);
 
-/* listen.c: a socket bound to l's address and port (the listeners'
- * options set), not listening yet, into *fd; 0 or -errno. */
-int sandlet_listen_bind(const sandlet_listen_conf *l, int *fd);
-
 #endif

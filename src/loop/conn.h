@@ -70,7 +70,7 @@ typedef struct sandlet_request_view {
     const uint8_t *body;
     size_t body_len;
     const sandlet_servlet_conf *servlet; /* NULL unless a servlet or page answers */
-    size_t servlet_index;                /* its index in the configuration */
+    uint16_t servlet_local;              /* its index among its sandbox's servlets */
     const sandlet_page *page;            /* a page answers (servlet is its view) */
 } sandlet_request_view;
 void sandlet_conn_request_view(const sandlet_conn *c, sandlet_request_view *v);

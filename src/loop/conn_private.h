@@ -67,9 +67,13 @@ struct sandlet_conn {
     unsigned nhost; /* Host headers seen */
     bool expect_continue;
     sandlet_buf body;
-    enum sandlet_route_kind route; /* who answers it (route.c) */
-    const sandlet_servlet_conf *servlet;
-    size_t servlet_index;
+    enum sandlet_route_kind route;       /* who answers it (route.c) */
+    const sandlet_servlet_conf *servlet; /* lives in gen's configuration */
+    uint16_t servlet_local;
+    sandlet_pool *servlet_pool;
+    /* The configuration the request was routed under, held until it ends:
+     * a reload meanwhile changes nothing of it. */
+    sandlet_confgen *gen;
     int error_status; /* set by a parser callback to answer with an error */
     bool keep_alive;
     uint8_t http_major, http_minor;

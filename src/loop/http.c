@@ -205,7 +205,7 @@ void sandlet_conn_request_view(const sandlet_conn *c, sandlet_request_view *v)
         .body = c->body.data,
         .body_len = c->body.len,
         .servlet = c->servlet,
-        .servlet_index = c->servlet ? c->servlet_index : 0,
+        .servlet_local = c->servlet ? c->servlet_local : 0,
         .page = c->plink.page,
     };
     if (c->plink.page)
@@ -455,6 +455,28 @@ static void set_phase(sandlet_conn *c, enum sandlet_conn_phase phase)
 
 /* ---- request lifecycle --------------------------------------------------- */
 
+/* Routes c's request under the current configuration, holding it while
+ * a servlet answers. */
+static void take_route(sandlet_conn *c)
+{
+    const char *target = (const char *)c->head.data + c->target;
+    const char *q = memchr(target, '?', c->target_len);
+    size_t plen = q ? (size_t)(q - target) : c->target_len;
+    sandlet_confgen *g = c->srv->gen;
+    sandlet_route route = sandlet_route_request(g->conf, c->peer, target, plen);
+    sandlet_confgen_put(c->gen);
+    c->gen = NULL;
+    c->route = route.kind;
+    c->servlet = route.servlet;
+    c->servlet_pool = NULL;
+    if (c->servlet) {
+        size_t i = (size_t)(c->servlet - g->conf->servlets);
+        c->gen = sandlet_confgen_hold(g);
+        c->servlet_local = g->local_index[i];
+        c->servlet_pool = g->pool_of[c->servlet->sandbox];
+    }
+}
+
 static void reset_request(sandlet_conn *c)
 {
     sandlet_buf_reset(&c->head);
@@ -465,6 +487,9 @@ static void reset_request(sandlet_conn *c)
     c->nhost = 0;
     c->expect_continue = false;
     c->servlet = NULL;
+    c->servlet_pool = NULL;
+    sandlet_confgen_put(c->gen);
+    c->gen = NULL;
     c->route = SANDLET_ROUTE_FILES;
     c->error_status = 0;
     sandlet_pool_link_reset(&c->link);
@@ -888,14 +913,8 @@ static int on_headers_complete(llhttp_t *p)
              llhttp_method_name(llhttp_get_method(p)),
              (int)(c->target_len > 100 ? 100 : c->target_len), target, c->http_major,
              c->http_minor);
-    const char *q = memchr(target, '?', c->target_len);
-    size_t plen = q ? (size_t)(q - target) : c->target_len;
-    sandlet_route route = sandlet_route_request(c->srv->conf, c->peer, target, plen);
-    c->route = route.kind;
-    c->servlet = route.servlet;
+    take_route(c);
     if (c->servlet || c->route == SANDLET_ROUTE_PAGE) {
-        if (c->servlet)
-            c->servlet_index = (size_t)(c->servlet - c->srv->conf->servlets);
         /* Its REQUEST frame must fit one frame: head strings (NUL ended,
          * as in c->head), a 4-byte length per string, method, peer and the
          * fixed fields.  Only a max-header-size near its 1 MiB bound comes
@@ -980,8 +999,13 @@ static void init_settings(void)
 static void dispatch(sandlet_conn *c)
 {
     c->state = CONN_WAITING;
+    /* A reload changed or removed the sandbox while the body was read:
+     * the request goes where the configuration now sends it (nothing of
+     * it has reached a worker yet). */
+    if (c->route == SANDLET_ROUTE_SERVLET && c->servlet_pool->retired)
+        take_route(c);
     switch (c->route) {
-    case SANDLET_ROUTE_SERVLET: sandlet_pool_submit(&c->srv->pools[c->servlet->sandbox], c); break;
+    case SANDLET_ROUTE_SERVLET: sandlet_pool_submit(c->servlet_pool, c); break;
     case SANDLET_ROUTE_STATUS: sandlet_status_serve(c); break;
     case SANDLET_ROUTE_FILES: sandlet_files_serve(c); break;
     case SANDLET_ROUTE_PAGE: sandlet_pages_serve(c); break;
@@ -1127,11 +1151,13 @@ static void on_closed(uv_handle_t *h)
     sandlet_buf_free(&c->in);
     sandlet_buf_free(&c->head);
     sandlet_buf_free(&c->body);
+    sandlet_confgen_put(c->gen);
     free(c);
-    for (size_t i = 0; srv->paused && i < srv->nlisteners && !srv->stopping; i++) {
-        if (srv->paused[i] && srv->nconns < srv->conf->max_connections) {
-            srv->paused[i] = false;
-            sandlet_http_accept((uv_stream_t *)&srv->listeners[i], 0);
+    for (size_t i = 0; i < srv->nlisteners && !srv->stopping; i++) {
+        sandlet_listener *l = srv->listeners[i];
+        if (l->paused && srv->nconns < srv->conf->max_connections) {
+            l->paused = false;
+            sandlet_http_accept((uv_stream_t *)&l->tcp, 0);
         }
     }
     sandlet_server_check_stopped(srv);
@@ -1161,7 +1187,8 @@ static void conn_close(sandlet_conn *c)
 
 void sandlet_http_accept(uv_stream_t *listener, int status)
 {
-    sandlet_server *srv = listener->data;
+    sandlet_listener *l = listener->data;
+    sandlet_server *srv = l->srv;
     if (status < 0) {
         sandlet_log_errno(SANDLET_LOG_WARN, status, "accept");
         return;
@@ -1170,9 +1197,8 @@ void sandlet_http_accept(uv_stream_t *listener, int status)
         /* Leave the connection unaccepted: libuv then stops watching this
          * listener until we accept, so nothing spins; the kernel's backlog
          * holds the clients until a connection closes. */
-        size_t i = (size_t)((uv_tcp_t *)listener - srv->listeners);
-        if (i < srv->nlisteners && !srv->paused[i]) {
-            srv->paused[i] = true;
+        if (!l->paused) {
+            l->paused = true;
             sandlet_warn("max-connections (%u) reached; accepting resumes when one closes",
                          srv->conf->max_connections);
         }

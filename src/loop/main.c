@@ -10,6 +10,7 @@
 
 #include "loop/acceptor.h"
 #include "loop/check.h"
+#include "common/listen.h"
 #include "common/log.h"
 #include "sandbox/control.h"
 #include "sandbox/identity.h"
@@ -201,8 +202,7 @@ static void begin_stop(int status)
     if (status)
         m.exit_status = status;
     sandlet_info("stopping: finishing %zu connection(s)", srv->nconns);
-    for (size_t i = 0; i < srv->nlisteners; i++)
-        uv_close((uv_handle_t *)&srv->listeners[i], NULL);
+    sandlet_listeners_close(srv);
     sandlet_http_shutdown(srv);
     uv_timer_start(&m.drain, on_drain_timeout, SANDLET_SHUTDOWN_MS, 0);
     sandlet_server_check_stopped(srv);
@@ -332,8 +332,18 @@ static void on_ctl(uv_poll_t *p, int status, int events)
         if (msg.type == SANDLET_CTL_GEN) {
             if (fd >= 0)
                 close(fd);
-            if (msg.sandbox < srv->conf->nsandboxes)
-                sandlet_pool_pages(&srv->pools[msg.sandbox], msg.pages);
+            sandlet_pool *pool = sandlet_pool_find(srv, msg.sandbox);
+            if (pool)
+                sandlet_pool_pages(pool, msg.pages);
+            continue;
+        }
+        if (msg.type == SANDLET_CTL_LISTEN) {
+            sandlet_reload_listen(srv, &msg, fd); /* takes fd */
+            continue;
+        }
+        if (msg.type == SANDLET_CTL_CONF) {
+            if (sandlet_reload_apply(srv, fd) < 0) /* takes fd */
+                begin_stop(1);
             continue;
         }
         if (msg.type == SANDLET_CTL_LOGFD && fd >= 0) {
@@ -377,7 +387,9 @@ static int open_self(void)
     return high < 0 ? -err : high;
 }
 
-static int run(sandlet_conf *conf)
+/* Takes conf (*taken set) once the acceptor's configuration generation
+ * holds it. */
+static int run(sandlet_conf *conf, bool *taken)
 {
     sandlet_server *srv = &m.srv;
     /* Before anything listens: a configuration that would run a servlet
@@ -394,10 +406,8 @@ static int run(sandlet_conf *conf)
     }
     srv->conf = conf;
     srv->ctl = -1;
-    int *fds = calloc(conf->nlistens, sizeof(int));
-    srv->listeners = calloc(conf->nlistens, sizeof(uv_tcp_t));
-    srv->paused = calloc(conf->nlistens, sizeof(bool));
-    if (!fds || !srv->listeners || !srv->paused) {
+    int *fds = calloc(conf->nlistens + 1, sizeof(int));
+    if (!fds) {
         sandlet_error("out of memory");
         free(fds);
         return 1;
@@ -455,8 +465,6 @@ static int run(sandlet_conf *conf)
         for (size_t i = 0; i < conf->nlistens; i++)
             close(fds[i]);
         free(fds);
-        free(srv->listeners);
-        free(srv->paused);
         close(ctl[0]);
         sandlet_files_close(srv); /* the supervisor serves nothing */
         if (srv->access_fd >= 0)
@@ -480,6 +488,12 @@ static int run(sandlet_conf *conf)
      * supervisor's and the workers' alone: the acceptor faces clients and
      * serves the status page. */
     sandlet_conf_forget_secrets(conf);
+    srv->gen = sandlet_confgen_new(conf);
+    if (!srv->gen) {
+        sandlet_error("out of memory starting the acceptor");
+        return 1; /* the supervisor sees its socket close and leaves */
+    }
+    *taken = true;
     close(ctl[1]);
     close(exe);
     srv->ctl = ctl[0];
@@ -535,18 +549,13 @@ static int run(sandlet_conf *conf)
     uv_poll_start(&srv->ctl_poll, UV_READABLE, on_ctl);
 
     for (size_t i = 0; i < conf->nlistens; i++) {
-        uv_tcp_init(&m.loop, &srv->listeners[i]);
-        srv->listeners[i].data = srv;
-        rc = uv_tcp_open(&srv->listeners[i], fds[i]);
-        if (rc == 0)
-            rc = uv_listen((uv_stream_t *)&srv->listeners[i], 511, sandlet_http_accept);
+        rc = srv->stopping ? (close(fds[i]), 0)
+                           : sandlet_listener_add(srv, &conf->listens[i], fds[i]);
         if (rc < 0) {
             sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot listen");
             begin_stop(1);
-            break;
         }
     }
-    srv->nlisteners = conf->nlistens;
     free(fds);
     if (!srv->stopping && (sandlet_pools_start(srv) < 0 || sandlet_pages_open(srv) < 0)) {
         sandlet_error("out of memory starting the sandboxes");
@@ -567,8 +576,7 @@ static int run(sandlet_conf *conf)
     sandlet_pools_free(srv);
     sandlet_pages_free(srv);
     sandlet_files_close(srv);
-    free(srv->paused);
-    free(srv->listeners);
+    sandlet_reload_free(srv);
     uv_loop_close(&m.loop);
     sandlet_info("stopped");
     return m.exit_status;
@@ -646,7 +654,9 @@ int main(int argc, char **argv)
         sandlet_conf_free(conf);
         return rc == 0 ? 0 : 1;
     }
-    int st = run(conf);
-    sandlet_conf_free(conf);
+    bool taken = false;
+    int st = run(conf, &taken);
+    if (!taken)
+        sandlet_conf_free(conf);
     return st;
 }

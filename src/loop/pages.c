@@ -160,7 +160,7 @@ static sandlet_page *add(sandlet_server *srv, const char *rel, const sandlet_pag
     path[0] = '/';
     memcpy(path + 1, rel, len + 1);
     p->rel = r;
-    p->sandbox = map->sandbox;
+    p->sandbox = srv->conf->sandboxes[map->sandbox].id; /* reloads keep it */
     p->sc = (sandlet_servlet_conf){.path = path,
                                    .sandbox = map->sandbox,
                                    .max_body_size = srv->conf->max_body_size,
@@ -258,7 +258,14 @@ static void deliver(sandlet_conn *c, sandlet_page *p)
 {
     sandlet_server *srv = sandlet_conn_server(c);
     switch (p->status) {
-    case 0: sandlet_pool_submit(&srv->pools[p->sandbox], c); return;
+    case 0: {
+        sandlet_pool *pool = sandlet_pool_find(srv, (uint32_t)p->sandbox);
+        if (pool)
+            sandlet_pool_submit(pool, c);
+        else
+            sandlet_conn_fail(c, 503);
+        return;
+    }
     case -ENOENT: sandlet_conn_fail(c, 404); return;
     case -ENOEXEC:
     case -ETIMEDOUT:
@@ -504,7 +511,8 @@ void sandlet_pages_answer(sandlet_server *srv, const sandlet_ctl *m, int fd)
      * would only ever reach a wrong servlet: refused here too. */
     if (m->status == 0 && (m->slot >= SANDLET_MAX_PAGES || m->pages == 0))
         p->status = -EIO;
-    if (p->status == 0)
-        sandlet_pool_pages(&srv->pools[p->sandbox], p->gen);
+    sandlet_pool *pool = sandlet_pool_find(srv, (uint32_t)p->sandbox);
+    if (p->status == 0 && pool)
+        sandlet_pool_pages(pool, p->gen);
     release(p, 0);
 }

@@ -41,6 +41,10 @@ static void worker_process(sandlet_worker *w);
 static void kill_worker(sandlet_worker *w, int status);
 
 static bool fresh_up(const sandlet_pool *p);
+static void drain(sandlet_pool *p);
+static void pool_maybe_gone(sandlet_pool *p);
+static void retire(sandlet_worker *w, const char *why);
+static void fail_queue(sandlet_pool *p);
 
 static const char *sandbox_name(const sandlet_worker *w)
 {
@@ -156,7 +160,7 @@ static void flush_dirty(uv_check_t *h)
      * earlier in the pass dirty again: pass until none is.  Each pass
      * flushes or loses a worker, so this ends. */
     while (p->ndirty) {
-        for (unsigned j = 0; p->ndirty && j < p->conf->workers; j++) {
+        for (unsigned j = 0; p->ndirty && j < p->nworkers; j++) {
             sandlet_worker *w = &p->workers[j];
             if (!w->dirty)
                 continue;
@@ -187,9 +191,13 @@ static bool foreign_session_cookie(const sandlet_pool *p, const char *name, size
     const sandlet_conf *conf = p->srv->conf;
     if (len < sizeof(prefix) || strncasecmp(name, prefix, sizeof(prefix) - 1) != 0)
         return false;
+    /* By name, not index: across a reload the sandbox's own cookie keeps
+     * its name whatever the pool serving it. */
+    const char *own = p->conf->session_cookie;
     for (size_t i = 0; i < conf->nsandboxes; i++) {
         const char *other = conf->sandboxes[i].session_cookie;
-        if (i != p->index && strlen(other) == len && strncasecmp(other, name, len) == 0) {
+        if (strcasecmp(other, own) != 0 && strlen(other) == len &&
+            strncasecmp(other, name, len) == 0) {
             *which = i;
             return true;
         }
@@ -271,8 +279,7 @@ static int encode_request(sandlet_worker *w, const sandlet_conn *c, const sandle
     if (v->page)
         sandlet_page_servlet(v->page, &slot, NULL);
     sandlet_wire_request rq = {
-        .servlet = v->page ? (uint16_t)(w->pool->nservlets + slot)
-                           : w->pool->srv->local_index[v->servlet_index],
+        .servlet = v->page ? (uint16_t)(w->pool->nservlets + slot) : v->servlet_local,
         .http_major = (uint8_t)v->http_major,
         .http_minor = (uint8_t)v->http_minor,
         .nheaders = (uint16_t)v->nheaders,
@@ -418,7 +425,7 @@ static void queue_expire(uv_timer_t *t)
 /* True when a worker is serving or ready to. */
 static bool any_worker_up(const sandlet_pool *p)
 {
-    for (unsigned i = 0; i < p->conf->workers; i++)
+    for (unsigned i = 0; i < p->nworkers; i++)
         if ((p->workers[i].state == W_IDLE || p->workers[i].state == W_BUSY) &&
             p->workers[i].pipe_open)
             return true;
@@ -461,7 +468,7 @@ static sandlet_worker *pick_worker(sandlet_pool *p, uint32_t gen)
 {
     sandlet_worker *best = NULL;
     unsigned max = p->conf->max_requests;
-    for (unsigned i = 0; i < p->conf->workers; i++) {
+    for (unsigned i = 0; i < p->nworkers; i++) {
         sandlet_worker *w = &p->workers[i];
         if ((w->state != W_IDLE && w->state != W_BUSY) || !w->pipe_open)
             continue;
@@ -518,6 +525,7 @@ void sandlet_pool_submit(sandlet_pool *p, sandlet_conn *c)
     sandlet_worker *w;
     while (p->qhead && (w = pick_worker(p, needs(p->qhead))))
         send_request(w, queue_pop(p));
+    drain(p);
 }
 
 static void worker_resume(sandlet_worker *w);
@@ -618,7 +626,7 @@ static bool worker_up(const sandlet_worker *w)
 /* Whether a worker of the pool's newest code is up. */
 static bool fresh_up(const sandlet_pool *p)
 {
-    for (unsigned i = 0; i < p->conf->workers; i++)
+    for (unsigned i = 0; i < p->nworkers; i++)
         if (worker_up(&p->workers[i]) && p->workers[i].pages_gen >= p->pages_gen)
             return true;
     return false;
@@ -633,21 +641,21 @@ static bool fresh_up(const sandlet_pool *p)
 static bool may_replace(sandlet_pool *p)
 {
     unsigned up = 0;
-    for (unsigned i = 0; i < p->conf->workers; i++)
+    for (unsigned i = 0; i < p->nworkers; i++)
         up += worker_up(&p->workers[i]);
     if (fresh_up(p)) {
-        unsigned wave = p->conf->workers / 4 ? p->conf->workers / 4 : 1;
-        return p->conf->workers - up < wave;
+        unsigned wave = p->nworkers / 4 ? p->nworkers / 4 : 1;
+        return p->nworkers - up < wave;
     }
     if (p->canary)
         return false;
-    return up >= 2 || p->conf->workers == 1;
+    return up >= 2 || p->nworkers == 1;
 }
 
 /* Replaces the idle stale workers that may go now. */
 static void replace_stale(sandlet_pool *p, const char *why)
 {
-    for (unsigned i = 0; i < p->conf->workers && may_replace(p); i++) {
+    for (unsigned i = 0; i < p->nworkers && may_replace(p); i++) {
         sandlet_worker *w = &p->workers[i];
         if (w->state == W_IDLE && w->pipe_open && w->pages_gen < p->pages_gen) {
             p->canary = true;
@@ -735,8 +743,8 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
             w->state = W_IDLE;
             w->pool->failing = false;
             /* The supervisor's back-off is for workers that cannot start. */
-            sandlet_server_control(w->pool->srv, SANDLET_CTL_READY, (uint32_t)w->pool->index,
-                                   w->slot, w->gen, 0);
+            sandlet_server_control(w->pool->srv, SANDLET_CTL_READY, w->pool->id, w->slot, w->gen,
+                                   0);
             sandlet_debug("worker %d of sandbox '%s' is ready", (int)w->pid, sandbox_name(w));
             if (w->pages_gen < w->pool->pages_gen && may_replace(w->pool)) {
                 /* Started just before the code's new version: it would
@@ -933,8 +941,10 @@ static void pipe_closed(uv_handle_t *h)
 {
     sandlet_worker *w = h->data;
     w->pipe_closing = false;
-    if (w->next_channel < 0)
+    if (w->next_channel < 0) {
+        pool_maybe_gone(w->pool);
         return;
+    }
     int channel = w->next_channel, output = w->next_output;
     w->next_channel = w->next_output = -1;
     if (w->pool->srv->stopping) {
@@ -1007,8 +1017,7 @@ static void worker_lost(sandlet_worker *w)
  * status (0: 504 when it ran out of time, else 502). */
 static void kill_worker(sandlet_worker *w, int status)
 {
-    sandlet_server_control(w->pool->srv, SANDLET_CTL_KILL, (uint32_t)w->pool->index, w->slot,
-                           w->gen, SIGKILL);
+    sandlet_server_control(w->pool->srv, SANDLET_CTL_KILL, w->pool->id, w->slot, w->gen, SIGKILL);
     if (status)
         worker_lost_status(w, status);
     else
@@ -1046,12 +1055,13 @@ static void worker_exited(sandlet_worker *w, const sandlet_ctl *m)
     w->state = W_DOWN;
     w->pid = 0;
     w->reqline[0] = '\0';
+    drain(w->pool);
 }
 
 void sandlet_pool_worker(sandlet_server *srv, const sandlet_ctl *m, int channel, int output)
 {
-    if (m->sandbox >= srv->conf->nsandboxes || m->slot >= srv->pools[m->sandbox].conf->workers ||
-        channel < 0 || m->pid <= 0) {
+    sandlet_pool *p = sandlet_pool_find(srv, m->sandbox);
+    if (!p || m->slot >= p->nworkers || channel < 0 || m->pid <= 0) {
         sandlet_error("the supervisor handed over an unknown or incomplete worker %u/%u; ignored",
                       m->sandbox, m->slot);
         if (channel >= 0)
@@ -1060,7 +1070,7 @@ void sandlet_pool_worker(sandlet_server *srv, const sandlet_ctl *m, int channel,
             close(output);
         return;
     }
-    sandlet_worker *w = &srv->pools[m->sandbox].workers[m->slot];
+    sandlet_worker *w = &p->workers[m->slot];
     if (w->pipe_open || w->state != W_DOWN) {
         /* Its predecessor's exit report was lost or is late: whatever it
          * held failed. */
@@ -1131,11 +1141,12 @@ static void take_worker(sandlet_worker *w, const sandlet_ctl *m, int channel, in
 
 void sandlet_pool_control(sandlet_server *srv, const sandlet_ctl *m)
 {
-    if (m->sandbox >= srv->conf->nsandboxes || m->slot >= srv->pools[m->sandbox].conf->workers) {
+    sandlet_pool *p = sandlet_pool_find(srv, m->sandbox);
+    if (!p || m->slot >= p->nworkers) {
         sandlet_error("control message for unknown worker %u/%u; ignored", m->sandbox, m->slot);
         return;
     }
-    sandlet_worker *w = &srv->pools[m->sandbox].workers[m->slot];
+    sandlet_worker *w = &p->workers[m->slot];
     if (m->gen != w->gen)
         return; /* about an earlier incarnation of this slot */
     switch (m->type) {
@@ -1151,65 +1162,171 @@ void sandlet_pool_control(sandlet_server *srv, const sandlet_ctl *m)
     }
 }
 
-int sandlet_pools_start(sandlet_server *srv)
+sandlet_pool *sandlet_pool_find(sandlet_server *srv, uint32_t id)
 {
-    const sandlet_conf *conf = srv->conf;
-    srv->pools = calloc(conf->nsandboxes ? conf->nsandboxes : 1, sizeof(*srv->pools));
-    srv->local_index = calloc(conf->nservlets ? conf->nservlets : 1, sizeof(uint16_t));
-    if (!srv->pools || !srv->local_index)
-        return -ENOMEM;
-    /* Each servlet's index among its sandbox's servlets, as INIT lists
-     * them: computed once here, read by every request. */
-    for (size_t i = 0; i < conf->nsandboxes; i++) {
-        uint16_t n = 0;
-        for (size_t j = 0; j < conf->nservlets; j++)
-            if (conf->servlets[j].sandbox == i)
-                srv->local_index[j] = n++;
-        srv->pools[i].nservlets = n;
+    for (sandlet_pool *p = srv->pools; p; p = p->next)
+        if (p->id == id)
+            return p;
+    return NULL;
+}
+
+static void pool_free(sandlet_pool *p)
+{
+    for (unsigned j = 0; p->workers && j < p->nworkers; j++) {
+        sandlet_buf_free(&p->workers[j].in);
+        sandlet_buf_free(&p->workers[j].out);
+        sandlet_buf_free(&p->workers[j].sending);
+        free(p->workers[j].ring);
     }
-    for (size_t i = 0; i < conf->nsandboxes; i++) {
-        sandlet_pool *p = &srv->pools[i];
-        p->srv = srv;
-        p->index = i;
-        p->conf = &conf->sandboxes[i];
-        uv_timer_init(srv->loop, &p->qtimer);
-        p->qtimer.data = p;
-        uv_check_init(srv->loop, &p->flush);
-        p->flush.data = p;
-        p->workers = calloc(p->conf->workers, sizeof(*p->workers));
-        if (!p->workers)
-            return -ENOMEM;
-        for (unsigned j = 0; j < p->conf->workers; j++) {
-            sandlet_worker *w = &p->workers[j];
-            w->pool = p;
-            w->slot = j;
-            w->state = W_DOWN;
-            w->next_channel = w->next_output = -1;
-            sandlet_buf_init(&w->in, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX + READ_CHUNK);
-            sandlet_buf_init(&w->out, 0);
-            sandlet_buf_init(&w->sending, 0);
-            w->ring = calloc(HELD_MAX, sizeof(*w->ring));
-            if (!w->ring)
-                return -ENOMEM;
-            uv_timer_init(srv->loop, &w->deadline);
-            w->deadline.data = w;
+    free(p->workers);
+    sandlet_confgen_put(p->gen);
+    free(p);
+}
+
+sandlet_pool *sandlet_pool_new(sandlet_server *srv, sandlet_confgen *g, size_t index)
+{
+    sandlet_pool *p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->srv = srv;
+    p->gen = sandlet_confgen_hold(g);
+    p->conf = &g->conf->sandboxes[index];
+    p->id = p->conf->id;
+    p->nservlets = g->nservlets[index];
+    p->nworkers = p->conf->workers;
+    p->workers = calloc(p->nworkers ? p->nworkers : 1, sizeof(*p->workers));
+    if (!p->workers) {
+        pool_free(p);
+        return NULL;
+    }
+    for (unsigned j = 0; j < p->nworkers; j++) {
+        sandlet_worker *w = &p->workers[j];
+        w->pool = p;
+        w->slot = j;
+        w->state = W_DOWN;
+        w->next_channel = w->next_output = -1;
+        sandlet_buf_init(&w->in, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX + READ_CHUNK);
+        sandlet_buf_init(&w->out, 0);
+        sandlet_buf_init(&w->sending, 0);
+        w->ring = calloc(HELD_MAX, sizeof(*w->ring));
+        if (!w->ring) {
+            pool_free(p);
+            return NULL;
         }
     }
+    /* Nothing can fail from here: the handles are only ever closed. */
+    uv_timer_init(srv->loop, &p->qtimer);
+    p->qtimer.data = p;
+    uv_check_init(srv->loop, &p->flush);
+    p->flush.data = p;
+    for (unsigned j = 0; j < p->nworkers; j++) {
+        uv_timer_init(srv->loop, &p->workers[j].deadline);
+        p->workers[j].deadline.data = &p->workers[j];
+    }
+    p->next = srv->pools;
+    srv->pools = p;
+    return p;
+}
+
+void sandlet_pool_rebase(sandlet_pool *p, sandlet_confgen *g, size_t index)
+{
+    sandlet_confgen *old = p->gen;
+    p->gen = sandlet_confgen_hold(g);
+    p->conf = &g->conf->sandboxes[index];
+    sandlet_confgen_put(old);
+    /* queue-timeout may have changed: the check's period follows it. */
+    if (uv_is_active((uv_handle_t *)&p->qtimer))
+        uv_timer_start(&p->qtimer, queue_expire, tick(p), tick(p));
+}
+
+int sandlet_pools_start(sandlet_server *srv)
+{
+    sandlet_confgen *g = srv->gen;
+    for (size_t i = 0; i < g->conf->nsandboxes; i++)
+        if (!(g->pool_of[i] = sandlet_pool_new(srv, g, i)))
+            return -ENOMEM;
     /* The supervisor makes the sessions' keys: the secret they come from
      * is of no use to the process that faces the network. */
     sodium_memzero(srv->conf->session_secret, sizeof(srv->conf->session_secret));
     return 0;
 }
 
+static void pool_handle_closed(uv_handle_t *h)
+{
+    sandlet_pool *p = h->data;
+    if (h->type == UV_TIMER && h != (uv_handle_t *)&p->qtimer)
+        p = ((sandlet_worker *)h->data)->pool;
+    if (--p->closing == 0)
+        pool_free(p);
+}
+
+/* A retired pool with nothing left to do goes: out of the list, its
+ * handles closed, then freed. */
+static void pool_maybe_gone(sandlet_pool *p)
+{
+    if (!p->retired || p->closing || p->qhead || p->srv->stopping)
+        return;
+    for (unsigned j = 0; j < p->nworkers; j++) {
+        const sandlet_worker *w = &p->workers[j];
+        if (w->state != W_DOWN || w->pipe_open || w->pipe_closing || w->next_channel >= 0)
+            return;
+    }
+    for (sandlet_pool **pp = &p->srv->pools; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    sandlet_debug("sandbox '%s' (id %u), replaced by a reload, is done", p->conf->name, p->id);
+    sandlet_workerlog_forget_pool(p->srv, p);
+    if (p->ndirty)
+        uv_check_stop(&p->flush);
+    uv_timer_stop(&p->qtimer);
+    p->closing = 2 + p->nworkers;
+    uv_close((uv_handle_t *)&p->qtimer, pool_handle_closed);
+    uv_close((uv_handle_t *)&p->flush, pool_handle_closed);
+    for (unsigned j = 0; j < p->nworkers; j++) {
+        uv_timer_stop(&p->workers[j].deadline);
+        uv_close((uv_handle_t *)&p->workers[j].deadline, pool_handle_closed);
+    }
+}
+
+/* A retired pool closes each worker that has nothing left to serve. */
+static void drain(sandlet_pool *p)
+{
+    if (!p->retired || p->srv->stopping)
+        return;
+    if (p->qhead) {
+        bool coming = false;
+        for (unsigned j = 0; j < p->nworkers && !coming; j++)
+            coming = p->workers[j].state != W_DOWN && p->workers[j].state != W_DYING;
+        if (coming)
+            return;
+        /* Nothing of the sandbox will start again (the supervisor
+         * restarts no worker of a retired sandbox). */
+        fail_queue(p);
+    }
+    for (unsigned j = 0; j < p->nworkers; j++) {
+        sandlet_worker *w = &p->workers[j];
+        if ((w->state == W_IDLE || w->state == W_STARTING) && w->rcount == 0 && w->pipe_open)
+            retire(w, "a reload changed or removed its sandbox");
+    }
+    pool_maybe_gone(p);
+}
+
+void sandlet_pool_retire(sandlet_pool *p)
+{
+    p->retired = true;
+    drain(p);
+}
+
 void sandlet_pools_stop(sandlet_server *srv)
 {
-    for (size_t i = 0; srv->pools && i < srv->conf->nsandboxes; i++) {
-        sandlet_pool *p = &srv->pools[i];
-        if (p->srv && !uv_is_closing((uv_handle_t *)&p->qtimer))
+    for (sandlet_pool *p = srv->pools; p; p = p->next) {
+        if (!uv_is_closing((uv_handle_t *)&p->qtimer))
             uv_close((uv_handle_t *)&p->qtimer, NULL);
-        if (p->srv && !uv_is_closing((uv_handle_t *)&p->flush))
+        if (!uv_is_closing((uv_handle_t *)&p->flush))
             uv_close((uv_handle_t *)&p->flush, NULL);
-        for (unsigned j = 0; p->workers && j < p->conf->workers; j++) {
+        for (unsigned j = 0; p->workers && j < p->nworkers; j++) {
             sandlet_worker *w = &p->workers[j];
             /* Closing the socketpair is the worker's signal to run its
              * servlets' destroy and exit. */
@@ -1252,18 +1369,9 @@ bool sandlet_pool_header_allowed(const sandlet_conn *c, const char *name, size_t
 
 void sandlet_pools_free(sandlet_server *srv)
 {
-    for (size_t i = 0; srv->pools && i < srv->conf->nsandboxes; i++) {
-        sandlet_pool *p = &srv->pools[i];
-        for (unsigned j = 0; p->workers && j < p->conf->workers; j++) {
-            sandlet_buf_free(&p->workers[j].in);
-            sandlet_buf_free(&p->workers[j].out);
-            sandlet_buf_free(&p->workers[j].sending);
-            free(p->workers[j].ring);
-        }
-        free(p->workers);
+    while (srv->pools) {
+        sandlet_pool *p = srv->pools;
+        srv->pools = p->next;
+        pool_free(p);
     }
-    free(srv->pools);
-    srv->pools = NULL;
-    free(srv->local_index);
-    srv->local_index = NULL;
 }

@@ -44,7 +44,7 @@ static void metric(sandlet_buf *b, const char *name, const char *help, const cha
                      name, type);
     sandlet_buf_put(b, line, (size_t)n);
     for (size_t i = 0; i < srv->conf->nsandboxes; i++) {
-        const sandlet_pool *p = &srv->pools[i];
+        const sandlet_pool *p = srv->gen->pool_of[i];
         uint64_t v;
         switch (field) {
         case 0: v = p->conf->workers; break;
@@ -83,7 +83,7 @@ static void durations(sandlet_buf *b, const sandlet_server *srv)
     sandlet_buf_put(b, head, sizeof(head) - 1);
     char line[128];
     for (size_t i = 0; i < srv->conf->nsandboxes; i++) {
-        const sandlet_pool *p = &srv->pools[i];
+        const sandlet_pool *p = srv->gen->pool_of[i];
         uint64_t total = 0;
         for (size_t k = 0; k <= SANDLET_DURATION_BUCKETS; k++) {
             char le[32];
@@ -145,7 +145,7 @@ void sandlet_status_serve(sandlet_conn *c)
                          "served", "restarts", "crashes", "timeouts", "seccomp", "rejected");
         sandlet_buf_put(&b, line, (size_t)n);
         for (size_t i = 0; i < srv->conf->nsandboxes; i++) {
-            const sandlet_pool *p = &srv->pools[i];
+            const sandlet_pool *p = srv->gen->pool_of[i];
             n = snprintf(line, sizeof(line),
                          "%-16s %7u %5u %6zu %10" PRIu64 " %8" PRIu64 " %7" PRIu64 " %8" PRIu64
                          " %7" PRIu64 " %8" PRIu64 "\n",

@@ -18,6 +18,7 @@
 #include "common/log.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -49,7 +50,9 @@ struct sandlet_wlog {
     sandlet_worker *w;
     uint32_t gen;
     pid_t pid;
-    const char *sandbox;
+    /* A copy: a reload may free the configuration, and the pool, while
+     * a worker's last lines are still being read. */
+    char sandbox[64];
     bool closing;
     bool paused;     /* intake over its budget: reading stopped */
     bool in_line;    /* a line has begun and holds its token */
@@ -373,7 +376,7 @@ int sandlet_workerlog_attach(sandlet_server *srv, sandlet_worker *w, int fd)
     r->w = w;
     r->gen = w->gen;
     r->pid = w->pid;
-    r->sandbox = w->pool->conf->name;
+    snprintf(r->sandbox, sizeof(r->sandbox), "%s", w->pool->conf->name);
     r->line_tokens = (uint64_t)LINES_BURST * TOKEN;
     r->byte_tokens = (uint64_t)BYTES_BURST * TOKEN;
     r->refilled_at = r->window_at = uv_now(srv->loop);
@@ -403,6 +406,13 @@ int sandlet_workerlog_attach(sandlet_server *srv, sandlet_worker *w, int fd)
         return rc;
     }
     return 0;
+}
+
+void sandlet_workerlog_forget_pool(sandlet_server *srv, const sandlet_pool *p)
+{
+    for (struct sandlet_wlog *r = srv->wlogs; r; r = r->next)
+        if (r->w && r->w->pool == p)
+            r->w = NULL;
 }
 
 void sandlet_workerlog_free(sandlet_server *srv)

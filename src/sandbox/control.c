@@ -7,12 +7,16 @@
 #include "config.h"
 
 #include "sandbox/control.h"
+#include "common/conf.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -229,4 +233,163 @@ void sandlet_ctl_queue_clear(sandlet_ctl_queue *q)
     }
     q->tail = NULL;
     q->len = 0;
+}
+
+/* ---- a reload's configuration ----------------------------------------------- */
+
+/* "SLCF", then u32 fields in host order (both ends are this binary). */
+#define CONF_MAGIC 0x46434c53u
+/* The text is at most sandlet_conf_load's 1 MiB; names and the folder are
+ * paths; one id per sandbox. */
+#define CONF_BLOB_MAX ((size_t)4 * 1024 * 1024)
+
+static int put_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? -errno : -EIO;
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int put_u32(int fd, uint32_t v)
+{
+    return put_all(fd, &v, sizeof(v));
+}
+
+static int put_bytes(int fd, const char *p, size_t n)
+{
+    if (n > UINT32_MAX)
+        return -EFBIG;
+    int rc = put_u32(fd, (uint32_t)n);
+    return rc ? rc : put_all(fd, p, n);
+}
+
+int sandlet_ctl_conf_write(const sandlet_conf_text *t, const char *name, const uint32_t *ids,
+                           size_t nids)
+{
+    int fd = memfd_create("sandlet-conf", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return -errno;
+    int rc = put_u32(fd, CONF_MAGIC);
+    if (rc == 0)
+        rc = nids > UINT32_MAX ? -EFBIG : put_u32(fd, (uint32_t)nids);
+    for (size_t i = 0; rc == 0 && i < nids; i++)
+        rc = put_u32(fd, ids[i]);
+    if (rc == 0)
+        rc = put_bytes(fd, name, strlen(name));
+    if (rc == 0)
+        rc = put_bytes(fd, t->basedir, strlen(t->basedir));
+    if (rc == 0)
+        rc = put_bytes(fd, t->text, t->len);
+    /* The acceptor reads what we checked, and nothing else. */
+    if (rc == 0 &&
+        fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0)
+        rc = -errno;
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
+/* A bounded reader over the blob. */
+typedef struct {
+    const char *p, *end;
+} cursor;
+
+static bool get_u32(cursor *c, uint32_t *v)
+{
+    if ((size_t)(c->end - c->p) < sizeof(*v))
+        return false;
+    memcpy(v, c->p, sizeof(*v));
+    c->p += sizeof(*v);
+    return true;
+}
+
+/* A length-prefixed string, copied NUL-terminated into *out. */
+static bool get_str(cursor *c, char **out, size_t *len)
+{
+    uint32_t n;
+    if (!get_u32(c, &n) || (size_t)(c->end - c->p) < n)
+        return false;
+    *out = malloc((size_t)n + 1);
+    if (!*out)
+        return false;
+    memcpy(*out, c->p, n);
+    (*out)[n] = '\0';
+    if (len)
+        *len = n;
+    c->p += n;
+    return true;
+}
+
+int sandlet_ctl_conf_read(int fd, sandlet_conf **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+        (size_t)st.st_size > CONF_BLOB_MAX) {
+        snprintf(err, errlen,
+                 "the reloaded configuration's descriptor is not a file of at most "
+                 "4 MiB");
+        return -EPROTO;
+    }
+    size_t size = (size_t)st.st_size;
+    char *blob = malloc(size);
+    if (!blob) {
+        snprintf(err, errlen, "out of memory reading the reloaded configuration");
+        return -ENOMEM;
+    }
+    size_t got = 0;
+    while (got < size) {
+        ssize_t n = pread(fd, blob + got, size - got, (off_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    cursor c = {blob, blob + got};
+    uint32_t magic = 0, nids = 0;
+    uint32_t *ids = NULL;
+    char *name = NULL, *dir = NULL, *text = NULL;
+    size_t len = 0;
+    int rc = -EPROTO;
+    bool ok = got == size && get_u32(&c, &magic) && magic == CONF_MAGIC && get_u32(&c, &nids) &&
+              nids <= (size_t)(c.end - c.p) / sizeof(uint32_t);
+    if (ok) {
+        ids = calloc(nids ? nids : 1, sizeof(*ids));
+        for (uint32_t i = 0; ids && ok && i < nids; i++)
+            ok = get_u32(&c, &ids[i]);
+        ok = ok && ids && get_str(&c, &name, NULL) && get_str(&c, &dir, NULL) &&
+             get_str(&c, &text, &len) && c.p == c.end;
+    }
+    if (!ok) {
+        snprintf(err, errlen, "the reloaded configuration from the supervisor is malformed");
+    } else {
+        rc = sandlet_conf_parse_public(text, len, name, dir, out, err, errlen);
+        if (rc == 0 && (*out)->nsandboxes != nids) {
+            snprintf(err, errlen,
+                     "the reloaded configuration names %zu sandboxes, the supervisor %u",
+                     (*out)->nsandboxes, nids);
+            sandlet_conf_free(*out);
+            *out = NULL;
+            rc = -EPROTO;
+        }
+        for (size_t i = 0; rc == 0 && i < nids; i++)
+            (*out)->sandboxes[i].id = ids[i];
+    }
+    free(ids);
+    free(name);
+    free(dir);
+    free(text);
+    free(blob);
+    return rc;
 }

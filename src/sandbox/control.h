@@ -39,6 +39,9 @@ enum sandlet_ctl_type {
     SANDLET_CTL_PAGE,         /* supervisor→acceptor: the answer, see below */
     SANDLET_CTL_RELOAD,       /* acceptor→supervisor: SIGHUP, read the configuration again */
     SANDLET_CTL_GEN,          /* supervisor→acceptor: sandbox's code generation is now pages */
+    SANDLET_CTL_LISTEN,       /* supervisor→acceptor: slot = index among the next CONF's
+                               * listen lines; fd: that address's bound socket */
+    SANDLET_CTL_CONF,         /* supervisor→acceptor: a reload's configuration (fd, below) */
 };
 
 /* A page's path relative to the docroot, NUL included, in PAGE_CHECK and
@@ -112,5 +115,20 @@ size_t sandlet_ctl_queue_drop(sandlet_ctl_queue *q, int (*drop)(const sandlet_ct
                               void *arg);
 /* Drops everything, closing the descriptors. */
 void sandlet_ctl_queue_clear(sandlet_ctl_queue *q);
+
+/* A reload's configuration as the supervisor hands it to the acceptor (the
+ * CONF message's descriptor, a sealed memfd): the file's bytes, exactly as
+ * the supervisor parsed and checked them, the folder its relative paths
+ * resolved against, the name messages use, and the id the supervisor gave
+ * each sandbox (sandlet_sandbox_conf.id).  The acceptor parses it again
+ * with sandlet_conf_parse_public: the secrets stay with the supervisor. */
+typedef struct sandlet_conf_text sandlet_conf_text;
+typedef struct sandlet_conf sandlet_conf;
+/* Returns the memfd, or -errno. */
+int sandlet_ctl_conf_write(const sandlet_conf_text *t, const char *name, const uint32_t *ids,
+                           size_t nids);
+/* Reads and parses what fd holds (checked as any input: lengths, counts);
+ * does not close fd.  Returns 0, or -errno with a line in err. */
+int sandlet_ctl_conf_read(int fd, sandlet_conf **out, char *err, size_t errlen);
 
 #endif /* SANDLET_CONTROL_H */

@@ -17,10 +17,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* CAP_NET_BIND_SERVICE: a reload binds the listen addresses it adds (a
+ * port below 1024 included) and hands them to the acceptor, which never
+ * holds a capability. */
 uint64_t sandlet_harden_caps(void)
 {
     return (1ull << CAP_SETUID) | (1ull << CAP_SETGID) | (1ull << CAP_KILL) |
-           (1ull << CAP_DAC_OVERRIDE) | (1ull << CAP_DAC_READ_SEARCH) | (1ull << CAP_CHOWN);
+           (1ull << CAP_DAC_OVERRIDE) | (1ull << CAP_DAC_READ_SEARCH) | (1ull << CAP_CHOWN) |
+           (1ull << CAP_NET_BIND_SERVICE);
 }
 
 /* Refused with EPERM in the supervisor and, inherited, in every worker. */

@@ -22,6 +22,7 @@
 #include "sandbox/control.h"
 #include "sandbox/harden.h"
 #include "sandbox/identity.h"
+#include "common/listen.h"
 #include "sandbox/init.h"
 #include "sandbox/pages.h"
 #include "sandbox/quota.h"
@@ -37,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
@@ -71,6 +73,9 @@
 #define READS_PER_TURN 256
 
 typedef struct slot slot;
+typedef struct box box;
+typedef struct plan plan;
+typedef struct store sstore;
 
 /* One started worker, until libuv has closed its process handle. */
 typedef struct child {
@@ -85,15 +90,69 @@ typedef struct child {
 
 /* One place in a sandbox's pool.  It has at most one live child. */
 struct slot {
-    uint32_t sandbox, index;
+    box *box;
+    uint32_t index;
     uint32_t gen;
     unsigned failures; /* consecutive short-lived crashes */
     child *live;
     uv_timer_t restart;
 };
 
+/* A parsed configuration (a plan, sandlet_conf_plan) that boxes live in:
+ * the one read at start, and one per reload that made or changed a
+ * sandbox.  Freed when no box uses it and a newer one is current. */
+struct plan {
+    sandlet_conf *conf;
+    unsigned refs;
+    plan *next;
+};
+
+/* A memory session store, shared by the boxes of one sandbox name while
+ * a reload replaces one by the other (workers of both serve meanwhile). */
+struct store {
+    int fd;
+    sandlet_session_store *map; /* ours, to check its header and lock */
+    size_t size;
+    pid_t holder;  /* the live holder last seen */
+    unsigned held; /* checks it has been seen at */
+    unsigned refs;
+};
+
+/* One sandbox as it runs: made at start (id = its index) or by a reload
+ * that adds or changes the sandbox (a new id), kept by reloads that leave
+ * it the same (sandlet_conf_sandbox_same), retired by one that changes or
+ * removes it: a retired box starts no worker again, and goes once its
+ * last worker has (the acceptor closes each when its requests are done). */
+struct box {
+    uint32_t id;
+    plan *plan;
+    size_t index; /* its sandbox in plan->conf */
+    const sandlet_sandbox_conf *sb;
+    sandlet_id ident;
+    uint8_t key[SANDLET_SESSION_KEY_LEN];
+    bool write_blocked; /* over its write quota */
+    slot *slots;
+    size_t nslots;
+    sstore *store; /* NULL: no memory sessions */
+    /* Boxes of the start plan keep their code generation in pages.c;
+     * boxes made by a reload serve no pages and keep it here. */
+    bool start;
+    uint32_t code_gen;
+    /* Its servlet libraries' files as last seen (code_stamp): a reload
+     * replaces its workers only when one of them changed. */
+    unsigned char stamp[32];
+    bool retired;
+    bool started;     /* box_start ran: its slots' timers exist */
+    unsigned handles; /* restart timers still closing after retirement */
+    box *next;
+};
+
 static struct {
-    const sandlet_conf *conf;
+    const sandlet_conf *conf; /* the current plan: the file, logs, pages */
+    plan *plan, *plans;
+    box *boxes;
+    uint32_t next_id;
+    unsigned char secret_hash[32]; /* of the session secret read at start */
     uv_loop_t loop;
     uv_poll_t poll;
     bool polling_out;
@@ -102,7 +161,6 @@ static struct {
     uv_timer_t stores;       /* STORE_CHECK_MS */
     uv_timer_t reopen;       /* a reopen deferred by REOPEN_PER_SEC */
     uv_timer_t reload_timer; /* a reload deferred to the end of its second */
-    bool *write_blocked;     /* per sandbox: over its write quota */
     int ctl;
     sandlet_ctl_queue out; /* to the acceptor, waiting for room */
     char exe[32];          /* "/proc/self/fd/N" */
@@ -110,16 +168,11 @@ static struct {
     char *env[5];          /* what a worker's environment holds, NULL-ended */
     bool confine;
     sandlet_id acceptor;
-    sandlet_id *ids; /* per sandbox */
-    uint8_t (*keys)[SANDLET_SESSION_KEY_LEN];
-    slot *slots;
-    size_t nslots;
+    sandlet_id *start_ids; /* per sandbox of the start plan, for pages.c */
+    size_t nslots;         /* of every box */
     size_t nlive;
-    int *session_fds;                     /* per sandbox: its memory session store, or -1 */
-    sandlet_session_store **session_maps; /* our mapping of each, to check it */
-    pid_t *store_holder;                  /* per sandbox: the live holder last seen */
-    unsigned *store_held;                 /* per sandbox: checks it has been seen at */
-    uint64_t last_reload;                 /* uv_now of the last reload carried out */
+    uint64_t last_reload;           /* uv_now of the last reload carried out */
+    const sandlet_conf *start_conf; /* sandlet_supervisor_run's (the caller frees it) */
     uint64_t reopen_window, refusal_window;
     unsigned reopens, refusals, suppressed;
     bool closing;
@@ -182,15 +235,155 @@ static void update_poll(void)
     uv_poll_start(&sv.poll, UV_READABLE | UV_DISCONNECT | (want ? UV_WRITABLE : 0), on_ctl);
 }
 
+static void box_closed(uv_handle_t *h);
+
 static void maybe_finish(void)
 {
     if (sv.closing && sv.nlive == 0 && !sv.finished) {
         sv.finished = true;
         uv_timer_stop(&sv.grace);
         uv_close((uv_handle_t *)&sv.grace, NULL);
-        for (size_t i = 0; i < sv.nslots; i++)
-            uv_close((uv_handle_t *)&sv.slots[i].restart, NULL);
+        for (box *b = sv.boxes; b; b = b->next)
+            for (size_t i = 0; i < b->nslots; i++)
+                if (!uv_is_closing((uv_handle_t *)&b->slots[i].restart))
+                    uv_close((uv_handle_t *)&b->slots[i].restart, NULL);
     }
+}
+
+/* ---- boxes, plans, stores --------------------------------------------------- */
+
+/* Frees p once no box lives in it and it is neither the current plan nor
+ * the start's (pages.c keeps using that one). */
+static void plan_maybe_free(plan *p)
+{
+    if (!p || p->refs > 0 || p == sv.plan || p->conf == sv.start_conf)
+        return;
+    /* One a reload is still preparing is not listed yet: its owner
+     * frees it (reloading_free). */
+    for (plan **pp = &sv.plans; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            sandlet_conf_free(p->conf);
+            free(p);
+            return;
+        }
+}
+
+static void plan_put(plan *p)
+{
+    if (p) {
+        p->refs--;
+        plan_maybe_free(p);
+    }
+}
+
+static void store_put(sstore *st)
+{
+    if (!st || --st->refs > 0)
+        return;
+    sandlet_session_store_detach(st->map);
+    if (st->fd >= 0)
+        close(st->fd);
+    free(st);
+}
+
+static unsigned box_live(const box *b)
+{
+    unsigned n = 0;
+    for (size_t i = 0; i < b->nslots; i++)
+        n += b->slots[i].live != NULL;
+    return n;
+}
+
+/* Frees a box whose slot timers are closed (or were never started). */
+static void box_free(box *b)
+{
+    if (b->key[0] || b->key[1])
+        sodium_memzero(b->key, sizeof(b->key));
+    store_put(b->store);
+    plan_put(b->plan);
+    free(b->slots);
+    free(b);
+}
+
+static void box_closed(uv_handle_t *h)
+{
+    slot *s = h->data;
+    box *b = s->box;
+    if (--b->handles == 0)
+        box_free(b);
+}
+
+/* A retired box with no live worker leaves: out of the list, its slots'
+ * timers closed, then freed. */
+static void box_maybe_gone(box *b)
+{
+    if (!b->retired || sv.closing || box_live(b))
+        return;
+    for (box **pp = &sv.boxes; *pp; pp = &(*pp)->next)
+        if (*pp == b) {
+            *pp = b->next;
+            break;
+        }
+    sv.nslots -= b->nslots;
+    sandlet_debug("sandbox '%s' (id %u), replaced by a reload, has no worker left", b->sb->name,
+                  b->id);
+    b->handles = b->started ? (unsigned)b->nslots : 0;
+    if (!b->handles) {
+        box_free(b);
+        return;
+    }
+    for (size_t i = 0; i < b->nslots; i++) {
+        uv_timer_stop(&b->slots[i].restart);
+        uv_close((uv_handle_t *)&b->slots[i].restart, box_closed);
+    }
+}
+
+static box *find_box(uint32_t id)
+{
+    for (box *b = sv.boxes; b; b = b->next)
+        if (b->id == id)
+            return b;
+    return NULL;
+}
+
+/* A hash of what each servlet library of b's sandbox is on disk now:
+ * which file (device, inode: a deploy's rename makes a new one), its size
+ * and time of change.  A library that cannot be seen counts as changed,
+ * so that its workers are tried again (and the canary rule keeps the old
+ * ones serving if it does not load). */
+static void code_stamp(const box *b, unsigned char out[32])
+{
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, NULL, 0, 32);
+    const sandlet_conf *c = b->plan->conf;
+    for (size_t j = 0; j < c->nservlets; j++) {
+        if (c->servlets[j].sandbox != b->index)
+            continue;
+        struct stat sb;
+        unsigned long long id[5];
+        if (stat(c->servlets[j].library, &sb) == 0) {
+            id[0] = sb.st_dev;
+            id[1] = sb.st_ino;
+            id[2] = (unsigned long long)sb.st_size;
+            id[3] = (unsigned long long)sb.st_ctim.tv_sec;
+            id[4] = (unsigned long long)sb.st_ctim.tv_nsec;
+        } else {
+            randombytes_buf(id, sizeof(id));
+        }
+        crypto_generichash_update(&st, (const unsigned char *)id, sizeof(id));
+    }
+    crypto_generichash_final(&st, out, 32);
+}
+
+/* What a new worker of b loads besides its servlets: its pages (start
+ * boxes) or only its code generation. */
+static const sandlet_init_pages *box_pages(box *b, sandlet_init_pages *own)
+{
+    if (b->start)
+        return sandlet_pages_of(b->index);
+    *own = (sandlet_init_pages){.gen = b->code_gen};
+    return own;
 }
 
 static void child_closed(uv_handle_t *h)
@@ -199,7 +392,7 @@ static void child_closed(uv_handle_t *h)
 }
 
 static void spawn(slot *s);
-static void check_session_store(size_t i);
+static void check_session_store(box *b);
 
 static void on_restart(uv_timer_t *t)
 {
@@ -208,7 +401,7 @@ static void on_restart(uv_timer_t *t)
 
 static void schedule_restart(slot *s)
 {
-    if (sv.closing)
+    if (sv.closing || s->box->retired)
         return;
     uint64_t delay = 0;
     if (s->failures > 1) {
@@ -232,8 +425,9 @@ static void child_exited(uv_process_t *p, int64_t status, int term_signal)
 {
     child *c = p->data;
     slot *s = c->slot;
+    box *b = s->box;
     sandlet_ctl m = {.type = SANDLET_CTL_EXITED,
-                     .sandbox = s->sandbox,
+                     .sandbox = b->id,
                      .slot = s->index,
                      .gen = c->gen,
                      .pid = p->pid,
@@ -251,29 +445,30 @@ static void child_exited(uv_process_t *p, int64_t status, int term_signal)
     bool died = !c->kill_asked && !c->ready && (status != 0 || term_signal != 0);
     if (c->kill_asked || c->ready || healthy || (status == 0 && term_signal == 0))
         s->failures = 0;
-    else if (died && sandlet_pages_worker_died(s->sandbox, c->pages))
+    else if (died && b->start && sandlet_pages_worker_died(b->index, c->pages))
         s->failures = 0; /* the page that killed it is left out now */
     else
         s->failures++;
     /* A worker killed (or crashed) while holding its store's lock: the
      * lock is ours to release, after repairing what it was writing.
      * Before the restart, so its pid cannot be reused meanwhile. */
-    if (sv.session_maps && sv.session_maps[s->sandbox])
-        sandlet_session_store_release(sv.session_maps[s->sandbox], p->pid);
+    if (b->store)
+        sandlet_session_store_release(b->store->map, p->pid);
     if (s->live == c)
         s->live = NULL;
     sv.nlive--;
     uv_close((uv_handle_t *)p, child_closed);
     schedule_restart(s);
+    box_maybe_gone(b);
     maybe_finish();
 }
 
 static void spawn_failed(slot *s, int err)
 {
     sandlet_log_errno(SANDLET_LOG_ERROR, err, "cannot start a worker of sandbox '%s'",
-                      sv.conf->sandboxes[s->sandbox].name);
+                      s->box->sb->name);
     sandlet_ctl m = {.type = SANDLET_CTL_SPAWN_FAILED,
-                     .sandbox = s->sandbox,
+                     .sandbox = s->box->id,
                      .slot = s->index,
                      .gen = s->gen,
                      .status = err};
@@ -289,9 +484,10 @@ static int write_init(slot *s, int fd)
     sandlet_buf b;
     sandlet_buf_init(&b, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX);
     b.wipe = true; /* it holds the sandbox's session key */
-    const sandlet_id *id = &sv.ids[s->sandbox];
-    int rc = sandlet_init_encode(&b, sv.conf, s->sandbox, sv.confine, id->uid, id->gid,
-                                 sv.keys[s->sandbox], sandlet_pages_of(s->sandbox));
+    box *x = s->box;
+    sandlet_init_pages own;
+    int rc = sandlet_init_encode(&b, x->plan->conf, x->index, sv.confine, x->ident.uid,
+                                 x->ident.gid, x->key, box_pages(x, &own));
     if (rc == 0) {
         /* The frame must fit the socket's buffer: the worker has not
          * started, and the supervisor never blocks on a worker. */
@@ -309,9 +505,10 @@ static int write_init(slot *s, int fd)
 
 static void spawn(slot *s)
 {
-    if (sv.closing || s->live)
+    box *x = s->box;
+    if (sv.closing || s->live || x->retired)
         return;
-    const sandlet_sandbox_conf *sb = &sv.conf->sandboxes[s->sandbox];
+    const sandlet_sandbox_conf *sb = x->sb;
     int ch[2] = {-1, -1}, out[2] = {-1, -1};
     s->gen++;
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ch) < 0 || pipe2(out, O_CLOEXEC) < 0) {
@@ -335,17 +532,18 @@ static void spawn(slot *s)
     }
     c->slot = s;
     c->gen = s->gen;
-    const sandlet_init_pages *ip = sandlet_pages_of(s->sandbox);
+    sandlet_init_pages own;
+    const sandlet_init_pages *ip = box_pages(x, &own);
     c->pages = ip ? ip->gen : 0;
     c->proc.data = c;
     char blocked[] = "--write-blocked";
     char *args[] = {"sandletd", "--worker", sb->name,
-                    "--parent", sv.parent,  sv.write_blocked[s->sandbox] ? blocked : NULL,
+                    "--parent", sv.parent,  x->write_blocked ? blocked : NULL,
                     NULL};
     /* Descriptor 4: the sandbox's session store, shared by its workers so
      * that a session is found whichever worker serves the request. */
-    int store = sv.session_fds ? sv.session_fds[s->sandbox] : -1;
-    check_session_store(s->sandbox);
+    int store = x->store ? x->store->fd : -1;
+    check_session_store(x);
     uv_stdio_container_t stdio[5] = {
         {.flags = UV_IGNORE}, /* /dev/null */
         {.flags = UV_INHERIT_FD, .data.fd = out[1]},
@@ -353,7 +551,7 @@ static void spawn(slot *s)
         {.flags = UV_INHERIT_FD, .data.fd = ch[1]},
         {.flags = UV_INHERIT_FD, .data.fd = store},
     };
-    const sandlet_id *id = &sv.ids[s->sandbox];
+    const sandlet_id *id = &x->ident;
     uv_process_options_t opts = {
         .exit_cb = child_exited,
         /* A fresh exec of this very binary: its own address-space layout
@@ -385,13 +583,12 @@ static void spawn(slot *s)
     c->started = uv_now(&sv.loop);
     s->live = c;
     sv.nlive++;
-    const sandlet_init_pages *pages = sandlet_pages_of(s->sandbox);
     sandlet_ctl m = {.type = SANDLET_CTL_WORKER,
-                     .sandbox = s->sandbox,
+                     .sandbox = x->id,
                      .slot = s->index,
                      .gen = s->gen,
                      .pid = c->proc.pid,
-                     .pages = pages ? pages->gen : 0};
+                     .pages = c->pages};
     int fds[2] = {ch[0], out[0]};
     tell(&m, fds, 2);
 }
@@ -399,14 +596,12 @@ static void spawn(slot *s)
 /* The slot a message from the acceptor names, or NULL (refused). */
 static slot *find_slot(const sandlet_ctl *m)
 {
-    if (m->sandbox >= sv.conf->nsandboxes || m->slot >= sv.conf->sandboxes[m->sandbox].workers) {
+    box *b = find_box(m->sandbox);
+    if (!b || m->slot >= b->nslots) {
         refuse("type %u for worker %u/%u, which does not exist", m->type, m->sandbox, m->slot);
         return NULL;
     }
-    size_t k = m->slot;
-    for (size_t i = 0; i < m->sandbox; i++)
-        k += sv.conf->sandboxes[i].workers;
-    return &sv.slots[k];
+    return &b->slots[m->slot];
 }
 
 static void kill_child(const sandlet_ctl *m)
@@ -434,15 +629,31 @@ static int same_logfd(const sandlet_ctl *m, void *arg)
 
 /* SIGHUP, passed on by the acceptor.  The file is read again here, as
  * root (it may name files only root reads), and checked in full: a file
- * that does not load is reported and changes nothing.  What a reload
- * applies so far is the code: every sandbox gets a new code generation,
- * so its workers are replaced, a few at a time as they finish their
- * requests, by workers that load the servlets and pages now on disk; the
- * memory session stores stay (this process holds them).  A changed
- * configuration is only reported, with the restart that applies it.
+ * that does not load, or that changes what only a restart applies
+ * (sandlet_conf_restart_needed), is reported and changes nothing.
+ * Otherwise it is applied:
+ *  - a sandbox the file leaves the same keeps its box, workers and memory
+ *    sessions; its code generation grows, so its workers are replaced, a
+ *    few at a time as they finish their requests, by ones that load the
+ *    servlets and pages now on disk;
+ *  - a sandbox it adds or changes gets a new box with a new id, started
+ *    now (a changed one shares its predecessor's memory session store and
+ *    key when the store's size is the same, so its sessions stay);
+ *  - a box whose sandbox is changed or gone is retired: the acceptor
+ *    sends it no new request and closes each of its workers once its
+ *    requests are answered; nothing of it restarts;
+ *  - new listen addresses are bound here (we may bind ports below 1024)
+ *    and handed over, kept ones stay open in the acceptor throughout;
+ *  - the acceptor gets the file's bytes and the ids (CONF) and applies
+ *    the rest: routes, limits, timeouts, the status page.
  * At most one a second: the request comes from the acceptor, which a
  * client may have taken over. */
 static void reload(void);
+static bool has_quota(const sandlet_sandbox_conf *sb);
+static void on_quota(uv_timer_t *t);
+static box *box_make(plan *p, size_t index, uint32_t id, box *from);
+static void box_start(box *b);
+static void secret_hash(const sandlet_conf *conf, unsigned char out[32]);
 
 static void on_reload_timer(uv_timer_t *t)
 {
@@ -454,6 +665,195 @@ static int same_gen(const sandlet_ctl *m, void *arg)
 {
     const sandlet_ctl *kind = arg;
     return m->type == SANDLET_CTL_GEN && m->sandbox == kind->sandbox;
+}
+
+/* Room in our queue to the acceptor for every box's messages. */
+static void reload_bound(void)
+{
+    size_t min = 4 * sv.nslots + 16 + 2 * sv.conf->nlistens + (sv.conf->npages ? 8192 : 0);
+    if (sv.out.max < min)
+        sv.out.max = min;
+}
+
+/* A new code generation for a kept box, announced to the acceptor. */
+static void new_code(box *b)
+{
+    uint32_t gen = b->start ? sandlet_pages_new_code(b->index) : ++b->code_gen;
+    if (!gen)
+        return;
+    sandlet_ctl m = {.type = SANDLET_CTL_GEN, .sandbox = b->id, .pages = gen};
+    /* Only the newest generation of a sandbox need wait for the
+     * acceptor: reloads never crowd out workers' messages. */
+    sandlet_ctl_queue_drop(&sv.out, same_gen, &m);
+    tell(&m, NULL, 0);
+}
+
+static void reload_failed(const char *what)
+{
+    sandlet_error("reload: %s; still serving with the configuration loaded before (fix the "
+                  "file, check it with 'sandletd -t -c %s', and send SIGHUP again)",
+                  what, sv.conf->file);
+}
+
+/* What a reload prepares before anything changes: freed whole when it is
+ * refused. */
+typedef struct {
+    sandlet_conf *fresh; /* the file as read, secrets included */
+    sandlet_conf_text text;
+    plan *p;            /* its plan */
+    sandlet_id *ids;    /* per sandbox of the plan */
+    box **kept, **made; /* per sandbox: the box kept, or the one made */
+    uint32_t *boxid;    /* per sandbox: the id the acceptor learns */
+    int *listen_fds;    /* per listen line: a new socket, or -1 (kept) */
+    size_t nboxes, nlistens;
+    int conf_fd;
+} reloading;
+
+static void reloading_free(reloading *r)
+{
+    for (size_t i = 0; r->made && i < r->nboxes; i++)
+        if (r->made[i])
+            box_free(r->made[i]); /* never started: no handle to close */
+    for (size_t i = 0; r->listen_fds && i < r->nlistens; i++)
+        if (r->listen_fds[i] >= 0)
+            close(r->listen_fds[i]);
+    if (r->conf_fd >= 0)
+        close(r->conf_fd);
+    if (r->p && r->p->refs == 0) {
+        sandlet_conf_free(r->p->conf);
+        free(r->p);
+    }
+    sandlet_conf_free(r->fresh);
+    if (r->text.text)
+        sodium_memzero(r->text.text, r->text.len);
+    free(r->text.text);
+    free(r->text.basedir);
+    free(r->ids);
+    free(r->kept);
+    free(r->made);
+    free(r->boxid);
+    free(r->listen_fds);
+}
+
+/* The box now serving the sandbox called name, or NULL. */
+static box *current_box(const char *name)
+{
+    for (box *b = sv.boxes; b; b = b->next)
+        if (!b->retired && strcmp(b->sb->name, name) == 0)
+            return b;
+    return NULL;
+}
+
+/* Everything a reload needs, made without touching what runs.  Returns 0,
+ * or -1 after logging why. */
+static int reload_prepare(reloading *r)
+{
+    char err[1024];
+    int rc = sandlet_conf_load_text(sv.conf->source, &r->fresh, &r->text, err, sizeof(err));
+    if (rc < 0) {
+        reload_failed(err);
+        return -1;
+    }
+    const sandlet_conf *f = r->fresh;
+    const char *why = sandlet_conf_restart_needed(sv.conf, f);
+    unsigned char h[32];
+    secret_hash(f, h);
+    if (!why && memcmp(h, sv.secret_hash, sizeof(h)) != 0)
+        why = "session-secret-file";
+    if (why) {
+        snprintf(err, sizeof(err),
+                 "%s changes '%s', which only a restart applies (restart sandletd to apply "
+                 "it, or put the old value back)",
+                 sv.conf->file, why);
+        reload_failed(err);
+        return -1;
+    }
+    r->p = calloc(1, sizeof(*r->p));
+    sandlet_conf *pc = r->p ? sandlet_conf_plan(f) : NULL;
+    size_t n = f->nsandboxes;
+    r->ids = calloc(n + 1, sizeof(*r->ids));
+    /* Arrays of pointers, on purpose. */
+    r->kept = calloc(n + 1, sizeof(box *)); // NOLINT(bugprone-sizeof-expression)
+    r->made = calloc(n + 1, sizeof(box *)); // NOLINT(bugprone-sizeof-expression)
+    r->boxid = calloc(n + 1, sizeof(*r->boxid));
+    r->listen_fds = malloc((f->nlistens + 1) * sizeof(int));
+    for (size_t j = 0; r->listen_fds && j < f->nlistens; j++)
+        r->listen_fds[j] = -1;
+    r->nlistens = r->listen_fds ? f->nlistens : 0;
+    if (!pc || !r->ids || !r->kept || !r->made || !r->boxid || !r->listen_fds) {
+        sandlet_conf_free(pc);
+        reload_failed("out of memory");
+        return -1;
+    }
+    r->p->conf = pc;
+    r->nboxes = n;
+    if (sandlet_identity_sandboxes(pc, &sv.acceptor, r->ids) < 0) {
+        reload_failed("a sandbox's user or group does not exist (see above)");
+        return -1;
+    }
+    uint32_t next = sv.next_id;
+    for (size_t j = 0; j < n; j++) {
+        const sandlet_sandbox_conf *sb = &pc->sandboxes[j];
+        box *old = current_box(sb->name);
+        if (old && sandlet_conf_sandbox_same(old->plan->conf, old->index, pc, j)) {
+            r->kept[j] = old;
+            r->boxid[j] = old->id;
+            continue;
+        }
+        if (old && old->sb->pages) {
+            snprintf(err, sizeof(err),
+                     "%s changes sandbox '%s', which serves pages: only a restart applies that",
+                     sv.conf->file, sb->name);
+            reload_failed(err);
+            return -1;
+        }
+        box *b = box_make(r->p, j, next, old);
+        if (!b) {
+            reload_failed("cannot prepare a sandbox (see above)");
+            return -1;
+        }
+        r->made[j] = b;
+        r->boxid[j] = next++;
+        b->ident = r->ids[j];
+        /* Sessions stay valid across the change: same name, same key. */
+        if (old)
+            memcpy(b->key, old->key, sizeof(b->key));
+        else if (sandlet_session_key_make(f->session_secret_set ? f->session_secret : NULL,
+                                          sb->name, b->key) < 0) {
+            reload_failed("cannot make a session key");
+            return -1;
+        }
+    }
+    for (size_t j = 0; j < f->nlistens; j++) {
+        const sandlet_listen_conf *l = &f->listens[j];
+        bool kept = false;
+        for (size_t k = 0; k < sv.conf->nlistens && !kept; k++)
+            kept = sandlet_conf_listen_same(&sv.conf->listens[k], l);
+        if (kept)
+            continue;
+        int fd = -1;
+        rc = sandlet_listen_bind(l, &fd);
+        if (rc == 0 && listen(fd, 511) < 0)
+            rc = -errno;
+        if (rc < 0) {
+            if (fd >= 0)
+                close(fd);
+            snprintf(err, sizeof(err), "%s:%d: cannot listen on %s port %u: %s", sv.conf->file,
+                     l->line, l->host, l->port, strerror(-rc));
+            reload_failed(err);
+            return -1;
+        }
+        r->listen_fds[j] = fd;
+    }
+    r->conf_fd = sandlet_ctl_conf_write(&r->text, sv.conf->file, r->boxid, n);
+    if (r->conf_fd < 0) {
+        snprintf(err, sizeof(err), "cannot hand the configuration to the acceptor: %s",
+                 strerror(-r->conf_fd));
+        reload_failed(err);
+        return -1;
+    }
+    sv.next_id = next;
+    return 0;
 }
 
 static void reload(void)
@@ -468,39 +868,91 @@ static void reload(void)
         return;
     }
     sv.last_reload = now;
-    sandlet_conf *fresh = NULL;
-    char err[1024];
-    int rc =
-        sv.conf->source ? sandlet_conf_load(sv.conf->source, &fresh, err, sizeof(err)) : -ENOENT;
-    if (rc < 0) {
-        sandlet_error("reload: %s; still serving with the configuration loaded before (fix the "
-                      "file, check it with 'sandletd -t -c %s', and send SIGHUP again)",
-                      rc == -ENOENT && !sv.conf->source ? "no configuration file to read" : err,
-                      sv.conf->file);
+    if (!sv.conf->source) {
+        reload_failed("no configuration file to read");
         return;
     }
-    bool same = memcmp(fresh->digest, sv.conf->digest, sizeof(fresh->digest)) == 0;
-    sandlet_conf_free(fresh);
-    for (size_t i = 0; i < sv.conf->nsandboxes; i++) {
-        uint32_t gen = sandlet_pages_new_code(i);
-        if (!gen)
-            continue;
-        sandlet_ctl m = {.type = SANDLET_CTL_GEN, .sandbox = (uint32_t)i, .pages = gen};
-        /* Only the newest generation of a sandbox need wait for the
-         * acceptor: reloads never crowd out workers' messages. */
-        sandlet_ctl_queue_drop(&sv.out, same_gen, &m);
-        tell(&m, NULL, 0);
+    reloading r = {.conf_fd = -1};
+    if (reload_prepare(&r) < 0) {
+        reloading_free(&r);
+        return;
     }
-    if (same)
-        sandlet_info("reload: %s is unchanged; the workers of every sandbox are being replaced, "
-                     "as they finish their requests, by ones that load the servlets and pages "
-                     "now on disk",
-                     sv.conf->file);
-    else
-        sandlet_warn("reload: %s has changed (it is valid), but a reload applies only new "
-                     "servlet and page code so far: restart sandletd to apply the configuration "
-                     "itself; the workers are being replaced with the code now on disk",
-                     sv.conf->file);
+    bool same = memcmp(r.fresh->digest, sv.conf->digest, sizeof(r.fresh->digest)) == 0;
+    /* Nothing below can fail: the running configuration becomes this one. */
+    size_t n = r.nboxes;
+    unsigned kept = 0, made = 0, retired = 0;
+    for (box *b = sv.boxes; b; b = b->next) {
+        bool stays = false;
+        for (size_t j = 0; j < n && !stays; j++)
+            stays = r.kept[j] == b;
+        if (stays || b->retired)
+            continue;
+        b->retired = true;
+        retired++;
+        for (size_t i = 0; i < b->nslots; i++)
+            uv_timer_stop(&b->slots[i].restart);
+    }
+    for (size_t j = 0; j < r.nlistens; j++)
+        if (r.listen_fds[j] >= 0) {
+            sandlet_ctl m = {.type = SANDLET_CTL_LISTEN, .slot = (uint32_t)j};
+            tell(&m, &r.listen_fds[j], 1); /* takes it */
+            r.listen_fds[j] = -1;
+        }
+    /* The acceptor learns the ids before any worker of a new box. */
+    sandlet_ctl cm = {.type = SANDLET_CTL_CONF};
+    tell(&cm, &r.conf_fd, 1);
+    r.conf_fd = -1;
+    plan *old = sv.plan;
+    r.p->next = sv.plans;
+    sv.plans = r.p;
+    sv.plan = r.p;
+    sv.conf = r.p->conf;
+    r.p = NULL; /* sv's now */
+    plan_maybe_free(old);
+    box **tail = &sv.boxes;
+    while (*tail)
+        tail = &(*tail)->next;
+    unsigned renewed = 0;
+    for (size_t j = 0; j < n; j++) {
+        if (r.kept[j]) {
+            box *b = r.kept[j];
+            unsigned char stamp[32];
+            code_stamp(b, stamp);
+            kept++;
+            if (memcmp(stamp, b->stamp, sizeof(stamp)) != 0) {
+                memcpy(b->stamp, stamp, sizeof(stamp));
+                new_code(b);
+                renewed++;
+            }
+            continue;
+        }
+        box *b = r.made[j];
+        r.made[j] = NULL;
+        *tail = b;
+        tail = &b->next;
+        sv.nslots += b->nslots;
+        made++;
+    }
+    reload_bound();
+    for (box *b = sv.boxes; b; b = b->next)
+        if (!b->retired && !b->started)
+            box_start(b);
+    bool quotas = false;
+    for (box *b = sv.boxes; b; b = b->next)
+        quotas = quotas || (!b->retired && has_quota(b->sb));
+    if (quotas && !uv_is_active((uv_handle_t *)&sv.quota))
+        uv_timer_start(&sv.quota, on_quota, QUOTA_CHECK_MS, QUOTA_CHECK_MS);
+    /* Retired boxes with no worker left go now. */
+    for (box *b = sv.boxes, *next; b; b = next) {
+        next = b->next;
+        box_maybe_gone(b);
+    }
+    sandlet_info("reload: %s %s: %u sandbox(es) kept (%u with a servlet library changed on "
+                 "disk: their workers are being replaced, as they finish their requests, by "
+                 "ones that load it; sessions stay), %u started, %u retired once their requests "
+                 "are answered",
+                 sv.conf->file, same ? "is unchanged" : "applied", kept, renewed, made, retired);
+    reloading_free(&r);
 }
 
 static void worker_ready(const sandlet_ctl *m)
@@ -513,7 +965,8 @@ static void worker_ready(const sandlet_ctl *m)
             refuse("READY twice for worker %u/%u generation %u", m->sandbox, m->slot, m->gen);
         s->live->ready = true;
         s->failures = 0;
-        sandlet_pages_worker_ready(s->sandbox, s->live->pages);
+        if (s->box->start)
+            sandlet_pages_worker_ready(s->box->index, s->live->pages);
     }
 }
 
@@ -566,14 +1019,15 @@ static void reopen_logs(void)
 static void on_grace(uv_timer_t *t)
 {
     (void)t;
-    for (size_t i = 0; i < sv.nslots; i++) {
-        child *c = sv.slots[i].live;
-        if (!c)
-            continue;
-        sandlet_warn("worker %d of sandbox '%s' did not stop in time; killing it", c->proc.pid,
-                     sv.conf->sandboxes[c->slot->sandbox].name);
-        uv_process_kill(&c->proc, SIGKILL);
-    }
+    for (box *b = sv.boxes; b; b = b->next)
+        for (size_t i = 0; i < b->nslots; i++) {
+            child *c = b->slots[i].live;
+            if (!c)
+                continue;
+            sandlet_warn("worker %d of sandbox '%s' did not stop in time; killing it", c->proc.pid,
+                         b->sb->name);
+            uv_process_kill(&c->proc, SIGKILL);
+        }
 }
 
 /* The acceptor is gone or asked us to go: workers leave when their
@@ -584,8 +1038,9 @@ static void begin_shutdown(void)
     if (sv.closing)
         return;
     sv.closing = true;
-    for (size_t i = 0; i < sv.nslots; i++)
-        uv_timer_stop(&sv.slots[i].restart);
+    for (box *b = sv.boxes; b; b = b->next)
+        for (size_t i = 0; i < b->nslots; i++)
+            uv_timer_stop(&b->slots[i].restart);
     uv_timer_stop(&sv.quota);
     uv_close((uv_handle_t *)&sv.quota, NULL);
     uv_timer_stop(&sv.stores);
@@ -667,16 +1122,16 @@ static bool has_quota(const sandlet_sandbox_conf *sb)
  * does not get to finish its request. */
 static void check_quotas(void)
 {
-    for (size_t i = 0; i < sv.conf->nsandboxes; i++) {
-        const sandlet_sandbox_conf *sb = &sv.conf->sandboxes[i];
-        if (!has_quota(sb))
+    for (box *x = sv.boxes; x; x = x->next) {
+        const sandlet_sandbox_conf *sb = x->sb;
+        if (!has_quota(sb) || x->retired)
             continue;
         sandlet_usage u;
         bool over = sandlet_quota_measure((const char *const *)sb->writable, sb->nwritable,
                                           sb->write_quota, sb->write_files, &u);
-        if (over == sv.write_blocked[i])
+        if (over == x->write_blocked)
             continue;
-        sv.write_blocked[i] = over;
+        x->write_blocked = over;
         if (over)
             sandlet_error("sandbox '%s' is over its write quota (%s%llu bytes, %llu entries in "
                           "its writable directories; write-quota %llu, write-files %u): its "
@@ -688,9 +1143,9 @@ static void check_quotas(void)
             sandlet_info("sandbox '%s' is below its write quota again (%llu bytes, %llu "
                          "entries): its workers restart with their directories writable",
                          sb->name, u.bytes, u.entries);
-        for (size_t j = 0; j < sv.nslots; j++) {
-            child *c = sv.slots[j].live;
-            if (c && sv.slots[j].sandbox == i) {
+        for (size_t j = 0; j < x->nslots; j++) {
+            child *c = x->slots[j].live;
+            if (c) {
                 c->kill_asked = true;
                 uv_process_kill(&c->proc, SIGKILL);
             }
@@ -704,73 +1159,67 @@ static void on_quota(uv_timer_t *t)
     check_quotas();
 }
 
-/* One memory session store per sandbox that uses one, made before any
- * worker starts and kept for the daemon's life: workers come and go
- * (crashes, max-requests), sessions stay.  We keep a mapping of each to
- * check its header: the workers of the sandbox can write over it. */
-static int create_session_stores(void)
+/* A memory session store for sandbox sb, made before any of its workers
+ * starts and kept while a box of that name uses it: workers come and go
+ * (crashes, max-requests, reloads), sessions stay.  We keep a mapping of
+ * each to check its header: the sandbox's workers can write over it.
+ * Logs why and returns NULL when it cannot. */
+static sstore *store_make(const sandlet_conf *conf, const sandlet_sandbox_conf *sb)
 {
-    size_t n = sv.conf->nsandboxes + 1;
-    sv.session_fds = malloc(n * sizeof(*sv.session_fds));
-    sv.session_maps = calloc(n, sizeof(*sv.session_maps));
-    sv.store_holder = calloc(n, sizeof(*sv.store_holder));
-    sv.store_held = calloc(n, sizeof(*sv.store_held));
-    if (!sv.session_fds || !sv.session_maps || !sv.store_holder || !sv.store_held) {
-        sandlet_error("out of memory creating the session stores");
-        return -1;
+    sstore *st = calloc(1, sizeof(*st));
+    if (!st) {
+        sandlet_error("out of memory creating the session store of sandbox '%s'", sb->name);
+        return NULL;
     }
-    /* Every entry is valid before the first can fail: cleanup() reads
-     * them all. */
-    for (size_t i = 0; i < n; i++)
-        sv.session_fds[i] = -1;
-    for (size_t i = 0; i < sv.conf->nsandboxes; i++) {
-        const sandlet_sandbox_conf *sb = &sv.conf->sandboxes[i];
-        sv.session_fds[i] = -1;
-        if (sb->sessions != SANDLET_SESSIONS_MEMORY)
-            continue;
-        int fd = sandlet_session_store_create(sb->name, sb->session_size);
-        if (fd < 0) {
-            sandlet_log_errno(SANDLET_LOG_ERROR, fd,
-                              "%s:%d: cannot create the session store of sandbox '%s' (%zu "
-                              "bytes); lower session-size or set 'sessions none'",
-                              sv.conf->file, sb->line, sb->name, sb->session_size);
-            return -1;
-        }
-        sv.session_fds[i] = fd;
-        sv.session_maps[i] = sandlet_session_store_attach(fd, 0);
-        if (!sv.session_maps[i]) {
-            sandlet_log_errno(SANDLET_LOG_ERROR, -errno,
-                              "%s:%d: cannot map the session store of sandbox '%s' (%zu "
-                              "bytes); lower session-size or set 'sessions none'",
-                              sv.conf->file, sb->line, sb->name, sb->session_size);
-            return -1;
-        }
+    st->refs = 1;
+    st->size = sb->session_size;
+    st->fd = sandlet_session_store_create(sb->name, sb->session_size);
+    if (st->fd < 0) {
+        sandlet_log_errno(SANDLET_LOG_ERROR, st->fd,
+                          "%s:%d: cannot create the session store of sandbox '%s' (%zu "
+                          "bytes); lower session-size or set 'sessions none'",
+                          conf->file, sb->line, sb->name, sb->session_size);
+        free(st);
+        return NULL;
     }
-    return 0;
+    st->map = sandlet_session_store_attach(st->fd, 0);
+    if (!st->map) {
+        sandlet_log_errno(SANDLET_LOG_ERROR, -errno,
+                          "%s:%d: cannot map the session store of sandbox '%s' (%zu "
+                          "bytes); lower session-size or set 'sessions none'",
+                          conf->file, sb->line, sb->name, sb->session_size);
+        close(st->fd);
+        free(st);
+        return NULL;
+    }
+    return st;
 }
 
 /* The rebuild hook: a store whose header is not the one we wrote is made
  * empty again, so that the sandbox's workers (running ones and new ones)
  * can use it.  Called before each spawn and every STORE_CHECK_MS. */
-static void check_session_store(size_t i)
+static void check_session_store(box *b)
 {
-    if (!sv.session_maps || i >= sv.conf->nsandboxes || !sv.session_maps[i] ||
-        sandlet_session_store_intact(sv.session_maps[i]))
+    if (!b->store || sandlet_session_store_intact(b->store->map))
         return;
-    sandlet_session_store_rebuild(sv.session_maps[i]);
+    sandlet_session_store_rebuild(b->store->map);
     sandlet_error("sandbox '%s': its session store was written over by one of its workers; "
                   "rebuilt it empty, every session of the sandbox is lost; a servlet of this "
                   "sandbox is buggy or hostile (only its workers can write the store)",
-                  sv.conf->sandboxes[i].name);
+                  b->sb->name);
 }
 
-/* The live worker of sandbox i with this pid, or NULL. */
-static child *live_child(size_t i, pid_t pid)
+/* The live worker with this pid of a box that shares store st, or NULL:
+ * while a reload replaces a sandbox, the old box's workers hold the same
+ * store as the new one's. */
+static child *live_child(const sstore *st, pid_t pid)
 {
-    for (size_t k = 0; k < sv.nslots; k++) {
-        const slot *s = &sv.slots[k];
-        if (s->sandbox == i && s->live && s->live->proc.pid == pid)
-            return s->live;
+    for (box *b = sv.boxes; b; b = b->next) {
+        if (b->store != st)
+            continue;
+        for (size_t k = 0; k < b->nslots; k++)
+            if (b->slots[k].live && b->slots[k].live->proc.pid == pid)
+                return b->slots[k].live;
     }
     return NULL;
 }
@@ -781,32 +1230,31 @@ static child *live_child(size_t i, pid_t pid)
  * sandbox (forged, or a holder reaped already) is released at once; a
  * live worker holding it for STORE_HOLD_CHECKS checks in a row is
  * killed, and child_exited releases the lock. */
-static void check_store_lock(size_t i)
+static void check_store_lock(box *b)
 {
-    if (!sv.session_maps || !sv.session_maps[i] || !sv.store_holder)
+    sstore *st = b->store;
+    if (!st)
         return;
-    sandlet_session_store *st = sv.session_maps[i];
-    pid_t holder = sandlet_session_store_holder(st);
-    child *c = holder > 0 ? live_child(i, holder) : NULL;
+    pid_t holder = sandlet_session_store_holder(st->map);
+    child *c = holder > 0 ? live_child(st, holder) : NULL;
     if (holder > 0 && !c) {
-        if (sandlet_session_store_release(st, holder))
+        if (sandlet_session_store_release(st->map, holder))
             sandlet_warn("sandbox '%s': its session store's lock named pid %d, which is no "
                          "live worker of the sandbox (a servlet forged it); released it",
-                         sv.conf->sandboxes[i].name, (int)holder);
+                         b->sb->name, (int)holder);
         holder = 0;
     }
-    if (holder == 0 || holder != sv.store_holder[i]) {
-        sv.store_holder[i] = holder;
-        sv.store_held[i] = holder ? 1 : 0;
+    if (holder == 0 || holder != st->holder) {
+        st->holder = holder;
+        st->held = holder ? 1 : 0;
         return;
     }
-    if (++sv.store_held[i] < STORE_HOLD_CHECKS || c->kill_asked)
+    if (++st->held < STORE_HOLD_CHECKS || !c || c->kill_asked)
         return;
     sandlet_error("sandbox '%s': worker %d has held the session store's lock for %d s (the "
                   "sandbox's session calls fail meanwhile); killing it, a servlet of this "
                   "sandbox is stuck or hostile",
-                  sv.conf->sandboxes[i].name, (int)holder,
-                  STORE_HOLD_CHECKS * STORE_CHECK_MS / 1000);
+                  b->sb->name, (int)holder, STORE_HOLD_CHECKS * STORE_CHECK_MS / 1000);
     c->kill_asked = true;
     uv_process_kill(&c->proc, SIGKILL);
 }
@@ -814,9 +1262,9 @@ static void check_store_lock(size_t i)
 static void on_stores(uv_timer_t *t)
 {
     (void)t;
-    for (size_t i = 0; i < sv.conf->nsandboxes; i++) {
-        check_session_store(i);
-        check_store_lock(i);
+    for (box *b = sv.boxes; b; b = b->next) {
+        check_session_store(b);
+        check_store_lock(b);
     }
 }
 
@@ -848,46 +1296,102 @@ void sandlet_cloexec_inherited(void)
     closedir(d);
 }
 
-/* Every sandbox's identity and session key, and its slots, decided from
- * our own configuration before any worker starts. */
-static int prepare(const sandlet_conf *conf)
+/* A box for sandbox index of p (not yet in sv.boxes, no worker started):
+ * slots, and the session store (shared with from, a box of the same name
+ * whose store has the same size, else new).  The identity and key are
+ * the caller's.  Logs why and returns NULL when it cannot. */
+static box *box_make(plan *p, size_t index, uint32_t id, box *from)
 {
-    sv.ids = calloc(conf->nsandboxes + 1, sizeof(*sv.ids));
-    sv.keys = calloc(conf->nsandboxes + 1, sizeof(*sv.keys));
-    sv.write_blocked = calloc(conf->nsandboxes + 1, sizeof(*sv.write_blocked));
-    for (size_t i = 0; i < conf->nsandboxes; i++)
-        sv.nslots += conf->sandboxes[i].workers;
-    sv.slots = calloc(sv.nslots + 1, sizeof(*sv.slots));
-    if (!sv.ids || !sv.keys || !sv.write_blocked || !sv.slots) {
+    const sandlet_sandbox_conf *sb = &p->conf->sandboxes[index];
+    box *b = calloc(1, sizeof(*b));
+    slot *slots = calloc(sb->workers ? sb->workers : 1, sizeof(*slots));
+    if (!b || !slots) {
+        sandlet_error("out of memory preparing sandbox '%s'", sb->name);
+        free(b);
+        free(slots);
+        return NULL;
+    }
+    *b =
+        (box){.id = id, .plan = p, .index = index, .sb = sb, .slots = slots, .nslots = sb->workers};
+    p->refs++;
+    for (size_t j = 0; j < b->nslots; j++)
+        slots[j] = (slot){.box = b, .index = (uint32_t)j};
+    code_stamp(b, b->stamp);
+    if (sb->sessions == SANDLET_SESSIONS_MEMORY) {
+        if (from && from->store && from->store->size == sb->session_size) {
+            b->store = from->store;
+            b->store->refs++;
+        } else if (!(b->store = store_make(p->conf, sb))) {
+            box_free(b);
+            return NULL;
+        }
+    }
+    return b;
+}
+
+/* Puts b's slots to work: their timers, then a worker each. */
+static void box_start(box *b)
+{
+    b->started = true;
+    for (size_t i = 0; i < b->nslots; i++) {
+        uv_timer_init(&sv.loop, &b->slots[i].restart);
+        b->slots[i].restart.data = &b->slots[i];
+    }
+    for (size_t i = 0; i < b->nslots; i++)
+        spawn(&b->slots[i]);
+}
+
+static void secret_hash(const sandlet_conf *conf, unsigned char out[32])
+{
+    memset(out, 0, 32);
+    if (conf->session_secret_set)
+        crypto_generichash(out, 32, conf->session_secret, sizeof(conf->session_secret), NULL, 0);
+}
+
+/* Every sandbox's identity, session key and slots, decided from our own
+ * configuration before any worker starts. */
+static int prepare(sandlet_conf *conf)
+{
+    plan *p = calloc(1, sizeof(*p));
+    sv.start_ids = calloc(conf->nsandboxes + 1, sizeof(*sv.start_ids));
+    if (!p || !sv.start_ids) {
+        free(p);
         sandlet_error("out of memory starting the supervisor");
         return -ENOMEM;
     }
+    p->conf = conf;
+    sv.plan = sv.plans = p;
+    sv.conf = conf;
     if (sandlet_identity_acceptor(conf, &sv.acceptor) < 0 ||
-        sandlet_identity_sandboxes(conf, &sv.acceptor, sv.ids) < 0)
+        sandlet_identity_sandboxes(conf, &sv.acceptor, sv.start_ids) < 0)
         return -EPERM;
+    box **tail = &sv.boxes;
     for (size_t i = 0; i < conf->nsandboxes; i++) {
+        box *b = box_make(p, i, (uint32_t)i, NULL);
+        if (!b)
+            return -ENOMEM;
+        b->start = true;
+        b->ident = sv.start_ids[i];
+        *tail = b;
+        tail = &b->next;
+        sv.nslots += b->nslots;
         int rc = sandlet_session_key_make(conf->session_secret_set ? conf->session_secret : NULL,
-                                          conf->sandboxes[i].name, sv.keys[i]);
+                                          b->sb->name, b->key);
         if (rc < 0) {
             sandlet_log_errno(SANDLET_LOG_ERROR, rc, "sandbox '%s': cannot make a session key",
-                              conf->sandboxes[i].name);
+                              b->sb->name);
             return rc;
         }
     }
-    /* The keys are made; the secret they come from is of no further use.
-     * (The configuration is ours alone since the fork.) */
-    sodium_memzero(((sandlet_conf *)conf)->session_secret, sizeof(conf->session_secret));
-    size_t k = 0;
-    for (size_t i = 0; i < conf->nsandboxes; i++)
-        for (unsigned j = 0; j < conf->sandboxes[i].workers; j++) {
-            sv.slots[k].sandbox = (uint32_t)i;
-            sv.slots[k].index = j;
-            k++;
-        }
+    sv.next_id = (uint32_t)conf->nsandboxes;
+    /* The keys are made; the secret they come from is of no further use,
+     * but whether a reload's file names the same one is. */
+    secret_hash(conf, sv.secret_hash);
+    sodium_memzero(conf->session_secret, sizeof(conf->session_secret));
     /* The acceptor's queue to us holds at most a KILL per slot and a
      * REOPEN; ours to it a WORKER and an EXITED per slot and two log
      * descriptors.  Twice that is room to spare, never a bound hit in
-     * normal operation. */
+     * normal operation; a reload raises it (reload_bound). */
     sv.out.max = 4 * sv.nslots + 16;
     /* And an answer per page the acceptor asks about at once. */
     if (conf->npages)
@@ -933,22 +1437,21 @@ static int worker_environment(void)
 static void cleanup(void)
 {
     sandlet_ctl_queue_clear(&sv.out);
-    if (sv.keys)
-        sodium_memzero(sv.keys, (sv.conf->nsandboxes + 1) * sizeof(*sv.keys));
-    for (size_t i = 0; sv.session_fds && i < sv.conf->nsandboxes; i++) {
-        if (sv.session_maps)
-            sandlet_session_store_detach(sv.session_maps[i]);
-        if (sv.session_fds[i] >= 0)
-            close(sv.session_fds[i]);
+    /* The loop is closed: every handle is, so boxes go at once. */
+    while (sv.boxes) {
+        box *b = sv.boxes;
+        sv.boxes = b->next;
+        b->plan = NULL; /* plans are freed below */
+        box_free(b);
     }
-    free(sv.session_maps);
-    free(sv.session_fds);
-    free(sv.store_holder);
-    free(sv.store_held);
-    free(sv.write_blocked);
-    free(sv.ids);
-    free(sv.keys);
-    free(sv.slots);
+    while (sv.plans) {
+        plan *p = sv.plans;
+        sv.plans = p->next;
+        if (p->conf != sv.start_conf)
+            sandlet_conf_free(p->conf); /* the start plan is the caller's */
+        free(p);
+    }
+    free(sv.start_ids);
     for (size_t i = 0; i < sizeof(sv.env) / sizeof(sv.env[0]); i++)
         free(sv.env[i]);
 }
@@ -969,6 +1472,7 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
     signal(SIGPIPE, SIG_IGN);
     memset(&sv, 0, sizeof(sv));
     sv.conf = conf;
+    sv.start_conf = conf;
     sv.ctl = ctl_fd;
     /* Read from our own environment, never from the acceptor. */
     sv.confine = !getenv("SANDLET_NO_CONFINEMENT");
@@ -981,12 +1485,11 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
         cleanup();
         return 1;
     }
-    int rc = prepare(conf);
-    if (rc == 0)
-        rc = create_session_stores();
+    /* Ours since the fork: prepare wipes the session secret in it. */
+    int rc = prepare((sandlet_conf *)conf);
     sandlet_pages_env penv = {.loop = &sv.loop,
                               .conf = conf,
-                              .ids = sv.ids,
+                              .ids = sv.start_ids,
                               .exe = sv.exe,
                               .env = sv.env,
                               .tell = tell,
@@ -1032,12 +1535,8 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
         cleanup();
         return 1;
     }
-    for (size_t i = 0; i < sv.nslots; i++) {
-        uv_timer_init(&sv.loop, &sv.slots[i].restart);
-        sv.slots[i].restart.data = &sv.slots[i];
-    }
-    for (size_t i = 0; i < sv.nslots; i++)
-        spawn(&sv.slots[i]);
+    for (box *b = sv.boxes; b; b = b->next)
+        box_start(b);
     maybe_finish();
     uv_run(&sv.loop, UV_RUN_DEFAULT);
     uv_loop_close(&sv.loop);

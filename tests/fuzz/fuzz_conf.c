@@ -88,8 +88,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (plan) {
             invariant(plan->nsandboxes == conf->nsandboxes && plan->nservlets == conf->nservlets,
                       "the supervisor's copy lost a sandbox or a servlet");
-            invariant(plan->nlistens == 0 && !plan->status_page,
-                      "the supervisor's copy holds acceptor settings");
+            invariant(!plan->status_page, "the supervisor's copy holds acceptor settings");
+            invariant(plan->nlistens == conf->nlistens,
+                      "the supervisor's copy lost a listen address");
+            for (size_t i = 0; i < plan->nlistens; i++)
+                invariant(sandlet_conf_listen_same(&plan->listens[i], &conf->listens[i]) &&
+                              plan->listens[i].host != conf->listens[i].host,
+                          "the supervisor's copy of a listen address differs or is shared");
             /* The docroot is the supervisor's too (it compiles pages). */
             invariant(!plan->docroot == !conf->docroot && plan->npages == conf->npages,
                       "the supervisor's copy lost the docroot or a pages mapping");

@@ -66,8 +66,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 static struct {
     uv_loop_t loop;
     sandlet_server srv;
-    uv_tcp_t listener;
-    bool paused[1];
+    sandlet_listener listener;
+    sandlet_listener *listeners[1];
     struct sockaddr_in addr;
     char root[64];
     /* The played worker. */
@@ -524,7 +524,7 @@ static bool acceptor_idle(bool seen)
 
 static bool worker_idle(void)
 {
-    const sandlet_worker *w = &g.srv.pools[0].workers[0];
+    const sandlet_worker *w = &g.srv.gen->pool_of[0]->workers[0];
     return g.pending == 0 && !g.gathering && w->state == W_IDLE && w->rcount == 0;
 }
 
@@ -625,6 +625,8 @@ static void setup(void)
     sandlet_server *srv = &g.srv;
     srv->loop = &g.loop;
     srv->conf = conf;
+    srv->gen = sandlet_confgen_new(conf);
+    invariant(srv->gen != NULL, "out of memory");
     srv->ctl = -1;
     invariant(sandlet_files_open(srv) == 0, "cannot open the docroot");
     srv->access_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
@@ -636,15 +638,17 @@ static void setup(void)
 
     g.addr.sin_family = AF_INET;
     g.addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    uv_tcp_init(&g.loop, &g.listener);
-    g.listener.data = srv;
-    invariant(uv_tcp_bind(&g.listener, (struct sockaddr *)&g.addr, 0) == 0, "cannot bind");
+    uv_tcp_init(&g.loop, &g.listener.tcp);
+    g.listener.tcp.data = &g.listener;
+    g.listener.srv = srv;
+    invariant(uv_tcp_bind(&g.listener.tcp, (struct sockaddr *)&g.addr, 0) == 0, "cannot bind");
     int len = sizeof(g.addr);
-    uv_tcp_getsockname(&g.listener, (struct sockaddr *)&g.addr, &len);
-    invariant(uv_listen((uv_stream_t *)&g.listener, 64, sandlet_http_accept) == 0, "cannot listen");
-    srv->listeners = &g.listener;
+    uv_tcp_getsockname(&g.listener.tcp, (struct sockaddr *)&g.addr, &len);
+    invariant(uv_listen((uv_stream_t *)&g.listener.tcp, 64, sandlet_http_accept) == 0,
+              "cannot listen");
+    g.listeners[0] = &g.listener;
+    srv->listeners = g.listeners;
     srv->nlisteners = 1;
-    srv->paused = g.paused;
     invariant(sandlet_pools_start(srv) == 0, "cannot start the sandbox");
     start_worker(srv);
     /* Until the played worker said READY. */

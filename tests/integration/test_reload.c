@@ -2,9 +2,12 @@
  * test_reload.c - SIGHUP on a running sandletd: a servlet library replaced
  * on disk (atomic rename) is served in its new version after a reload,
  * with no request failed under load meanwhile and the memory sessions
- * kept; a configuration that does not load is reported and changes
- * nothing; a changed one is reported with the restart that applies it;
- * a new library that no longer loads leaves the old workers serving.
+ * kept; a configuration that does not load, or changes what only a
+ * restart applies, is reported and changes nothing; a new library that no
+ * longer loads leaves the old workers serving; a reload that changes
+ * nothing keeps the workers; 20 reloads alternating two configurations
+ * (sandboxes kept, changed, added and removed, a listener added and
+ * removed) under load fail no request and refuse no connection.
  */
 #define _GNU_SOURCE
 #include "harness.h"
@@ -19,6 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -227,7 +233,8 @@ static void test_new_code_no_failed_request(void **state)
     unlink(flag);
     assert_true(WIFEXITED(st));
     assert_int_equal(WEXITSTATUS(st), 0);
-    assert_true(th_log_contains(&d, "is unchanged; the workers of every sandbox are being"));
+    assert_true(th_log_contains(&d, "is unchanged: 1 sandbox(es) kept (1 with a servlet library "
+                                    "changed on disk"));
 }
 
 static void test_broken_configuration_changes_nothing(void **state)
@@ -245,12 +252,47 @@ static void test_broken_configuration_changes_nothing(void **state)
     }
     int v = version(NULL, NULL);
     assert_true(v == 1 || v == 2);
-    /* Valid but changed: reported, with the restart that applies it. */
+    /* Valid, but what only a restart applies: refused, naming it. */
     char changed[1200];
+    snprintf(changed, sizeof(changed), "docroot /tmp;\n%s", good);
+    write_conf(changed);
+    reload();
+    if (!th_log_wait(&d, "changes 'docroot', which only a restart applies", 5000)) {
+        char *log = th_slurp(d.log, NULL);
+        fprintf(stderr, "%s\n", log ? log : "(none)");
+        fail_msg("the refusal does not name docroot");
+    }
+    assert_int_equal(version(NULL, NULL), v);
+    /* A comment changes the file and nothing else: applied, and the
+     * workers stay (their library did not change). */
+    int pids[2] = {0, 0};
+    for (int i = 0; i < 20; i++) {
+        th_response r;
+        assert_int_equal(th_request(d.port, "GET", "/v", NULL, NULL, 0, &r), 0);
+        const char *p = strstr(r.body, "pid=");
+        assert_non_null(p);
+        int pid = atoi(p + 4);
+        if (pid != pids[0] && !pids[1] && pids[0])
+            pids[1] = pid;
+        if (!pids[0])
+            pids[0] = pid;
+        th_response_free(&r);
+    }
     snprintf(changed, sizeof(changed), "%s# a comment changes the file\n", good);
     write_conf(changed);
     reload();
-    assert_true(th_log_wait(&d, "has changed (it is valid), but a reload applies only", 5000));
+    assert_true(th_log_wait(&d, "applied: 1 sandbox(es) kept (0 with a servlet library", 5000));
+    usleep(300 * 1000);
+    for (int i = 0; i < 20; i++) {
+        th_response r;
+        assert_int_equal(th_request(d.port, "GET", "/v", NULL, NULL, 0, &r), 0);
+        const char *p = strstr(r.body, "pid=");
+        assert_non_null(p);
+        int pid = atoi(p + 4);
+        if (pid != pids[0] && pid != pids[1])
+            fail_msg("worker %d answered after a reload that changed nothing it runs", pid);
+        th_response_free(&r);
+    }
     write_conf(good);
     free(good);
     assert_int_equal(version(NULL, NULL), v);
@@ -309,6 +351,229 @@ static void test_recycling_waits_for_new_code(void **state)
     assert_int_equal(th_stop(&d), 0);
 }
 
+/* A loopback port nothing listens on now. */
+static unsigned free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    socklen_t len = sizeof(a);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* GET path on port: the status, and whether the body holds want. */
+static int get(unsigned port, const char *path, const char *want, bool *has)
+{
+    th_response r;
+    if (th_request(port, "GET", path, NULL, NULL, 0, &r) != 0)
+        return -1;
+    int st = r.status;
+    if (has)
+        *has = want && r.body && strstr(r.body, want);
+    th_response_free(&r);
+    return st;
+}
+
+/* Whether configuration b (or a) is what answers now: every difference
+ * between the two, seen from a client. */
+static bool serves(bool b, unsigned port2)
+{
+    bool has = false;
+    if (get(d.port, "/x", b ? "who=b" : "who=a", &has) != 200 || !has)
+        return false;
+    if (get(d.port, "/y", NULL, NULL) != (b ? 200 : 404))
+        return false;
+    if (get(d.port, b ? "/status-b" : "/status-a", NULL, NULL) != 200 ||
+        get(d.port, b ? "/status-a" : "/status-b", NULL, NULL) != 404)
+        return false;
+    if (b)
+        return get(port2, "/index.html", "static", &has) == 200 && has;
+    th_conn *c = th_connect(port2, false);
+    th_close(c);
+    return c == NULL; /* refused: configuration a has no such listener */
+}
+
+/* A client that loads every kind of request a reload must not fail,
+ * until the parent makes dir/stop: /v (a kept sandbox, with its memory
+ * session), /x (a sandbox changed by every reload) and a static file, on
+ * keep-alive connections and new ones.  Exits with the failures (capped);
+ * a refused connection is one. */
+static pid_t mixed_load(const char *cookie)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid)
+        return pid;
+    static const char *const paths[] = {"/v", "/x", "/index.html"};
+    char req[512];
+    unsigned failed = 0, done = 0, refused = 0;
+    unsigned long long until = th_now_ms() + 120000;
+    char flag[128];
+    snprintf(flag, sizeof(flag), "%s/stop", dir);
+    for (unsigned round = 0; th_now_ms() < until && access(flag, F_OK) != 0; round++) {
+        th_conn *c = th_connect(d.port, false);
+        if (!c) {
+            refused++;
+            failed++;
+            continue;
+        }
+        for (int i = 0; i < 12; i++) {
+            th_response r;
+            snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: t\r\nCookie: %s\r\n\r\n",
+                     paths[(round + (unsigned)i) % 3], cookie);
+            if (th_send_str(c, req) != 0 || th_read(c, &r, false) != 0) {
+                fprintf(stderr, "load: %s: no answer\n", paths[(round + (unsigned)i) % 3]);
+                failed++;
+                break;
+            }
+            if (r.status != 200)
+                fprintf(stderr, "load: %s: %d\n", paths[(round + (unsigned)i) % 3], r.status);
+            failed += r.status != 200;
+            done++;
+            th_response_free(&r);
+        }
+        th_close(c);
+        for (int i = 0; i < 3; i++) {
+            th_response r;
+            if (th_request(d.port, "GET", paths[i], NULL, NULL, 0, &r) != 0) {
+                failed++;
+                continue;
+            }
+            failed += r.status != 200;
+            done++;
+            th_response_free(&r);
+        }
+    }
+    printf("load: %u requests, %u failed, %u connections refused\n", done, failed, refused);
+    fflush(stdout);
+    _exit(failed > 250 ? 250 : (int)failed);
+}
+
+static void test_configuration_changes_under_load(void **state)
+{
+    (void)state;
+    char root[128], file[192];
+    snprintf(root, sizeof(root), "%s/www", dir);
+    assert_int_equal(mkdir(root, 0755), 0);
+    snprintf(file, sizeof(file), "%s/index.html", root);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fputs("static\n", f);
+    fclose(f);
+    install(th_fixture("version1"));
+    unsigned port2 = free_port();
+    /* a: sandboxes app (kept throughout) and gone (only in a); b: app,
+     * extra changed (workers and param), added (only in b), a second
+     * listener, other timeouts, another status page. */
+    char a[2048], b[2048];
+    snprintf(a, sizeof(a),
+             "docroot %s;\n"
+             "status-page /status-a;\n"
+             "header-timeout 9000;\n"
+             "sandbox app { workers 2; }\n"
+             "servlet /v { library \"%s\"; sandbox app; }\n"
+             "sandbox extra { workers 1; queue-timeout 8000; }\n"
+             "servlet /x { library \"%s\"; sandbox extra; param who a; }\n"
+             "sandbox gone { workers 1; }\n"
+             "servlet /g { library \"%s\"; sandbox gone; }\n",
+             root, lib, lib, lib);
+    snprintf(b, sizeof(b),
+             "listen 127.0.0.1:0;\n"
+             "listen 127.0.0.1:%u;\n"
+             "docroot %s;\n"
+             "status-page /status-b;\n"
+             "header-timeout 8000;\n"
+             "sandbox added { workers 1; }\n"
+             "servlet /y { library \"%s\"; sandbox added; }\n"
+             "sandbox app { workers 2; }\n"
+             "servlet /v { library \"%s\"; sandbox app; }\n"
+             "sandbox extra { workers 2; queue-timeout 8000; }\n"
+             "servlet /x { library \"%s\"; sandbox extra; param who b; }\n",
+             port2, root, lib, lib, lib);
+    assert_int_equal(th_start(&d, a, false), 0);
+    char full_a[2200];
+    snprintf(full_a, sizeof(full_a), "listen 127.0.0.1:0;\n%s", a);
+    assert_true(serves(false, port2));
+    /* A memory session in the kept sandbox. */
+    th_response r;
+    assert_int_equal(th_request(d.port, "GET", "/v?count=1", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    char cookie[256] = "";
+    const char *p = strstr(r.head, "Set-Cookie: ");
+    assert_non_null(p);
+    p += strlen("Set-Cookie: ");
+    size_t n = strcspn(p, ";\r\n");
+    assert_true(n < sizeof(cookie));
+    memcpy(cookie, p, n);
+    th_response_free(&r);
+
+    pid_t client = mixed_load(cookie);
+    long count = 1;
+    for (int i = 0; i < 20; i++) {
+        bool to_b = i % 2 == 0;
+        write_conf(to_b ? b : full_a);
+        reload();
+        bool ok = false;
+        for (int t = 0; t < 200 && !ok; t++) {
+            ok = serves(to_b, port2);
+            if (!ok)
+                usleep(25 * 1000);
+        }
+        if (!ok) {
+            char *log = th_slurp(d.log, NULL);
+            fail_msg("reload %d: configuration %s never took over; log:\n%s", i, to_b ? "b" : "a",
+                     log ? log : "(none)");
+        }
+        long c = 0;
+        char hdr[300];
+        snprintf(hdr, sizeof(hdr), "Cookie: %s\r\n", cookie);
+        assert_int_equal(th_request(d.port, "GET", "/v?count=1", hdr, NULL, 0, &r), 0);
+        p = strstr(r.body, "count=");
+        assert_non_null(p);
+        c = strtol(p + 6, NULL, 10);
+        th_response_free(&r);
+        assert_int_equal(c, ++count); /* the kept sandbox kept its sessions */
+    }
+    char flag[128];
+    snprintf(flag, sizeof(flag), "%s/stop", dir);
+    int fd = open(flag, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    close(fd);
+    int st;
+    assert_int_equal(waitpid(client, &st, 0), client);
+    unlink(flag);
+    assert_true(WIFEXITED(st));
+    if (WEXITSTATUS(st) != 0) {
+        char *log = th_slurp(d.log, NULL);
+        fail_msg("%d requests failed during the reloads; log:\n%s", WEXITSTATUS(st),
+                 log ? log : "(none)");
+    }
+    /* The last configuration (a) is what serves, and nothing of b's
+     * sandboxes is left running: a's workers are app 2, extra 1, gone 1. */
+    assert_true(serves(false, port2));
+    assert_false(th_log_contains(&d, "cannot apply the reloaded configuration"));
+    pid_t sup[4], workers[16];
+    assert_int_equal(th_children_of(d.pid, sup, 4), 1);
+    int nw = 0;
+    for (int t = 0; t < 100; t++) {
+        nw = th_children_of(sup[0], workers, 16);
+        if (nw == 4)
+            break;
+        usleep(50 * 1000);
+    }
+    if (nw != 4) {
+        char *log = th_slurp(d.log, NULL);
+        fail_msg("%d workers after the last reload, expected 4; log:\n%s", nw, log ? log : "");
+    }
+    assert_true(th_log_contains(&d, "applied: 1 sandbox(es) kept (0 with a servlet library "
+                                    "changed on disk"));
+    assert_true(th_log_contains(&d, "2 started, 2 retired once their requests are answered"));
+    assert_int_equal(th_stop(&d), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -316,6 +581,7 @@ int main(void)
         cmocka_unit_test(test_broken_configuration_changes_nothing),
         cmocka_unit_test(test_library_that_no_longer_loads),
         cmocka_unit_test(test_recycling_waits_for_new_code),
+        cmocka_unit_test(test_configuration_changes_under_load),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

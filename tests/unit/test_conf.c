@@ -21,6 +21,8 @@
 #include <unistd.h>
 
 #include "common/conf.h"
+#include "sandbox/control.h"
+#include <sys/mman.h>
 
 static sandlet_conf *parse_ok(const char *text, const char *basedir)
 {
@@ -744,6 +746,154 @@ static void test_limit_defaults(void **state)
     sandlet_conf_free(c);
 }
 
+/* What a reload keeps: a sandbox is "the same" only when everything that
+ * starts its workers is; what only a restart applies is named. */
+static void test_reload_rules(void **state)
+{
+    (void)state;
+    static const char base[] = "docroot /srv;\n"
+                               "sandbox a { workers 2; memory 256; }\n"
+                               "sandbox b { workers 1; }\n"
+                               "servlet /x { library x.so; sandbox a; param p 1; }\n"
+                               "servlet /y { library y.so; sandbox b; }\n";
+    sandlet_conf *c = parse_ok(base, "/etc/sandlet");
+    assert_int_equal(c->sandboxes[0].id, 0);
+    assert_int_equal(c->sandboxes[1].id, 1);
+    struct {
+        const char *text;
+        bool a_same, b_same;
+        const char *restart;
+    } cases[] = {
+        {base, true, true, NULL},
+        /* order of blocks and acceptor-only settings do not matter */
+        {"docroot /srv;\nheader-timeout 5;\nsandbox b { workers 1; }\n"
+         "sandbox a { workers 2; memory 256; queue 3; queue-timeout 9; max-requests 4; }\n"
+         "servlet /x { library x.so; sandbox a; param p 1; max-body-size 1k; }\n"
+         "servlet /y { library y.so; sandbox b; }\n",
+         true, true, NULL},
+        {"docroot /srv;\nsandbox a { workers 3; memory 256; }\nsandbox b { workers 1; }\n"
+         "servlet /x { library x.so; sandbox a; param p 1; }\n"
+         "servlet /y { library y.so; sandbox b; }\n",
+         false, true, NULL},
+        {"docroot /srv;\nsandbox a { workers 2; memory 256; }\nsandbox b { workers 1; }\n"
+         "servlet /x { library x.so; sandbox a; param p 2; }\n"
+         "servlet /y { library y.so; sandbox b; }\n",
+         false, true, NULL},
+        {"docroot /srv;\nsandbox a { workers 2; memory 256; }\nsandbox b { workers 1; }\n"
+         "servlet /x { library x.so; sandbox a; param p 1; }\n"
+         "servlet /y { library y.so; sandbox b; }\nservlet /z { library z.so; sandbox b; }\n",
+         true, false, NULL},
+        {"docroot /srv;\nsandbox a { workers 2; memory 128; }\nsandbox b { workers 1; }\n"
+         "servlet /x { library x.so; sandbox a; param p 1; }\n"
+         "servlet /y { library y2.so; sandbox b; }\n",
+         false, false, NULL},
+        {"docroot /other;\nsandbox a { workers 2; memory 256; }\nsandbox b { workers 1; }\n"
+         "servlet /x { library x.so; sandbox a; param p 1; }\n"
+         "servlet /y { library y.so; sandbox b; }\n",
+         true, true, "docroot"},
+        {"user nobody;\ndocroot /srv;\nsandbox a { workers 2; memory 256; }\n"
+         "sandbox b { workers 1; }\nservlet /x { library x.so; sandbox a; param p 1; }\n"
+         "servlet /y { library y.so; sandbox b; }\n",
+         true, true, "user"},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        sandlet_conf *n = parse_ok(cases[k].text, "/etc/sandlet");
+        size_t ia = 0, ib = 0;
+        for (size_t j = 0; j < n->nsandboxes; j++) {
+            if (strcmp(n->sandboxes[j].name, "a") == 0)
+                ia = j;
+            if (strcmp(n->sandboxes[j].name, "b") == 0)
+                ib = j;
+        }
+        if (sandlet_conf_sandbox_same(c, 0, n, ia) != cases[k].a_same ||
+            sandlet_conf_sandbox_same(c, 1, n, ib) != cases[k].b_same)
+            fail_msg("case %zu: sandboxes a/b judged wrongly", k);
+        assert_false(sandlet_conf_sandbox_same(c, 0, n, ib));
+        const char *why = sandlet_conf_restart_needed(c, n);
+        if (cases[k].restart)
+            assert_string_equal(why, cases[k].restart);
+        else
+            assert_null(why);
+        sandlet_conf_free(n);
+    }
+    sandlet_conf_free(c);
+}
+
+/* The acceptor parses a reload's text without reading secret files (it
+ * may not), and gets the same sandboxes, servlets and settings. */
+static void test_parse_public(void **state)
+{
+    (void)state;
+    static const char text[] =
+        "session-secret-file /nonexistent/secret;\n"
+        "sandbox shop { database \"dbname=shop\"; database-password-file /nonexistent/pw; "
+        "sessions database; }\n"
+        "servlet /s { library s.so; sandbox shop; }\n";
+    char err[512];
+    sandlet_conf *c = NULL;
+    /* The full parse reads the files, and fails on their absence... */
+    assert_true(sandlet_conf_parse(text, strlen(text), "t.conf", "/etc", &c, err, sizeof(err)) < 0);
+    assert_non_null(strstr(err, "/nonexistent/secret"));
+    /* ...the acceptor's does not read them. */
+    assert_int_equal(
+        sandlet_conf_parse_public(text, strlen(text), "t.conf", "/etc", &c, err, sizeof(err)), 0);
+    assert_int_equal(c->nsandboxes, 1);
+    assert_null(c->sandboxes[0].database_password);
+    assert_true(c->session_secret_set);
+    assert_string_equal(c->servlets[0].library, "/etc/s.so");
+    sandlet_conf_free(c);
+}
+
+/* A reload's configuration crosses from the supervisor to the acceptor in
+ * a sealed memfd: bytes, folder, name and ids, read back whole; a blob
+ * cut short or lying about its counts is refused. */
+static void test_reload_blob(void **state)
+{
+    (void)state;
+    static char text[] = "sandbox a { workers 1; }\nsandbox b { workers 1; }\n"
+                         "servlet /x { library x.so; sandbox b; }\n";
+    sandlet_conf_text t = {.text = text, .len = strlen(text), .basedir = "/srv/app"};
+    uint32_t ids[2] = {7, 42};
+    int fd = sandlet_ctl_conf_write(&t, "app.conf", ids, 2);
+    assert_true(fd >= 0);
+    /* Sealed: nobody can change what was checked. */
+    assert_true(write(fd, "x", 1) < 0);
+    char err[512];
+    sandlet_conf *c = NULL;
+    assert_int_equal(sandlet_ctl_conf_read(fd, &c, err, sizeof(err)), 0);
+    assert_string_equal(c->file, "app.conf");
+    assert_int_equal(c->sandboxes[0].id, 7);
+    assert_int_equal(c->sandboxes[1].id, 42);
+    assert_string_equal(c->servlets[0].library, "/srv/app/x.so");
+    sandlet_conf_free(c);
+    close(fd);
+    /* Wrong id count: two sandboxes, one id. */
+    fd = sandlet_ctl_conf_write(&t, "app.conf", ids, 1);
+    assert_true(fd >= 0);
+    assert_int_equal(sandlet_ctl_conf_read(fd, &c, err, sizeof(err)), -EPROTO);
+    assert_null(c);
+    close(fd);
+    /* Truncated: every prefix of a good blob is refused. */
+    fd = sandlet_ctl_conf_write(&t, "app.conf", ids, 2);
+    assert_true(fd >= 0);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    char *blob = malloc((size_t)st.st_size);
+    assert_non_null(blob);
+    assert_int_equal(pread(fd, blob, (size_t)st.st_size, 0), st.st_size);
+    close(fd);
+    for (off_t n = 1; n < st.st_size; n++) {
+        int m = memfd_create("cut", MFD_CLOEXEC);
+        assert_true(m >= 0);
+        assert_int_equal(write(m, blob, (size_t)n), n);
+        if (sandlet_ctl_conf_read(m, &c, err, sizeof(err)) == 0)
+            fail_msg("a blob cut at %lld of %lld bytes was read", (long long)n,
+                     (long long)st.st_size);
+        close(m);
+    }
+    free(blob);
+}
+
 /* The supervisor's copy holds what starting workers takes and nothing
  * the acceptor alone uses, and outlives the configuration it came from. */
 static void test_plan(void **state)
@@ -773,9 +923,10 @@ static void test_plan(void **state)
     assert_string_equal(p->user, "web");
     assert_string_equal(p->access_log, "/etc/sandlet/a.log");
     assert_string_equal(p->error_log, "/etc/sandlet/e.log");
+    /* The listen addresses: a reload binds only new ones. */
+    assert_int_equal(p->nlistens, 1);
+    assert_string_equal(p->listens[0].host, "127.0.0.1");
     /* acceptor-only settings are absent */
-    assert_int_equal(p->nlistens, 0);
-    assert_null(p->listens);
     /* The supervisor compiles pages from the docroot. */
     assert_string_equal(p->docroot, "/etc/sandlet/www");
     assert_null(p->status_page);
@@ -1415,6 +1566,9 @@ int main(void)
         cmocka_unit_test(test_confinement_settings),
         cmocka_unit_test(test_limit_defaults),
         cmocka_unit_test(test_plan),
+        cmocka_unit_test(test_reload_rules),
+        cmocka_unit_test(test_parse_public),
+        cmocka_unit_test(test_reload_blob),
         cmocka_unit_test(test_default_sandbox),
         cmocka_unit_test(test_sandbox_declared_later),
         cmocka_unit_test(test_library_paths),

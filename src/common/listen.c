@@ -1,12 +1,13 @@
 /*
  * listen.c - a listening socket made from a "listen" line: the address
  * parsed, the options every listener gets, the bind.  The start binds its
- * listeners with it, and "sandletd -t" tries each port with it.  It must
+ * listeners with it, the supervisor a reload's new ones, and "sandletd
+ * -t" tries each port with it.  It must
  * never listen or accept: what happens to the socket is the caller's.
  */
 #include "config.h"
 
-#include "loop/check.h"
+#include "common/listen.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
