@@ -2544,6 +2544,8 @@ sandlet_conf *sandlet_conf_plan(const sandlet_conf *conf)
     p->error_log = copy_str(conf->error_log, &bad);
     memcpy(p->session_secret, conf->session_secret, sizeof(p->session_secret));
     p->session_secret_set = conf->session_secret_set;
+    /* Its name, which a reload compares (the secret's hash it keeps). */
+    p->session_secret_file = copy_str(conf->session_secret_file, &bad);
     /* Pages: the supervisor compiles them (from the docroot, into the
      * cache) and checks every page the acceptor asks about against this
      * mapping itself. */

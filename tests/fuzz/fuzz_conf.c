@@ -16,12 +16,14 @@
 #include "config.h"
 
 #include "common/conf.h"
+#include "sandbox/control.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -114,6 +116,37 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 invariant(plan->servlets[i].sandbox == conf->servlets[i].sandbox &&
                               plan->servlets[i].nparams == conf->servlets[i].nparams,
                           "the supervisor's copy of a servlet differs");
+            /* A reload of the same file keeps every sandbox and needs no
+             * restart: the copy holds everything a reload compares. */
+            for (size_t i = 0; i < plan->nsandboxes; i++)
+                invariant(sandlet_conf_sandbox_same(conf, i, plan, i) &&
+                              sandlet_conf_sandbox_same(plan, i, conf, i),
+                          "a reload of the same file would change a sandbox");
+            invariant(sandlet_conf_restart_needed(plan, conf) == NULL,
+                      "a reload of the same file would need a restart");
+        }
+        /* What the acceptor gets at a reload: the same text, its ids. */
+        uint32_t ids[64];
+        size_t nids = conf->nsandboxes < 64 ? conf->nsandboxes : 0;
+        for (size_t i = 0; i < nids; i++)
+            ids[i] = (uint32_t)(1000 + nids - i);
+        sandlet_conf_text t = {.text = text, .len = size, .basedir = "/etc/sandlet"};
+        int fd =
+            nids || !conf->nsandboxes ? sandlet_ctl_conf_write(&t, "fuzz.conf", ids, nids) : -1;
+        if (fd >= 0) {
+            sandlet_conf *pub = NULL;
+            char perr[1024];
+            int prc = sandlet_ctl_conf_read(fd, &pub, perr, sizeof(perr));
+            invariant(prc == 0 && pub->nsandboxes == conf->nsandboxes &&
+                          pub->nservlets == conf->nservlets,
+                      "the acceptor's parse of a reload differs from the supervisor's");
+            for (size_t i = 0; i < nids; i++)
+                invariant(pub->sandboxes[i].id == ids[i] &&
+                              sandlet_conf_sandbox_same(conf, i, pub, i) ==
+                                  !conf->sandboxes[i].database_password,
+                          "the acceptor's copy of a sandbox differs");
+            sandlet_conf_free(pub);
+            close(fd);
         }
         sandlet_conf_free(conf);
         sandlet_conf_free(plan);

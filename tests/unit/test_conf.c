@@ -819,6 +819,32 @@ static void test_reload_rules(void **state)
     sandlet_conf_free(c);
 }
 
+/* The supervisor compares the file it reads again with its own copy (the
+ * plan): a file that did not change needs no restart, secret file
+ * included. */
+static void test_reload_same_file(void **state)
+{
+    (void)state;
+    char secret[] = "/tmp/sandlet-secret-XXXXXX";
+    int fd = mkstemp(secret);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "0123456789abcdef0123456789abcdef", 32), 32);
+    close(fd);
+    char text[512];
+    snprintf(text, sizeof(text),
+             "session-secret-file %s;\nuser nobody;\ndocroot /srv;\nerror-log /tmp/e.log;\n"
+             "sandbox a { sessions memory; }\nservlet /x { library x.so; sandbox a; }\n",
+             secret);
+    sandlet_conf *c = parse_ok(text, "/etc/sandlet");
+    sandlet_conf *p = sandlet_conf_plan(c);
+    assert_non_null(p);
+    assert_null(sandlet_conf_restart_needed(p, c));
+    assert_true(sandlet_conf_sandbox_same(p, 0, c, 0));
+    sandlet_conf_free(p);
+    sandlet_conf_free(c);
+    unlink(secret);
+}
+
 /* The acceptor parses a reload's text without reading secret files (it
  * may not), and gets the same sandboxes, servlets and settings. */
 static void test_parse_public(void **state)
@@ -1567,6 +1593,7 @@ int main(void)
         cmocka_unit_test(test_limit_defaults),
         cmocka_unit_test(test_plan),
         cmocka_unit_test(test_reload_rules),
+        cmocka_unit_test(test_reload_same_file),
         cmocka_unit_test(test_parse_public),
         cmocka_unit_test(test_reload_blob),
         cmocka_unit_test(test_default_sandbox),
