@@ -84,6 +84,9 @@ void sandlet_reload_listen(sandlet_server *srv, const sandlet_ctl *m, int fd);
  * the old one on would only fail. */
 int sandlet_reload_apply(sandlet_server *srv, int fd);
 void sandlet_reload_free(sandlet_server *srv);
+/* Sets srv->conn_cap from the configuration and the open-files limit;
+ * warns, once per value, when the limit is the smaller. */
+void sandlet_server_caps(sandlet_server *srv);
 
 /* ---- http.c ----------------------------------------------------------- */
 
@@ -318,6 +321,11 @@ struct sandlet_server {
     sandlet_listener **listeners;
     size_t nlisteners;
     sandlet_pool *pools; /* every pool, retired ones until they are empty */
+    /* Connections accepted at most: max-connections, or fewer when the
+     * open-files limit would not leave room for every worker's channel
+     * and output and for the supervisor's messages (sandlet_server_caps):
+     * a descriptor refused there would lose a worker or a reload. */
+    unsigned conn_cap;
     /* LISTEN sockets waiting for their CONF, by listen line. */
     int *pending_listen;
     size_t npending_listen;

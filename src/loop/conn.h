@@ -114,6 +114,9 @@ void sandlet_conn_request_done(sandlet_conn *c);
 /* Answers with a short error page (when nothing was sent yet) or cuts the
  * connection (when a response was under way). */
 void sandlet_conn_fail(sandlet_conn *c, int status);
+/* c waited in the queue of a pool a reload retired, and no worker of it
+ * will come: route it again under the current configuration. */
+void sandlet_conn_redispatch(sandlet_conn *c);
 /* The head went out and the body follows from files.c's pump. */
 void sandlet_conn_sending(sandlet_conn *c);
 /* The file being sent on c, for files.c. */

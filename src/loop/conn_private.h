@@ -70,7 +70,7 @@ struct sandlet_conn {
     enum sandlet_route_kind route;       /* who answers it (route.c) */
     const sandlet_servlet_conf *servlet; /* lives in gen's configuration */
     uint16_t servlet_local;
-    sandlet_pool *servlet_pool;
+    uint32_t servlet_sandbox; /* its sandbox's id: the pool is looked up at dispatch */
     /* The configuration the request was routed under, held until it ends:
      * a reload meanwhile changes nothing of it. */
     sandlet_confgen *gen;

@@ -468,12 +468,11 @@ static void take_route(sandlet_conn *c)
     c->gen = NULL;
     c->route = route.kind;
     c->servlet = route.servlet;
-    c->servlet_pool = NULL;
     if (c->servlet) {
         size_t i = (size_t)(c->servlet - g->conf->servlets);
         c->gen = sandlet_confgen_hold(g);
         c->servlet_local = g->local_index[i];
-        c->servlet_pool = g->pool_of[c->servlet->sandbox];
+        c->servlet_sandbox = g->conf->sandboxes[c->servlet->sandbox].id;
     }
 }
 
@@ -487,7 +486,6 @@ static void reset_request(sandlet_conn *c)
     c->nhost = 0;
     c->expect_continue = false;
     c->servlet = NULL;
-    c->servlet_pool = NULL;
     sandlet_confgen_put(c->gen);
     c->gen = NULL;
     c->route = SANDLET_ROUTE_FILES;
@@ -999,13 +997,28 @@ static void init_settings(void)
 static void dispatch(sandlet_conn *c)
 {
     c->state = CONN_WAITING;
-    /* A reload changed or removed the sandbox while the body was read:
-     * the request goes where the configuration now sends it (nothing of
-     * it has reached a worker yet). */
-    if (c->route == SANDLET_ROUTE_SERVLET && c->servlet_pool->retired)
-        take_route(c);
+    /* The pool is looked up now, not kept from routing: a reload may have
+     * changed or removed the sandbox (and freed its pool) while the body
+     * was read.  Then the request goes where the configuration now sends
+     * it: nothing of it has reached a worker yet. */
+    sandlet_pool *pool = NULL;
+    if (c->route == SANDLET_ROUTE_SERVLET) {
+        pool = sandlet_pool_find(c->srv, c->servlet_sandbox);
+        if (!pool || pool->retired) {
+            take_route(c);
+            if (c->servlet && c->body.len > c->servlet->max_body_size) {
+                sandlet_conn_fail(c, 413);
+                return;
+            }
+            pool = c->servlet ? sandlet_pool_find(c->srv, c->servlet_sandbox) : NULL;
+            if (c->servlet && (!pool || pool->retired)) {
+                sandlet_conn_fail(c, 503); /* cannot happen: the new pools exist */
+                return;
+            }
+        }
+    }
     switch (c->route) {
-    case SANDLET_ROUTE_SERVLET: sandlet_pool_submit(c->servlet_pool, c); break;
+    case SANDLET_ROUTE_SERVLET: sandlet_pool_submit(pool, c); break;
     case SANDLET_ROUTE_STATUS: sandlet_status_serve(c); break;
     case SANDLET_ROUTE_FILES: sandlet_files_serve(c); break;
     case SANDLET_ROUTE_PAGE: sandlet_pages_serve(c); break;
@@ -1013,6 +1026,11 @@ static void dispatch(sandlet_conn *c)
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+void sandlet_conn_redispatch(sandlet_conn *c)
+{
+    dispatch(c);
+}
 
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
@@ -1155,7 +1173,7 @@ static void on_closed(uv_handle_t *h)
     free(c);
     for (size_t i = 0; i < srv->nlisteners && !srv->stopping; i++) {
         sandlet_listener *l = srv->listeners[i];
-        if (l->paused && srv->nconns < srv->conf->max_connections) {
+        if (l->paused && srv->nconns < srv->conn_cap) {
             l->paused = false;
             sandlet_http_accept((uv_stream_t *)&l->tcp, 0);
         }
@@ -1189,18 +1207,25 @@ void sandlet_http_accept(uv_stream_t *listener, int status)
 {
     sandlet_listener *l = listener->data;
     sandlet_server *srv = l->srv;
+    if (srv->stopping)
+        return; /* its listener is closing */
     if (status < 0) {
         sandlet_log_errno(SANDLET_LOG_WARN, status, "accept");
         return;
     }
-    if (srv->nconns >= srv->conf->max_connections) {
+    if (srv->nconns >= srv->conn_cap) {
         /* Leave the connection unaccepted: libuv then stops watching this
          * listener until we accept, so nothing spins; the kernel's backlog
          * holds the clients until a connection closes. */
         if (!l->paused) {
             l->paused = true;
-            sandlet_warn("max-connections (%u) reached; accepting resumes when one closes",
-                         srv->conf->max_connections);
+            if (srv->conn_cap == srv->conf->max_connections)
+                sandlet_warn("max-connections (%u) reached; accepting resumes when one closes",
+                             srv->conn_cap);
+            else
+                sandlet_warn("%u connections open, all the open-files limit leaves room for "
+                             "(max-connections is %u); accepting resumes when one closes",
+                             srv->conn_cap, srv->conf->max_connections);
         }
         return;
     }

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -258,6 +259,10 @@ static void on_sighup(uv_signal_t *s, int signum)
 {
     (void)s;
     (void)signum;
+    if (m.srv.stopping) {
+        sandlet_info("received SIGHUP while stopping; ignored");
+        return;
+    }
     sandlet_info("received SIGHUP: reloading %s", m.srv.conf->file);
     sandlet_server_control(&m.srv, SANDLET_CTL_RELOAD, 0, 0, 0, 0);
 }
@@ -337,6 +342,12 @@ static void on_ctl(uv_poll_t *p, int status, int events)
                 sandlet_pool_pages(pool, msg.pages);
             continue;
         }
+        if ((msg.type == SANDLET_CTL_LISTEN || msg.type == SANDLET_CTL_CONF) && srv->stopping) {
+            /* A reload that crossed the stop: nothing new is served. */
+            if (fd >= 0)
+                close(fd);
+            continue;
+        }
         if (msg.type == SANDLET_CTL_LISTEN) {
             sandlet_reload_listen(srv, &msg, fd); /* takes fd */
             continue;
@@ -406,6 +417,13 @@ static int run(sandlet_conf *conf, bool *taken)
     }
     srv->conf = conf;
     srv->ctl = -1;
+    /* The hard limit is the operator's (LimitNOFILE, ulimit -Hn); the
+     * soft one is often left at 1024, too few for max-connections. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
     int *fds = calloc(conf->nlistens + 1, sizeof(int));
     if (!fds) {
         sandlet_error("out of memory");
@@ -561,6 +579,7 @@ static int run(sandlet_conf *conf, bool *taken)
         sandlet_error("out of memory starting the sandboxes");
         begin_stop(1);
     }
+    sandlet_server_caps(srv);
     /* Only the supervisor's exit may end the loop (on_sigchld closes every
      * handle), so that no worker or supervisor outlives sandletd. */
     uv_run(&m.loop, UV_RUN_DEFAULT);

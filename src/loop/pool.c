@@ -1302,8 +1302,14 @@ static void drain(sandlet_pool *p)
         if (coming)
             return;
         /* Nothing of the sandbox will start again (the supervisor
-         * restarts no worker of a retired sandbox). */
-        fail_queue(p);
+         * restarts no worker of a retired sandbox): what waits goes where
+         * the configuration now sends it. */
+        uv_timer_stop(&p->qtimer);
+        while (p->qhead) {
+            sandlet_conn *c = queue_pop(p);
+            sandlet_pool_link_reset(sandlet_conn_pool_link(c));
+            sandlet_conn_redispatch(c);
+        }
     }
     for (unsigned j = 0; j < p->nworkers; j++) {
         sandlet_worker *w = &p->workers[j];

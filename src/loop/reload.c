@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 /* More listen lines than this in one file is no configuration anyone
@@ -128,6 +129,35 @@ void sandlet_listeners_close(sandlet_server *srv)
     for (size_t i = 0; i < srv->nlisteners; i++)
         uv_close((uv_handle_t *)&srv->listeners[i]->tcp, listener_closed);
     srv->nlisteners = 0;
+}
+
+/* ---- limits ------------------------------------------------------------------ */
+
+void sandlet_server_caps(sandlet_server *srv)
+{
+    static unsigned warned;
+    unsigned cap = srv->conf->max_connections;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        /* Each worker: its channel and its output pipe; each pool's
+         * worker may be replaced while its successor is handed over; the
+         * listeners, logs, docroot, control socket and a margin. */
+        unsigned long long reserve = 64 + srv->nlisteners;
+        for (const sandlet_pool *p = srv->pools; p; p = p->next)
+            reserve += 4ull * p->nworkers;
+        /* A connection may hold a file it sends besides its socket. */
+        unsigned long long room = rl.rlim_cur > reserve ? (rl.rlim_cur - reserve) / 2 : 1;
+        if (room < cap) {
+            cap = room ? (unsigned)room : 1;
+            if (warned != cap)
+                sandlet_warn("the open-files limit (%llu) leaves room for %u connections, fewer "
+                             "than max-connections %u: accepting pauses there (raise the limit: "
+                             "LimitNOFILE= in the unit, ulimit -n before starting sandletd)",
+                             (unsigned long long)rl.rlim_cur, cap, srv->conf->max_connections);
+            warned = cap;
+        }
+    }
+    srv->conn_cap = cap;
 }
 
 /* ---- applying a reload ---------------------------------------------------- */
@@ -274,6 +304,7 @@ int sandlet_reload_apply(sandlet_server *srv, int fd)
         }
     }
     apply_listeners(srv, conf);
+    sandlet_server_caps(srv);
     /* Room for a KILL per worker of every pool, retired ones included. */
     size_t max = 64 + (conf->npages ? 8192 : 0);
     for (const sandlet_pool *p = srv->pools; p; p = p->next)

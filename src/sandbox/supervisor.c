@@ -113,8 +113,9 @@ struct store {
     int fd;
     sandlet_session_store *map; /* ours, to check its header and lock */
     size_t size;
-    pid_t holder;  /* the live holder last seen */
-    unsigned held; /* checks it has been seen at */
+    pid_t holder;   /* the live holder last seen */
+    unsigned held;  /* checks it has been seen at */
+    uint64_t round; /* the last check that saw it: shared, it is checked once */
     unsigned refs;
 };
 
@@ -142,7 +143,13 @@ struct box {
      * replaces its workers only when one of them changed. */
     unsigned char stamp[32];
     bool retired;
-    bool started;     /* box_start ran: its slots' timers exist */
+    bool started; /* box_start ran: its slots' timers exist */
+    /* Retired: its workers leave when the acceptor closes them; past
+     * this timer they are killed, so that confinement a reload tightened
+     * never waits on the acceptor's good will. */
+    uv_timer_t deadline;
+    bool deadline_on;
+    unsigned deadline_ms;
     unsigned handles; /* restart timers still closing after retirement */
     box *next;
 };
@@ -236,6 +243,8 @@ static void update_poll(void)
 }
 
 static void box_closed(uv_handle_t *h);
+static void box_deadline_closed(uv_handle_t *h);
+static void box_deadline(box *b);
 
 static void maybe_finish(void)
 {
@@ -243,10 +252,13 @@ static void maybe_finish(void)
         sv.finished = true;
         uv_timer_stop(&sv.grace);
         uv_close((uv_handle_t *)&sv.grace, NULL);
-        for (box *b = sv.boxes; b; b = b->next)
-            for (size_t i = 0; i < b->nslots; i++)
+        for (box *b = sv.boxes; b; b = b->next) {
+            for (size_t i = 0; b->started && i < b->nslots; i++)
                 if (!uv_is_closing((uv_handle_t *)&b->slots[i].restart))
                     uv_close((uv_handle_t *)&b->slots[i].restart, NULL);
+            if (b->deadline_on && !uv_is_closing((uv_handle_t *)&b->deadline))
+                uv_close((uv_handle_t *)&b->deadline, NULL);
+        }
     }
 }
 
@@ -314,6 +326,13 @@ static void box_closed(uv_handle_t *h)
         box_free(b);
 }
 
+static void box_deadline_closed(uv_handle_t *h)
+{
+    box *b = h->data;
+    if (--b->handles == 0)
+        box_free(b);
+}
+
 /* A retired box with no live worker leaves: out of the list, its slots'
  * timers closed, then freed. */
 static void box_maybe_gone(box *b)
@@ -328,15 +347,50 @@ static void box_maybe_gone(box *b)
     sv.nslots -= b->nslots;
     sandlet_debug("sandbox '%s' (id %u), replaced by a reload, has no worker left", b->sb->name,
                   b->id);
-    b->handles = b->started ? (unsigned)b->nslots : 0;
+    b->handles = (b->started ? (unsigned)b->nslots : 0) + (b->deadline_on ? 1 : 0);
     if (!b->handles) {
         box_free(b);
         return;
     }
-    for (size_t i = 0; i < b->nslots; i++) {
+    for (size_t i = 0; b->started && i < b->nslots; i++) {
         uv_timer_stop(&b->slots[i].restart);
         uv_close((uv_handle_t *)&b->slots[i].restart, box_closed);
     }
+    if (b->deadline_on) {
+        uv_timer_stop(&b->deadline);
+        uv_close((uv_handle_t *)&b->deadline, box_deadline_closed);
+    }
+}
+
+static void on_box_deadline(uv_timer_t *t)
+{
+    box *b = t->data;
+    unsigned n = 0;
+    for (size_t i = 0; i < b->nslots; i++) {
+        child *c = b->slots[i].live;
+        if (c && !c->kill_asked) {
+            c->kill_asked = true;
+            uv_process_kill(&c->proc, SIGKILL);
+            n++;
+        }
+    }
+    if (n)
+        sandlet_warn("sandbox '%s', replaced by a reload, still had %u worker(s) after %u ms; "
+                     "killed them",
+                     b->sb->name, n, b->deadline_ms);
+}
+
+/* How long a retired box's workers may take to finish: a request may run
+ * its timeout after waiting in the queue (a minute when it has none). */
+static void box_deadline(box *b)
+{
+    if (!b->started || b->deadline_on || sv.closing)
+        return;
+    b->deadline_ms = (b->sb->timeout ? b->sb->timeout : 60000u) + 30000u;
+    uv_timer_init(&sv.loop, &b->deadline);
+    b->deadline.data = b;
+    b->deadline_on = true;
+    uv_timer_start(&b->deadline, on_box_deadline, b->deadline_ms, 0);
 }
 
 static box *find_box(uint32_t id)
@@ -597,6 +651,13 @@ static void spawn(slot *s)
 static slot *find_slot(const sandlet_ctl *m)
 {
     box *b = find_box(m->sandbox);
+    if (!b && m->sandbox < sv.next_id) {
+        /* A sandbox a reload retired, gone with its last worker: a KILL
+         * or READY that crossed that exit is no hostile act. */
+        sandlet_debug("type %u for worker %u/%u of a retired sandbox; ignored", m->type, m->sandbox,
+                      m->slot);
+        return NULL;
+    }
     if (!b || m->slot >= b->nslots) {
         refuse("type %u for worker %u/%u, which does not exist", m->type, m->sandbox, m->slot);
         return NULL;
@@ -891,17 +952,8 @@ static void reload(void)
         retired++;
         for (size_t i = 0; i < b->nslots; i++)
             uv_timer_stop(&b->slots[i].restart);
+        box_deadline(b);
     }
-    for (size_t j = 0; j < r.nlistens; j++)
-        if (r.listen_fds[j] >= 0) {
-            sandlet_ctl m = {.type = SANDLET_CTL_LISTEN, .slot = (uint32_t)j};
-            tell(&m, &r.listen_fds[j], 1); /* takes it */
-            r.listen_fds[j] = -1;
-        }
-    /* The acceptor learns the ids before any worker of a new box. */
-    sandlet_ctl cm = {.type = SANDLET_CTL_CONF};
-    tell(&cm, &r.conf_fd, 1);
-    r.conf_fd = -1;
     plan *old = sv.plan;
     r.p->next = sv.plans;
     sv.plans = r.p;
@@ -912,20 +964,9 @@ static void reload(void)
     box **tail = &sv.boxes;
     while (*tail)
         tail = &(*tail)->next;
-    unsigned renewed = 0;
     for (size_t j = 0; j < n; j++) {
-        if (r.kept[j]) {
-            box *b = r.kept[j];
-            unsigned char stamp[32];
-            code_stamp(b, stamp);
-            kept++;
-            if (memcmp(stamp, b->stamp, sizeof(stamp)) != 0) {
-                memcpy(b->stamp, stamp, sizeof(stamp));
-                new_code(b);
-                renewed++;
-            }
+        if (r.kept[j])
             continue;
-        }
         box *b = r.made[j];
         r.made[j] = NULL;
         *tail = b;
@@ -933,13 +974,41 @@ static void reload(void)
         sv.nslots += b->nslots;
         made++;
     }
+    /* Room for what follows before it is sent: a LISTEN or CONF that did
+     * not fit would leave the acceptor on the old configuration while
+     * the new one's workers start. */
     reload_bound();
+    sv.out.max += r.nlistens + 2;
+    for (size_t j = 0; j < r.nlistens; j++)
+        if (r.listen_fds[j] >= 0) {
+            sandlet_ctl m = {.type = SANDLET_CTL_LISTEN, .slot = (uint32_t)j};
+            tell(&m, &r.listen_fds[j], 1); /* takes it */
+            r.listen_fds[j] = -1;
+        }
+    /* The acceptor learns the ids before any worker of a new box. */
+    sandlet_ctl cm = {.type = SANDLET_CTL_CONF};
+    tell(&cm, &r.conf_fd, 1);
+    r.conf_fd = -1;
+    unsigned renewed = 0;
+    for (size_t j = 0; j < n; j++) {
+        box *b = r.kept[j];
+        if (!b)
+            continue;
+        unsigned char stamp[32];
+        code_stamp(b, stamp);
+        kept++;
+        if (memcmp(stamp, b->stamp, sizeof(stamp)) != 0) {
+            memcpy(b->stamp, stamp, sizeof(stamp));
+            new_code(b);
+            renewed++;
+        }
+    }
     for (box *b = sv.boxes; b; b = b->next)
         if (!b->retired && !b->started)
             box_start(b);
     bool quotas = false;
     for (box *b = sv.boxes; b; b = b->next)
-        quotas = quotas || (!b->retired && has_quota(b->sb));
+        quotas = quotas || has_quota(b->sb);
     if (quotas && !uv_is_active((uv_handle_t *)&sv.quota))
         uv_timer_start(&sv.quota, on_quota, QUOTA_CHECK_MS, QUOTA_CHECK_MS);
     /* Retired boxes with no worker left go now. */
@@ -1038,9 +1107,12 @@ static void begin_shutdown(void)
     if (sv.closing)
         return;
     sv.closing = true;
-    for (box *b = sv.boxes; b; b = b->next)
-        for (size_t i = 0; i < b->nslots; i++)
+    for (box *b = sv.boxes; b; b = b->next) {
+        for (size_t i = 0; b->started && i < b->nslots; i++)
             uv_timer_stop(&b->slots[i].restart);
+        if (b->deadline_on)
+            uv_timer_stop(&b->deadline);
+    }
     uv_timer_stop(&sv.quota);
     uv_close((uv_handle_t *)&sv.quota, NULL);
     uv_timer_stop(&sv.stores);
@@ -1124,7 +1196,7 @@ static void check_quotas(void)
 {
     for (box *x = sv.boxes; x; x = x->next) {
         const sandlet_sandbox_conf *sb = x->sb;
-        if (!has_quota(sb) || x->retired)
+        if (!has_quota(sb))
             continue;
         sandlet_usage u;
         bool over = sandlet_quota_measure((const char *const *)sb->writable, sb->nwritable,
@@ -1262,7 +1334,12 @@ static void check_store_lock(box *b)
 static void on_stores(uv_timer_t *t)
 {
     (void)t;
+    static uint64_t round;
+    round++;
     for (box *b = sv.boxes; b; b = b->next) {
+        if (!b->store || b->store->round == round)
+            continue;
+        b->store->round = round;
         check_session_store(b);
         check_store_lock(b);
     }

@@ -650,6 +650,7 @@ static void setup(void)
     srv->listeners = g.listeners;
     srv->nlisteners = 1;
     invariant(sandlet_pools_start(srv) == 0, "cannot start the sandbox");
+    sandlet_server_caps(srv);
     start_worker(srv);
     /* Until the played worker said READY. */
     while (!worker_idle())
