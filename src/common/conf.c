@@ -103,6 +103,7 @@ typedef struct parser {
     size_t cur;               /* the sandbox or servlet whose block is open */
     int seen[MAX_DIRECTIVES]; /* per row: the line that set it in this block */
     int comment_line;         /* the line of the last '#' comment skipped */
+    int comment_col;          /* and its column */
     char *err;
     size_t errlen;
 } parser;
@@ -135,6 +136,7 @@ struct directive {
 
 static int do_listen(parser *ps, const directive *d, const token *dir, token *args);
 static int do_status(parser *ps, const directive *d, const token *dir, token *args);
+static int do_error_log(parser *ps, const directive *d, const token *dir, token *args);
 static int do_secret(parser *ps, const directive *d, const token *dir, token *args);
 static int do_database(parser *ps, const directive *d, const token *dir, token *args);
 static int do_db_password(parser *ps, const directive *d, const token *dir, token *args);
@@ -192,9 +194,9 @@ static const directive directives[] = {
      .off = TOP(access_log, char *)},
     {.name = "error-log",
      .ctx = CTX_TOP,
-     .kind = K_PATH,
-     .usage = "FILE",
-     .off = TOP(error_log, char *)},
+     .kind = K_CUSTOM,
+     .usage = "FILE|syslog",
+     .handler = do_error_log},
     {.name = "status-page",
      .ctx = CTX_TOP,
      .kind = K_CUSTOM,
@@ -841,6 +843,7 @@ static int lex(parser *ps, token *t)
             advance(ps);
         } else if (*ps->p == '#') {
             ps->comment_line = ps->line;
+            ps->comment_col = ps->col;
             while (ps->p < ps->end && *ps->p != '\n')
                 advance(ps);
         } else {
@@ -1043,6 +1046,17 @@ static int do_status(parser *ps, const directive *d, const token *dir, token *ar
                     "status-page '%s' must be a path starting with '/'",
                     shown(sh, sizeof(sh), args[0].text));
     return take_string(ps, d, &args[0], &ps->conf->status_page);
+}
+
+/* A file, or the word syslog (log.h): kept as that word, not made a path
+ * beside the configuration.  A file named syslog is written quoted with
+ * a folder ("./syslog"). */
+static int do_error_log(parser *ps, const directive *d, const token *dir, token *args)
+{
+    (void)dir;
+    if (args[0].type == T_WORD && sandlet_log_is_syslog(args[0].text))
+        return take_string(ps, d, &args[0], &ps->conf->error_log);
+    return take_path(ps, d, &args[0], &ps->conf->error_log);
 }
 
 /* What makes a secret file unfit, as ssh judges a private key: another
@@ -1326,11 +1340,20 @@ static int number(parser *ps, const directive *d, const token *arg, unsigned *ou
         return 0;
     }
     const char * or = d->none ? ", or " : "", *none = d->none ? d->none : "";
+    /* The unit is the usage's: a number never takes a suffix, and "5s" or
+     * "256m" is the mistake this names. */
+    const char *unit = !strncmp(d->usage, "MS", 2)        ? " milliseconds"
+                       : !strncmp(d->usage, "SECONDS", 7) ? " seconds"
+                       : !strncmp(d->usage, "MIB", 3)     ? " MiB"
+                                                          : "";
+    unsigned long long eg = d->def > d->min ? d->def : d->min ? d->min : 1;
     int rc = parse_uint(arg->text, (unsigned long)d->min, (unsigned long)d->max, out);
     if (rc == -1)
         return fail(ps, arg->line, arg->col,
-                    "invalid number '%s' for '%s' (expected a decimal number %llu..%llu%s%s)",
-                    shown(sh, sizeof(sh), arg->text), d->name, d->min, d->max, or, none);
+                    "invalid number '%s' for '%s' (expected%s as a decimal number %llu..%llu "
+                    "without a unit%s%s, e.g. '%s %llu;')",
+                    shown(sh, sizeof(sh), arg->text), d->name, unit, d->min, d->max, or, none,
+                    d->name, eg);
     if (rc == -2)
         return fail(ps, arg->line, arg->col, "'%s %s' out of range (expected %llu..%llu%s%s)",
                     d->name, shown(sh, sizeof(sh), arg->text), d->min, d->max, or, none);
@@ -1469,8 +1492,10 @@ static int check_path(parser *ps, const token *arg, bool *prefix)
     const char *s = arg->text;
     size_t len = strlen(s);
     if (s[0] != '/')
-        return fail(ps, arg->line, arg->col, "servlet path '%s' must start with '/'",
-                    shown(sh, sizeof(sh), s));
+        return fail(ps, arg->line, arg->col,
+                    "servlet path '%s' must start with '/' (expected a URL path, e.g. "
+                    "'servlet /%s { ... }')",
+                    shown(sh, sizeof(sh), s), sh);
     *prefix = len >= 2 && s[len - 1] == '*' && s[len - 2] == '/';
     for (size_t i = 0; i < len - (*prefix ? 1 : 0); i++) {
         unsigned char c = (unsigned char)s[i];
@@ -1832,6 +1857,31 @@ static int unknown_directive(parser *ps, enum ctx ctx, const token *dir)
                 ctx != CTX_TOP && other->ctx == CTX_TOP ? "; is a '}' missing?" : "");
 }
 
+/* Where a user, group, folder or library was named, for the message when
+ * it does not exist: that is checked at start and by sandletd -t, not
+ * here, and the message must still name the line to fix. */
+static void note_line(parser *ps, enum ctx ctx, const char *name, int line)
+{
+    sandlet_conf *c = ps->conf;
+    int *at = NULL;
+    if (ctx == CTX_SANDBOX && !strcmp(name, "user"))
+        at = &c->sandboxes[ps->cur].user_line;
+    else if (ctx == CTX_SANDBOX && !strcmp(name, "group"))
+        at = &c->sandboxes[ps->cur].group_line;
+    else if (ctx == CTX_SERVLET && !strcmp(name, "library"))
+        at = &c->servlets[ps->cur].library_line;
+    else if (ctx == CTX_TOP && !strcmp(name, "user"))
+        at = &c->user_line;
+    else if (ctx == CTX_TOP && !strcmp(name, "docroot"))
+        at = &c->docroot_line;
+    else if (ctx == CTX_TOP && !strcmp(name, "access-log"))
+        at = &c->access_log_line;
+    else if (ctx == CTX_TOP && !strcmp(name, "error-log"))
+        at = &c->error_log_line;
+    if (at)
+        *at = line;
+}
+
 static int statement(parser *ps, enum ctx ctx, const token *dir)
 {
     char found[SHOWN_MAX + 16], text[3 * SHOWN_MAX + 8], label[SHOWN_MAX];
@@ -1851,8 +1901,11 @@ static int statement(parser *ps, enum ctx ctx, const token *dir)
             goto out;
         if (args[i].type != T_WORD && args[i].type != T_STRING) {
             /* A value cut off by '#': a comment starts there. */
+            /* Reported at the '#', where the fix goes, not at whatever
+             * token the comment left to be found on a later line. */
             bool comment = ps->comment_line == dir->line;
-            rc = fail(ps, args[i].line, args[i].col,
+            rc = fail(ps, comment ? ps->comment_line : args[i].line,
+                      comment ? ps->comment_col : args[i].col,
                       "missing argument for '%s' (expected '%s %s'), found %s%s", d->name, d->name,
                       d->usage, what(&args[i], found, sizeof(found)),
                       comment ? "; '#' starts a comment: put a value that holds one in quotes "
@@ -1869,14 +1922,22 @@ static int statement(parser *ps, enum ctx ctx, const token *dir)
             goto out;
         }
     }
+    /* Just past the last argument: where a missing ';' or '{' belongs,
+     * which is the line to name even when what follows is lines below. */
+    int end_line = ps->line, end_col = ps->col;
     rc = lex(ps, &term);
     if (rc)
         goto out;
     enum tok_type want = d->kind != K_BLOCK ? T_SEMI : T_LBRACE;
     if (term.type != want) {
-        rc = fail(ps, term.line, term.col, "expected '%c' after '%s', found %s",
+        char at[32] = "";
+        bool later = term.line != end_line;
+        if (later)
+            snprintf(at, sizeof(at), " on line %d", term.line);
+        rc = fail(ps, later ? end_line : term.line, later ? end_col : term.col,
+                  "expected '%c' after '%s', found %s%s (add '%c' here)",
                   want == T_SEMI ? ';' : '{', statement_text(d, args, text, sizeof(text)),
-                  what(&term, found, sizeof(found)));
+                  what(&term, found, sizeof(found)), at, want == T_SEMI ? ';' : '{');
         goto out;
     }
     if (!d->repeat && ps->seen[row]) {
@@ -1891,16 +1952,8 @@ static int statement(parser *ps, enum ctx ctx, const token *dir)
         rc = d->kind == K_CUSTOM ? d->handler(ps, d, dir, args) : set_value(ps, d, &args[0]);
         if (rc == 0)
             ps->seen[row] = dir->line;
-        /* Where a user or group was named, for the message when it does
-         * not exist (checked at start, not here). */
-        if (rc == 0 && (!strcmp(d->name, "user") || !strcmp(d->name, "group"))) {
-            bool user = d->name[0] == 'u';
-            if (ctx == CTX_SANDBOX)
-                *(user ? &ps->conf->sandboxes[ps->cur].user_line
-                       : &ps->conf->sandboxes[ps->cur].group_line) = dir->line;
-            else if (ctx == CTX_TOP && user)
-                ps->conf->user_line = dir->line;
-        }
+        if (rc == 0)
+            note_line(ps, ctx, d->name, dir->line);
         goto out;
     }
     shown(label, sizeof(label), args[0].text);

@@ -211,6 +211,7 @@ typedef struct sandlet_servlet_conf {
     unsigned timeout;     /* ms; 0: the sandbox's */
     size_t max_body_size; /* bytes; the global limit unless set here */
     int line;
+    int library_line; /* of its "library" line, for sandletd -t's messages */
 } sandlet_servlet_conf;
 
 /* pages PREFIX { sandbox NAME; }: the .csp files under the docroot folder
@@ -230,6 +231,9 @@ typedef struct sandlet_conf {
     unsigned char digest[32];
     char *user; /* NULL: stay the user we were started as */
     int user_line;
+    /* The lines of docroot, access-log and error-log (0: none), so that
+     * sandletd -t names the line of a folder that is missing. */
+    int docroot_line, access_log_line, error_log_line;
     char *docroot;
     char *access_log;           /* Combined Log Format; NULL: none */
     char *error_log;            /* NULL: standard error */

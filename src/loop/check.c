@@ -51,20 +51,21 @@ __attribute__((format(printf, 2, 3))) static void problem(unsigned *n, const cha
     (*n)++;
 }
 
-/* A folder a start needs: it must exist and be a folder. */
-static void need_dir(unsigned *n, const sandlet_conf *c, const char *what, const char *path,
-                     const char *fix)
+/* A folder a start needs, named at line: it must exist and be a folder. */
+static void need_dir(unsigned *n, const sandlet_conf *c, int line, const char *what,
+                     const char *path, const char *fix)
 {
     struct stat st;
     if (stat(path, &st) != 0)
-        problem(n, "%s: %s '%s' %s (%s)", c->file, what, path,
+        problem(n, "%s:%d: %s '%s' %s (%s)", c->file, line, what, path,
                 errno == ENOENT ? "does not exist" : strerror(errno), fix);
     else if (!S_ISDIR(st.st_mode))
-        problem(n, "%s: %s '%s' is not a folder (%s)", c->file, what, path, fix);
+        problem(n, "%s:%d: %s '%s' is not a folder (%s)", c->file, line, what, path, fix);
 }
 
 /* The folder a log file goes into. */
-static void need_log_dir(unsigned *n, const sandlet_conf *c, const char *what, const char *path)
+static void need_log_dir(unsigned *n, const sandlet_conf *c, int line, const char *what,
+                         const char *path)
 {
     char dir[PATH_MAX];
     const char *slash = strrchr(path, '/');
@@ -76,10 +77,10 @@ static void need_log_dir(unsigned *n, const sandlet_conf *c, const char *what, c
     memcpy(dir, path, len);
     dir[len] = '\0';
     char fix[PATH_MAX + 64];
-    snprintf(fix, sizeof(fix), "create it: mkdir -p %s", dir);
+    snprintf(fix, sizeof(fix), "create it: mkdir -p %s, or fix '%s'", dir, what);
     char label[64];
     snprintf(label, sizeof(label), "the folder of %s", what);
-    need_dir(n, c, label, dir, fix);
+    need_dir(n, c, line, label, dir, fix);
 }
 
 /* In a child: become id, then open lib as a worker does.  The child's
@@ -103,19 +104,25 @@ static void load_as(const sandlet_id *id, const char *lib, int out)
     _exit(1);
 }
 
+/* The line to fix for a library: its own, else the servlet's. */
+static int library_line(const sandlet_servlet_conf *sv)
+{
+    return sv->library_line ? sv->library_line : sv->line;
+}
+
 /* Whether the servlet's library is a file at all. */
 static bool library_file(unsigned *n, const sandlet_conf *c, const sandlet_servlet_conf *sv)
 {
     struct stat st;
     if (stat(sv->library, &st) != 0) {
         problem(n, "%s:%d: servlet %s: library '%s' %s (build it, or fix the path)", c->file,
-                sv->line, sv->path, sv->library,
+                library_line(sv), sv->path, sv->library,
                 errno == ENOENT ? "does not exist" : strerror(errno));
         return false;
     }
     if (!S_ISREG(st.st_mode)) {
         problem(n, "%s:%d: servlet %s: library '%s' is not a file (name the .so)", c->file,
-                sv->line, sv->path, sv->library);
+                library_line(sv), sv->path, sv->library);
         return false;
     }
     return true;
@@ -156,7 +163,7 @@ static void check_library(unsigned *n, const sandlet_conf *c, const sandlet_serv
     if (!got)
         snprintf(msg, sizeof(msg), "opening %s %s", sv->library,
                  WIFSIGNALED(status) ? "crashed or hung in its constructors" : "failed");
-    problem(n, "%s:%d: servlet %s: %s", c->file, sv->line, sv->path, msg);
+    problem(n, "%s:%d: servlet %s: %s", c->file, library_line(sv), sv->path, msg);
 }
 
 /* Each listener's port, tried with a bind that is closed at once: one in
@@ -199,12 +206,23 @@ int sandlet_check_deep(const sandlet_conf *c)
                   sandlet_identity_sandboxes(c, &acceptor, ids) == 0;
     if (!ids_ok)
         n++;
-    if (c->docroot)
-        need_dir(&n, c, "docroot", c->docroot, "create it, or fix 'docroot'");
-    if (c->error_log)
-        need_log_dir(&n, c, "error-log", c->error_log);
+    if (c->docroot) {
+        char fix[PATH_MAX + 64];
+        snprintf(fix, sizeof(fix), "create it: mkdir -p %s, or fix 'docroot'", c->docroot);
+        need_dir(&n, c, c->docroot_line, "docroot", c->docroot, fix);
+    }
+    struct stat st;
+    if (!sandlet_log_is_syslog(c->error_log)) {
+        if (c->error_log)
+            need_log_dir(&n, c, c->error_log_line, "error-log", c->error_log);
+    } else if (stat(SANDLET_LOG_DEVLOG, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+        problem(&n,
+                "%s:%d: error-log syslog: %s is not a socket, so no syslog daemon runs (start "
+                "journald or rsyslog, or set error-log to a file)",
+                c->file, c->error_log_line, SANDLET_LOG_DEVLOG);
+    }
     if (c->access_log)
-        need_log_dir(&n, c, "access-log", c->access_log);
+        need_log_dir(&n, c, c->access_log_line, "access-log", c->access_log);
     for (size_t i = 0; i < c->nservlets; i++) {
         const sandlet_servlet_conf *sv = &c->servlets[i];
         /* Without the sandbox's identity a library is never opened as

@@ -942,7 +942,8 @@ static void test_text_not_nul_terminated(void **state)
     /* A word cut by len ends there; the missing ';' is then reported. */
     rc = parse_bad(text, 9, err, sizeof(err));
     assert_int_equal(rc, -EINVAL);
-    assert_string_equal(err, "test.conf:1:10: expected ';' after 'user alic', found end of file");
+    assert_string_equal(err, "test.conf:1:10: expected ';' after 'user alic', found end of file "
+                             "(add ';' here)");
 }
 
 /* ---- bad files ------------------------------------------------------------ */
@@ -969,7 +970,8 @@ static const struct bad_case bad_cases[] = {
     {"listen = 127.0.0.1:8091;\n", 1, 8,
      "'listen =': sandlet.conf has no '=' between a directive and its value (expected 'listen "
      "ADDR:PORT;')"},
-    {"servlet /x {\n  param color #fff;\n}\n", 3, 1,
+    /* at the '#', where the quotes go, not at the '}' found after it */
+    {"servlet /x {\n  param color #fff;\n}\n", 2, 15,
      "'#' starts a comment: put a value that holds one in quotes"},
     {"sandbox a {\n  threads 2;\n}\n", 2, 3,
      "(expected workers, queue, queue-timeout, pipeline, user,"},
@@ -983,8 +985,8 @@ static const struct bad_case bad_cases[] = {
      "'memory 1' out of range (expected 16..1048576, or "
      "unlimited)"},
     {"sandbox a {\n  timeout 1h;\n}\n", 2, 11,
-     "invalid number '1h' for 'timeout' (expected a "
-     "decimal number 0..86400000, or off)"},
+     "invalid number '1h' for 'timeout' (expected milliseconds as a decimal number "
+     "0..86400000 without a unit, or off, e.g. 'timeout 30000;')"},
     {"sandbox a {\n  max-file-size 0;\n}\n", 2, 17, "or unlimited for no limit"},
     {"sandbox a {\n  write-quota lots;\n}\n", 2, 15, "invalid size 'lots' for 'write-quota'"},
     {"sandbox a {\n  write-files 0;\n}\n", 2, 15, "out of range"},
@@ -1011,10 +1013,13 @@ static const struct bad_case bad_cases[] = {
     {"sandbox { }\n", 1, 9, "missing argument for 'sandbox'"},
     {"user a b;\n", 1, 8, "expected ';' after 'user a', found 'b'"},
     {"sandbox a {\n  workers 4 }\n", 2, 13, "expected ';' after 'workers 4', found '}'"},
-    {"sandbox a {\n    workers 4\n    queue 8;\n}\n", 3, 5, "found 'queue'"},
+    /* a ';' missing at the end of a line is reported there */
+    {"sandbox a {\n    workers 4\n    queue 8;\n}\n", 2, 14,
+     "found 'queue' on line 3 (add ';' here)"},
     {"listen 1.2.3.4:80", 1, 18, "expected ';' after 'listen 1.2.3.4:80', found end of file"},
     {"user \"\xc3\xa9\" x;\n", 1, 11, "expected ';'"}, /* columns count bytes */
-    {"sandbox a\n    workers 4;\n}\n", 2, 5, "expected '{' after 'sandbox a', found 'workers'"},
+    {"sandbox a\n    workers 4;\n}\n", 1, 10,
+     "expected '{' after 'sandbox a', found 'workers' on line 2 (add '{' here)"},
     {"servlet /x;\n", 1, 11, "expected '{'"},
     {"}\n", 1, 1, "unexpected '}'"},
     {"sandbox a { }\n}\n", 2, 1, "unexpected '}'"},
