@@ -26,11 +26,15 @@ int sandlet_lib_servlet_open(sandlet_lib_servlet *s, const char *lib, const char
 {
     void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-        snprintf(err, errlen,
-                 "cannot load %s: %s (expected a servlet built as a shared object: cc -shared "
-                 "-fPIC -o NAME.so NAME.c $(pkg-config --cflags --libs sandlet); a library it "
-                 "needs that is not found is named before)",
-                 lib, dlerror());
+        /* dlerror's text is all there is: no errno, and a worker may not
+         * stat the file to tell a missing one from a broken one. */
+        const char *why = dlerror();
+        snprintf(err, errlen, "cannot load %s: %s (%s)", lib, why,
+                 why && strstr(why, lib) && strstr(why, "No such file")
+                     ? "build it, or fix the 'library' path"
+                     : "expected a servlet built as a shared object: cc -shared -fPIC -o "
+                       "NAME.so NAME.c $(pkg-config --cflags --libs sandlet); a library it "
+                       "needs that is not found is named before");
         return -ENOENT;
     }
     const unsigned *abi = dlsym(h, "sl_servlet_abi");

@@ -927,6 +927,24 @@ static void test_paths(void **state)
     sandlet_conf_free(c);
 }
 
+/* error-log syslog is the word, not a file beside the configuration; a
+ * file of that name is quoted with its folder.  The lines a start needs
+ * for its messages are kept. */
+static void test_error_log_syslog(void **state)
+{
+    (void)state;
+    sandlet_conf *c = parse_ok("\nerror-log syslog;\n", "/etc/sandlet");
+    assert_string_equal(c->error_log, "syslog");
+    assert_int_equal(c->error_log_line, 2);
+    sandlet_conf_free(c);
+    c = parse_ok("error-log \"./syslog\";\ndocroot www;\nservlet /x {\n  library x.so;\n}\n",
+                 "/etc/sandlet");
+    assert_string_equal(c->error_log, "/etc/sandlet/./syslog");
+    assert_int_equal(c->docroot_line, 2);
+    assert_int_equal(c->servlets[0].library_line, 4);
+    sandlet_conf_free(c);
+}
+
 static void test_text_not_nul_terminated(void **state)
 {
     (void)state;
@@ -1424,6 +1442,7 @@ int main(void)
         cmocka_unit_test(test_sandbox_declared_later),
         cmocka_unit_test(test_library_paths),
         cmocka_unit_test(test_paths),
+        cmocka_unit_test(test_error_log_syslog),
         cmocka_unit_test(test_text_not_nul_terminated),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_nul_byte),
