@@ -1860,10 +1860,22 @@ static int unknown_directive(parser *ps, enum ctx ctx, const token *dir)
 /* Where a user, group, folder or library was named, for the message when
  * it does not exist: that is checked at start and by sandletd -t, not
  * here, and the message must still name the line to fix. */
-static void note_line(parser *ps, enum ctx ctx, const char *name, int line)
+static int note_line(parser *ps, enum ctx ctx, const char *name, int line)
 {
     sandlet_conf *c = ps->conf;
     int *at = NULL;
+    if (ctx == CTX_SANDBOX && (!strcmp(name, "readable") || !strcmp(name, "writable"))) {
+        sandlet_sandbox_conf *sb = &c->sandboxes[ps->cur];
+        bool r = name[0] == 'r';
+        int **lines = r ? &sb->readable_lines : &sb->writable_lines;
+        size_t n = r ? sb->nreadable : sb->nwritable; /* the path is added */
+        int *grown = realloc(*lines, n * sizeof(**lines));
+        if (!grown)
+            return nomem(ps);
+        grown[n - 1] = line;
+        *lines = grown;
+        return 0;
+    }
     if (ctx == CTX_SANDBOX && !strcmp(name, "user"))
         at = &c->sandboxes[ps->cur].user_line;
     else if (ctx == CTX_SANDBOX && !strcmp(name, "group"))
@@ -1880,6 +1892,7 @@ static void note_line(parser *ps, enum ctx ctx, const char *name, int line)
         at = &c->error_log_line;
     if (at)
         *at = line;
+    return 0;
 }
 
 static int statement(parser *ps, enum ctx ctx, const token *dir)
@@ -1953,7 +1966,7 @@ static int statement(parser *ps, enum ctx ctx, const token *dir)
         if (rc == 0)
             ps->seen[row] = dir->line;
         if (rc == 0)
-            note_line(ps, ctx, d->name, dir->line);
+            rc = note_line(ps, ctx, d->name, dir->line);
         goto out;
     }
     shown(label, sizeof(label), args[0].text);
@@ -2403,6 +2416,8 @@ void sandlet_conf_free(sandlet_conf *conf)
             free(sb->writable[j]);
         free(sb->readable);
         free(sb->writable);
+        free(sb->readable_lines);
+        free(sb->writable_lines);
     }
     for (size_t i = 0; i < conf->nservlets; i++) {
         sandlet_servlet_conf *s = &conf->servlets[i];

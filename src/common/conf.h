@@ -162,6 +162,9 @@ typedef struct sandlet_sandbox_conf {
     size_t nreadable;
     char **writable; /* Landlock read-write directories */
     size_t nwritable;
+    /* The line of each readable and writable path, for sandletd -t's
+     * messages (NULL in the supervisor's plan). */
+    int *readable_lines, *writable_lines;
     unsigned memory_mib;              /* address-space limit; 0: unlimited */
     unsigned open_files;              /* RLIMIT_NOFILE; 0: unlimited (the daemon's) */
     unsigned cpu_seconds;             /* RLIMIT_CPU */

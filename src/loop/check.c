@@ -2,9 +2,10 @@
  * check.c - "sandletd -t": what starting with a configuration would find
  * wrong, found without starting.  The file's syntax is conf.c's; here are
  * the things outside it that a start needs: the users and groups it names,
- * the docroot, the log folders, and each servlet library (present, a
- * shared object, defining a servlet of this ABI with a handler); and a
- * warning for each listener's port that is taken now.  Each
+ * the docroot, the log folders, each sandbox's readable and writable
+ * paths, and each servlet library (present, a shared object, defining a
+ * servlet of this ABI with a handler); and a warning for each listener's
+ * port that is taken now.  Each
  * problem is one line on standard error naming the file, line and fix;
  * the caller says OK only when there is none, so that an init script's
  * configtest (and a reload) refuses what a start would refuse.
@@ -102,6 +103,32 @@ static void load_as(const sandlet_id *id, const char *lib, int out)
     ssize_t w = write(out, err, strlen(err));
     (void)w;
     _exit(1);
+}
+
+/* A sandbox's readable and writable paths: a worker confines itself to
+ * them and cannot start without each (Landlock opens every one). */
+static void check_sandbox_paths(unsigned *n, const sandlet_conf *c, const sandlet_sandbox_conf *sb)
+{
+    for (int w = 0; w < 2; w++) {
+        char *const *paths = w ? sb->writable : sb->readable;
+        const int *lines = w ? sb->writable_lines : sb->readable_lines;
+        size_t count = w ? sb->nwritable : sb->nreadable;
+        const char *what = w ? "writable" : "readable";
+        for (size_t i = 0; i < count; i++) {
+            struct stat st;
+            int line = lines ? lines[i] : sb->line;
+            if (stat(paths[i], &st) != 0)
+                problem(n,
+                        "%s:%d: sandbox '%s': %s '%s' %s, and its workers cannot confine "
+                        "themselves without it (%s%s, or remove the line)",
+                        c->file, line, sb->name, what, paths[i],
+                        errno == ENOENT ? "does not exist" : strerror(errno),
+                        w ? "create it: mkdir -p " : "create it", w ? paths[i] : "");
+            else if (w && !S_ISDIR(st.st_mode))
+                problem(n, "%s:%d: sandbox '%s': writable '%s' is not a folder (name a folder)",
+                        c->file, line, sb->name, paths[i]);
+        }
+    }
 }
 
 /* The line to fix for a library: its own, else the servlet's. */
@@ -223,6 +250,8 @@ int sandlet_check_deep(const sandlet_conf *c)
     }
     if (c->access_log)
         need_log_dir(&n, c, c->access_log_line, "access-log", c->access_log);
+    for (size_t i = 0; i < c->nsandboxes; i++)
+        check_sandbox_paths(&n, c, &c->sandboxes[i]);
     for (size_t i = 0; i < c->nservlets; i++) {
         const sandlet_servlet_conf *sv = &c->servlets[i];
         /* Without the sandbox's identity a library is never opened as
