@@ -1,7 +1,8 @@
 /*
  * log.c - the error log: formats lines and writes each with one write(2),
- * so that lines from the processes sharing it never interleave; and the
- * opening of log files, which never follows a link.
+ * so that lines from the processes sharing it never interleave, or sends
+ * each as one datagram to /dev/log ("error-log syslog"); and the opening
+ * of log files, which never follows a link.
  *
  * A log write must never stall the process writing it: when standard
  * error is a pipe, terminal or socket nobody drains, lines are dropped and
@@ -223,9 +224,9 @@ static void vlog(enum sandlet_log_level level, int err, const char *fmt, va_list
     if (lost) { /* put_line sends what is left of a line first */
         size_t n = head(line, sizeof(line), SANDLET_LOG_WARN, "warning");
         int m = snprintf(line + n, sizeof(line) - n,
-                         "%llu log line(s) dropped: standard error was not taking them "
+                         "%llu log line(s) dropped: %s was not taking them "
                          "(is whatever reads it stalled?)\n",
-                         lost);
+                         lost, syslog_fd >= 0 ? SANDLET_LOG_DEVLOG : "standard error");
         if (m > 0 && (size_t)m < sizeof(line) - n && put_line(line, n + (size_t)m))
             lost = 0;
     }
