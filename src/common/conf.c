@@ -930,11 +930,14 @@ static int add_listen(parser *ps, const char *s, int line, int col)
     memcpy(host, h, hlen);
     host[hlen] = '\0';
     unsigned char addr[sizeof(struct in6_addr)];
+    /* "*:80" and ":80" mean every address elsewhere: say how here. */
+    bool any = af == AF_INET && (hlen == 0 || !strcmp(host, "*"));
     if (hlen == 0 || (size_t)(hend - h) >= sizeof(host) || inet_pton(af, host, addr) != 1)
-        return fail(ps, line, col, "invalid %s address '%s' in listen (expected a numeric %s)",
+        return fail(ps, line, col, "invalid %s address '%s' in listen (expected a numeric %s%s)",
                     af == AF_INET ? "IPv4" : "IPv6", shown(sh, sizeof(sh), host),
                     af == AF_INET ? "IPv4 address like 127.0.0.1 or [IPV6]"
-                                  : "IPv6 address like [::1]");
+                                  : "IPv6 address like [::1]",
+                    any ? "; every address is 0.0.0.0 (IPv4) or [::] (IPv6)" : "");
 
     unsigned p;
     if (parse_uint(port, 0, 65535, &p) != 0)
@@ -1043,8 +1046,9 @@ static int do_status(parser *ps, const directive *d, const token *dir, token *ar
     (void)dir;
     if (args[0].text[0] != '/')
         return fail(ps, args[0].line, args[0].col,
-                    "status-page '%s' must be a path starting with '/'",
-                    shown(sh, sizeof(sh), args[0].text));
+                    "status-page '%s' must be a path starting with '/' (e.g. 'status-page "
+                    "/%s;')",
+                    shown(sh, sizeof(sh), args[0].text), sh);
     return take_string(ps, d, &args[0], &ps->conf->status_page);
 }
 
@@ -1832,9 +1836,42 @@ static unsigned distance(const char *a, const char *b)
     return row[lb];
 }
 
+/* Words other servers' files use, and what sandlet.conf says instead:
+ * "did you mean" cannot find these, they are not typos. */
+static const struct {
+    const char *word, *instead;
+} foreign[] = {
+    {"location", "a URL path is 'servlet /PATH { library FILE; }', or 'pages /PREFIX/ { ... }' "
+                 "for .csp files"},
+    {"server", "the file is one server: put 'listen', 'docroot' and the rest at top level"},
+    {"include", "keep the whole configuration in one file"},
+    {"root", "the folder of static files is 'docroot DIR;'"},
+    {"port", "the address and port are one 'listen ADDR:PORT;'"},
+    {"bind", "the address and port are one 'listen ADDR:PORT;'"},
+    {"threads", "a sandbox's processes are 'workers N;'"},
+};
+
+/* Where a directive of another block belongs, for "is not allowed". */
+static const char *belongs(const char *name, char *buf, size_t size)
+{
+    size_t pos = 0;
+    buf[0] = '\0';
+    for (size_t k = 0; k < NDIRECTIVES && pos < size; k++) {
+        if (strcmp(directives[k].name, name) != 0)
+            continue;
+        bool top = directives[k].ctx == CTX_TOP;
+        int n = snprintf(buf + pos, size - pos, "%s%s%s", pos ? " or " : "", top ? "" : "in a ",
+                         top ? "at top level" : where(directives[k].ctx) + 3);
+        if (n < 0)
+            break;
+        pos += (size_t)n;
+    }
+    return buf;
+}
+
 static int unknown_directive(parser *ps, enum ctx ctx, const token *dir)
 {
-    char sh[SHOWN_MAX], list[1024], hint[96] = "";
+    char sh[SHOWN_MAX], list[1024], hint[192] = "", home[96];
     const directive *other = NULL, *near = NULL;
     unsigned best = 3; /* two edits at most: a typo, not another word */
     for (size_t k = 0; k < NDIRECTIVES; k++) {
@@ -1847,13 +1884,17 @@ static int unknown_directive(parser *ps, enum ctx ctx, const token *dir)
         }
     }
     expected_list(ctx, list, sizeof(list));
-    if (near)
+    for (size_t k = 0; k < sizeof(foreign) / sizeof(foreign[0]); k++)
+        if (strcmp(dir->text, foreign[k].word) == 0)
+            snprintf(hint, sizeof(hint), "; sandlet.conf has no '%s': %s", foreign[k].word,
+                     foreign[k].instead);
+    if (near && !hint[0])
         snprintf(hint, sizeof(hint), "; did you mean '%s'?", near->name);
     if (!other)
         return fail(ps, dir->line, dir->col, "unknown directive '%s' %s%s (expected %s)",
                     shown(sh, sizeof(sh), dir->text), where(ctx), hint, list);
-    return fail(ps, dir->line, dir->col, "'%s' is not allowed %s (expected %s%s)", other->name,
-                where(ctx), list,
+    return fail(ps, dir->line, dir->col, "'%s' is not allowed %s; it belongs %s (expected %s%s)",
+                other->name, where(ctx), belongs(other->name, home, sizeof(home)), list,
                 ctx != CTX_TOP && other->ctx == CTX_TOP ? "; is a '}' missing?" : "");
 }
 
