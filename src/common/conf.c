@@ -1931,6 +1931,8 @@ static int note_line(parser *ps, enum ctx ctx, const char *name, int line)
         at = &c->access_log_line;
     else if (ctx == CTX_TOP && !strcmp(name, "error-log"))
         at = &c->error_log_line;
+    else if (ctx == CTX_TOP && !strcmp(name, "page-compiler"))
+        at = &c->page_compiler_line;
     if (at)
         *at = line;
     return 0;

@@ -265,6 +265,7 @@ typedef struct sandlet_conf {
     size_t npages;
     char *page_cache;              /* the cache root; one folder per sandbox */
     char *page_compiler;           /* NULL: "page-compiler off" */
+    int page_compiler_line;        /* of its line (0: the default), for -t */
     unsigned page_compile_timeout; /* ms of wall clock one compile may take */
     bool development;              /* compile errors go into the 500 page */
 } sandlet_conf;

@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "lib/servlet.h"
 #include "sandbox/identity.h"
+#include "sandbox/pages.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -218,9 +219,26 @@ static void warn_ports(const sandlet_conf *c)
     }
 }
 
+/* As a start, which then serves only pages compiled ahead of time: a
+ * warning, not a problem. */
+static void warn_compiler(const sandlet_conf *c)
+{
+    if (!c->npages || !c->page_compiler || sandlet_pages_compiler_installed(c->page_compiler))
+        return;
+    char at[32] = "";
+    if (c->page_compiler_line)
+        snprintf(at, sizeof(at), "%d:", c->page_compiler_line);
+    fprintf(stderr,
+            "sandletd: warning: %s:%s page-compiler '%s' is not installed (looked in %s): pages "
+            "are served only when compiled ahead of time (sandlet-csp compile -c %s); install "
+            "gcc, or set 'page-compiler off;'\n",
+            c->file, at, c->page_compiler, SANDLET_COMPILER_PATH, c->file);
+}
+
 int sandlet_check_deep(const sandlet_conf *c)
 {
     warn_ports(c);
+    warn_compiler(c);
     unsigned n = 0;
     sandlet_id acceptor;
     sandlet_id *ids = calloc(c->nsandboxes + 1, sizeof(*ids));

@@ -146,6 +146,10 @@ static const err_case cases[] = {
      "2:", "is not a file (name the .so)", 0},
     {"pages prefix without slashes", "docroot \"@D@/www\";\npages admin {\n}\n", 1,
      "2:7:", "e.g. 'pages / { ... }' or 'pages /admin/ { ... }'", 0},
+    {"page compiler not installed (a warning)",
+     "docroot \"@D@/www\";\nsandbox a {\n}\npage-compiler /nonexistent/cc;\npages / {\n  sandbox "
+     "a;\n}\n",
+     0, "4:", "pages are served only when compiled ahead of time", 0},
     {"pages without a docroot", "pages / {\n}\n", 1,
      "1:", "expected a 'docroot DIR;' line: pages are .csp files under it", 0},
     {"pages in an undefined sandbox", "docroot \"@D@/www\";\npages / {\n  sandbox shop;\n}\n", 1,
