@@ -103,6 +103,7 @@ typedef struct parser {
     size_t cur;               /* the sandbox or servlet whose block is open */
     int seen[MAX_DIRECTIVES]; /* per row: the line that set it in this block */
     int comment_line;         /* the line of the last '#' comment skipped */
+    int comment_col;          /* and its column */
     bool no_secrets;          /* sandlet_conf_parse_public: secret files not read */
     char *err;
     size_t errlen;
@@ -136,6 +137,7 @@ struct directive {
 
 static int do_listen(parser *ps, const directive *d, const token *dir, token *args);
 static int do_status(parser *ps, const directive *d, const token *dir, token *args);
+static int do_error_log(parser *ps, const directive *d, const token *dir, token *args);
 static int do_secret(parser *ps, const directive *d, const token *dir, token *args);
 static int do_database(parser *ps, const directive *d, const token *dir, token *args);
 static int do_db_password(parser *ps, const directive *d, const token *dir, token *args);
@@ -193,9 +195,9 @@ static const directive directives[] = {
      .off = TOP(access_log, char *)},
     {.name = "error-log",
      .ctx = CTX_TOP,
-     .kind = K_PATH,
-     .usage = "FILE",
-     .off = TOP(error_log, char *)},
+     .kind = K_CUSTOM,
+     .usage = "FILE|syslog",
+     .handler = do_error_log},
     {.name = "status-page",
      .ctx = CTX_TOP,
      .kind = K_CUSTOM,
@@ -842,6 +844,7 @@ static int lex(parser *ps, token *t)
             advance(ps);
         } else if (*ps->p == '#') {
             ps->comment_line = ps->line;
+            ps->comment_col = ps->col;
             while (ps->p < ps->end && *ps->p != '\n')
                 advance(ps);
         } else {
@@ -928,11 +931,14 @@ static int add_listen(parser *ps, const char *s, int line, int col)
     memcpy(host, h, hlen);
     host[hlen] = '\0';
     unsigned char addr[sizeof(struct in6_addr)];
+    /* "*:80" and ":80" mean every address elsewhere: say how here. */
+    bool any = af == AF_INET && (hlen == 0 || !strcmp(host, "*"));
     if (hlen == 0 || (size_t)(hend - h) >= sizeof(host) || inet_pton(af, host, addr) != 1)
-        return fail(ps, line, col, "invalid %s address '%s' in listen (expected a numeric %s)",
+        return fail(ps, line, col, "invalid %s address '%s' in listen (expected a numeric %s%s)",
                     af == AF_INET ? "IPv4" : "IPv6", shown(sh, sizeof(sh), host),
                     af == AF_INET ? "IPv4 address like 127.0.0.1 or [IPV6]"
-                                  : "IPv6 address like [::1]");
+                                  : "IPv6 address like [::1]",
+                    any ? "; every address is 0.0.0.0 (IPv4) or [::] (IPv6)" : "");
 
     unsigned p;
     if (parse_uint(port, 0, 65535, &p) != 0)
@@ -1041,9 +1047,21 @@ static int do_status(parser *ps, const directive *d, const token *dir, token *ar
     (void)dir;
     if (args[0].text[0] != '/')
         return fail(ps, args[0].line, args[0].col,
-                    "status-page '%s' must be a path starting with '/'",
-                    shown(sh, sizeof(sh), args[0].text));
+                    "status-page '%s' must be a path starting with '/' (e.g. 'status-page "
+                    "/%s;')",
+                    shown(sh, sizeof(sh), args[0].text), sh);
     return take_string(ps, d, &args[0], &ps->conf->status_page);
+}
+
+/* A file, or the word syslog (log.h): kept as that word, not made a path
+ * beside the configuration.  A file named syslog is written quoted with
+ * a folder ("./syslog"). */
+static int do_error_log(parser *ps, const directive *d, const token *dir, token *args)
+{
+    (void)dir;
+    if (args[0].type == T_WORD && sandlet_log_is_syslog(args[0].text))
+        return take_string(ps, d, &args[0], &ps->conf->error_log);
+    return take_path(ps, d, &args[0], &ps->conf->error_log);
 }
 
 /* What makes a secret file unfit, as ssh judges a private key: another
@@ -1333,11 +1351,20 @@ static int number(parser *ps, const directive *d, const token *arg, unsigned *ou
         return 0;
     }
     const char * or = d->none ? ", or " : "", *none = d->none ? d->none : "";
+    /* The unit is the usage's: a number never takes a suffix, and "5s" or
+     * "256m" is the mistake this names. */
+    const char *unit = !strncmp(d->usage, "MS", 2)        ? " milliseconds"
+                       : !strncmp(d->usage, "SECONDS", 7) ? " seconds"
+                       : !strncmp(d->usage, "MIB", 3)     ? " MiB"
+                                                          : "";
+    unsigned long long eg = d->def > d->min ? d->def : d->min ? d->min : 1;
     int rc = parse_uint(arg->text, (unsigned long)d->min, (unsigned long)d->max, out);
     if (rc == -1)
         return fail(ps, arg->line, arg->col,
-                    "invalid number '%s' for '%s' (expected a decimal number %llu..%llu%s%s)",
-                    shown(sh, sizeof(sh), arg->text), d->name, d->min, d->max, or, none);
+                    "invalid number '%s' for '%s' (expected%s as a decimal number %llu..%llu "
+                    "without a unit%s%s, e.g. '%s %llu;')",
+                    shown(sh, sizeof(sh), arg->text), d->name, unit, d->min, d->max, or, none,
+                    d->name, eg);
     if (rc == -2)
         return fail(ps, arg->line, arg->col, "'%s %s' out of range (expected %llu..%llu%s%s)",
                     d->name, shown(sh, sizeof(sh), arg->text), d->min, d->max, or, none);
@@ -1476,8 +1503,10 @@ static int check_path(parser *ps, const token *arg, bool *prefix)
     const char *s = arg->text;
     size_t len = strlen(s);
     if (s[0] != '/')
-        return fail(ps, arg->line, arg->col, "servlet path '%s' must start with '/'",
-                    shown(sh, sizeof(sh), s));
+        return fail(ps, arg->line, arg->col,
+                    "servlet path '%s' must start with '/' (expected a URL path, e.g. "
+                    "'servlet /%s { ... }')",
+                    shown(sh, sizeof(sh), s), sh);
     *prefix = len >= 2 && s[len - 1] == '*' && s[len - 2] == '/';
     for (size_t i = 0; i < len - (*prefix ? 1 : 0); i++) {
         unsigned char c = (unsigned char)s[i];
@@ -1814,9 +1843,42 @@ static unsigned distance(const char *a, const char *b)
     return row[lb];
 }
 
+/* Words other servers' files use, and what sandlet.conf says instead:
+ * "did you mean" cannot find these, they are not typos. */
+static const struct {
+    const char *word, *instead;
+} foreign[] = {
+    {"location", "a URL path is 'servlet /PATH { library FILE; }', or 'pages /PREFIX/ { ... }' "
+                 "for .csp files"},
+    {"server", "the file is one server: put 'listen', 'docroot' and the rest at top level"},
+    {"include", "keep the whole configuration in one file"},
+    {"root", "the folder of static files is 'docroot DIR;'"},
+    {"port", "the address and port are one 'listen ADDR:PORT;'"},
+    {"bind", "the address and port are one 'listen ADDR:PORT;'"},
+    {"threads", "a sandbox's processes are 'workers N;'"},
+};
+
+/* Where a directive of another block belongs, for "is not allowed". */
+static const char *belongs(const char *name, char *buf, size_t size)
+{
+    size_t pos = 0;
+    buf[0] = '\0';
+    for (size_t k = 0; k < NDIRECTIVES && pos < size; k++) {
+        if (strcmp(directives[k].name, name) != 0)
+            continue;
+        bool top = directives[k].ctx == CTX_TOP;
+        int n = snprintf(buf + pos, size - pos, "%s%s%s", pos ? " or " : "", top ? "" : "in a ",
+                         top ? "at top level" : where(directives[k].ctx) + 3);
+        if (n < 0)
+            break;
+        pos += (size_t)n;
+    }
+    return buf;
+}
+
 static int unknown_directive(parser *ps, enum ctx ctx, const token *dir)
 {
-    char sh[SHOWN_MAX], list[1024], hint[96] = "";
+    char sh[SHOWN_MAX], list[1024], hint[192] = "", home[96];
     const directive *other = NULL, *near = NULL;
     unsigned best = 3; /* two edits at most: a typo, not another word */
     for (size_t k = 0; k < NDIRECTIVES; k++) {
@@ -1829,14 +1891,58 @@ static int unknown_directive(parser *ps, enum ctx ctx, const token *dir)
         }
     }
     expected_list(ctx, list, sizeof(list));
-    if (near)
+    for (size_t k = 0; k < sizeof(foreign) / sizeof(foreign[0]); k++)
+        if (strcmp(dir->text, foreign[k].word) == 0)
+            snprintf(hint, sizeof(hint), "; sandlet.conf has no '%s': %s", foreign[k].word,
+                     foreign[k].instead);
+    if (near && !hint[0])
         snprintf(hint, sizeof(hint), "; did you mean '%s'?", near->name);
     if (!other)
         return fail(ps, dir->line, dir->col, "unknown directive '%s' %s%s (expected %s)",
                     shown(sh, sizeof(sh), dir->text), where(ctx), hint, list);
-    return fail(ps, dir->line, dir->col, "'%s' is not allowed %s (expected %s%s)", other->name,
-                where(ctx), list,
+    return fail(ps, dir->line, dir->col, "'%s' is not allowed %s; it belongs %s (expected %s%s)",
+                other->name, where(ctx), belongs(other->name, home, sizeof(home)), list,
                 ctx != CTX_TOP && other->ctx == CTX_TOP ? "; is a '}' missing?" : "");
+}
+
+/* Where a user, group, folder or library was named, for the message when
+ * it does not exist: that is checked at start and by sandletd -t, not
+ * here, and the message must still name the line to fix. */
+static int note_line(parser *ps, enum ctx ctx, const char *name, int line)
+{
+    sandlet_conf *c = ps->conf;
+    int *at = NULL;
+    if (ctx == CTX_SANDBOX && (!strcmp(name, "readable") || !strcmp(name, "writable"))) {
+        sandlet_sandbox_conf *sb = &c->sandboxes[ps->cur];
+        bool r = name[0] == 'r';
+        int **lines = r ? &sb->readable_lines : &sb->writable_lines;
+        size_t n = r ? sb->nreadable : sb->nwritable; /* the path is added */
+        int *grown = realloc(*lines, n * sizeof(**lines));
+        if (!grown)
+            return nomem(ps);
+        grown[n - 1] = line;
+        *lines = grown;
+        return 0;
+    }
+    if (ctx == CTX_SANDBOX && !strcmp(name, "user"))
+        at = &c->sandboxes[ps->cur].user_line;
+    else if (ctx == CTX_SANDBOX && !strcmp(name, "group"))
+        at = &c->sandboxes[ps->cur].group_line;
+    else if (ctx == CTX_SERVLET && !strcmp(name, "library"))
+        at = &c->servlets[ps->cur].library_line;
+    else if (ctx == CTX_TOP && !strcmp(name, "user"))
+        at = &c->user_line;
+    else if (ctx == CTX_TOP && !strcmp(name, "docroot"))
+        at = &c->docroot_line;
+    else if (ctx == CTX_TOP && !strcmp(name, "access-log"))
+        at = &c->access_log_line;
+    else if (ctx == CTX_TOP && !strcmp(name, "error-log"))
+        at = &c->error_log_line;
+    else if (ctx == CTX_TOP && !strcmp(name, "page-compiler"))
+        at = &c->page_compiler_line;
+    if (at)
+        *at = line;
+    return 0;
 }
 
 static int statement(parser *ps, enum ctx ctx, const token *dir)
@@ -1858,8 +1964,11 @@ static int statement(parser *ps, enum ctx ctx, const token *dir)
             goto out;
         if (args[i].type != T_WORD && args[i].type != T_STRING) {
             /* A value cut off by '#': a comment starts there. */
+            /* Reported at the '#', where the fix goes, not at whatever
+             * token the comment left to be found on a later line. */
             bool comment = ps->comment_line == dir->line;
-            rc = fail(ps, args[i].line, args[i].col,
+            rc = fail(ps, comment ? ps->comment_line : args[i].line,
+                      comment ? ps->comment_col : args[i].col,
                       "missing argument for '%s' (expected '%s %s'), found %s%s", d->name, d->name,
                       d->usage, what(&args[i], found, sizeof(found)),
                       comment ? "; '#' starts a comment: put a value that holds one in quotes "
@@ -1876,14 +1985,22 @@ static int statement(parser *ps, enum ctx ctx, const token *dir)
             goto out;
         }
     }
+    /* Just past the last argument: where a missing ';' or '{' belongs,
+     * which is the line to name even when what follows is lines below. */
+    int end_line = ps->line, end_col = ps->col;
     rc = lex(ps, &term);
     if (rc)
         goto out;
     enum tok_type want = d->kind != K_BLOCK ? T_SEMI : T_LBRACE;
     if (term.type != want) {
-        rc = fail(ps, term.line, term.col, "expected '%c' after '%s', found %s",
+        char at[32] = "";
+        bool later = term.line != end_line;
+        if (later)
+            snprintf(at, sizeof(at), " on line %d", term.line);
+        rc = fail(ps, later ? end_line : term.line, later ? end_col : term.col,
+                  "expected '%c' after '%s', found %s%s (add '%c' here)",
                   want == T_SEMI ? ';' : '{', statement_text(d, args, text, sizeof(text)),
-                  what(&term, found, sizeof(found)));
+                  what(&term, found, sizeof(found)), at, want == T_SEMI ? ';' : '{');
         goto out;
     }
     if (!d->repeat && ps->seen[row]) {
@@ -1898,16 +2015,8 @@ static int statement(parser *ps, enum ctx ctx, const token *dir)
         rc = d->kind == K_CUSTOM ? d->handler(ps, d, dir, args) : set_value(ps, d, &args[0]);
         if (rc == 0)
             ps->seen[row] = dir->line;
-        /* Where a user or group was named, for the message when it does
-         * not exist (checked at start, not here). */
-        if (rc == 0 && (!strcmp(d->name, "user") || !strcmp(d->name, "group"))) {
-            bool user = d->name[0] == 'u';
-            if (ctx == CTX_SANDBOX)
-                *(user ? &ps->conf->sandboxes[ps->cur].user_line
-                       : &ps->conf->sandboxes[ps->cur].group_line) = dir->line;
-            else if (ctx == CTX_TOP && user)
-                ps->conf->user_line = dir->line;
-        }
+        if (rc == 0)
+            rc = note_line(ps, ctx, d->name, dir->line);
         goto out;
     }
     shown(label, sizeof(label), args[0].text);
@@ -2386,6 +2495,8 @@ void sandlet_conf_free(sandlet_conf *conf)
             free(sb->writable[j]);
         free(sb->readable);
         free(sb->writable);
+        free(sb->readable_lines);
+        free(sb->writable_lines);
     }
     for (size_t i = 0; i < conf->nservlets; i++) {
         sandlet_servlet_conf *s = &conf->servlets[i];

@@ -163,6 +163,9 @@ typedef struct sandlet_sandbox_conf {
     size_t nreadable;
     char **writable; /* Landlock read-write directories */
     size_t nwritable;
+    /* The line of each readable and writable path, for sandletd -t's
+     * messages (NULL in the supervisor's plan). */
+    int *readable_lines, *writable_lines;
     unsigned memory_mib;              /* address-space limit; 0: unlimited */
     unsigned open_files;              /* RLIMIT_NOFILE; 0: unlimited (the daemon's) */
     unsigned cpu_seconds;             /* RLIMIT_CPU */
@@ -217,6 +220,7 @@ typedef struct sandlet_servlet_conf {
     unsigned timeout;     /* ms; 0: the sandbox's */
     size_t max_body_size; /* bytes; the global limit unless set here */
     int line;
+    int library_line; /* of its "library" line, for sandletd -t's messages */
 } sandlet_servlet_conf;
 
 /* pages PREFIX { sandbox NAME; }: the .csp files under the docroot folder
@@ -236,6 +240,9 @@ typedef struct sandlet_conf {
     unsigned char digest[32];
     char *user; /* NULL: stay the user we were started as */
     int user_line;
+    /* The lines of docroot, access-log and error-log (0: none), so that
+     * sandletd -t names the line of a folder that is missing. */
+    int docroot_line, access_log_line, error_log_line;
     char *docroot;
     char *access_log;           /* Combined Log Format; NULL: none */
     char *error_log;            /* NULL: standard error */
@@ -264,6 +271,7 @@ typedef struct sandlet_conf {
     size_t npages;
     char *page_cache;              /* the cache root; one folder per sandbox */
     char *page_compiler;           /* NULL: "page-compiler off" */
+    int page_compiler_line;        /* of its line (0: the default), for -t */
     unsigned page_compile_timeout; /* ms of wall clock one compile may take */
     bool development;              /* compile errors go into the 500 page */
 } sandlet_conf;

@@ -1,7 +1,8 @@
 /*
  * log.c - the error log: formats lines and writes each with one write(2),
- * so that lines from the processes sharing it never interleave; and the
- * opening of log files, which never follows a link.
+ * so that lines from the processes sharing it never interleave, or sends
+ * each as one datagram to /dev/log ("error-log syslog"); and the opening
+ * of log files, which never follows a link.
  *
  * A log write must never stall the process writing it: when standard
  * error is a pipe, terminal or socket nobody drains, lines are dropped and
@@ -22,6 +23,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,6 +45,14 @@ static unsigned long long lost;
  * before anything else, so that lines stay whole. */
 static char tail[LOG_LINE_MAX];
 static size_t tail_len;
+/* error-log syslog: an unconnected datagram socket, each line sent to
+ * /dev/log by name, so that a restarted syslog daemon is found again
+ * without a new socket or connect(2) (the supervisor's filter and the
+ * acceptor's privileges are fixed by then).  syslog(3) is not used: it
+ * sends with a blocking send(2), which waits while journald is behind,
+ * and it reconnects with socket(2) after an error. */
+static int syslog_fd = -1;
+static struct sockaddr_un syslog_addr;
 
 void sandlet_log_set_bare(bool on)
 {
@@ -96,10 +107,49 @@ int sandlet_log_nonblocking(void)
     return rc;
 }
 
+bool sandlet_log_is_syslog(const char *error_log)
+{
+    return error_log && strcmp(error_log, SANDLET_LOG_SYSLOG) == 0;
+}
+
+int sandlet_log_syslog_open(void)
+{
+    struct stat st;
+    int err = stat(SANDLET_LOG_DEVLOG, &st) != 0 ? -errno : !S_ISSOCK(st.st_mode) ? -ENOTSOCK : 0;
+    if (err) {
+        sandlet_log_errno(SANDLET_LOG_ERROR, err,
+                          "error-log syslog: %s is not a socket: no syslog daemon runs; start "
+                          "one (journald or rsyslog), or set error-log to a file",
+                          SANDLET_LOG_DEVLOG);
+        return err;
+    }
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        err = -errno;
+        sandlet_log_errno(SANDLET_LOG_ERROR, err, "error-log syslog: cannot make a socket");
+        return err;
+    }
+    memset(&syslog_addr, 0, sizeof(syslog_addr));
+    syslog_addr.sun_family = AF_UNIX;
+    memcpy(syslog_addr.sun_path, SANDLET_LOG_DEVLOG, sizeof(SANDLET_LOG_DEVLOG));
+    if (syslog_fd >= 0)
+        close(syslog_fd);
+    syslog_fd = fd;
+    return 0;
+}
+
 /* One write or send that never waits; returns bytes written or -errno. */
 static ssize_t put(const char *p, size_t n)
 {
     ssize_t w;
+    if (syslog_fd >= 0) {
+        /* A datagram is a line: without its line feed, whole or lost. */
+        do
+            w = sendto(syslog_fd, p, n && p[n - 1] == '\n' ? n - 1 : n, MSG_DONTWAIT | MSG_NOSIGNAL,
+                       (const struct sockaddr *)&syslog_addr, sizeof(syslog_addr));
+        while (w < 0 && errno == EINTR);
+        return w < 0 ? -errno : (ssize_t)n;
+    }
     do
         w = err_is_socket ? send(STDERR_FILENO, p, n, MSG_DONTWAIT | MSG_NOSIGNAL)
                           : write(STDERR_FILENO, p, n);
@@ -131,9 +181,17 @@ static bool put_line(const char *p, size_t n)
     return true;
 }
 
-/* Fills line with the time, process, role and level; returns its length. */
-static size_t head(char *line, size_t cap, const char *level)
+/* Fills line with the time, process, role and level; returns its length.
+ * For syslog: the priority and tag instead of the time, as syslog(3)
+ * writes them (the daemon stamps the time). */
+static size_t head(char *line, size_t cap, enum sandlet_log_level lv, const char *level)
 {
+    static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG};
+    if (syslog_fd >= 0) {
+        int b = snprintf(line, cap, "<%d>sandletd[%ld]: %s %s: ", LOG_DAEMON | prio[lv],
+                         (long)getpid(), role, level);
+        return b > 0 && (size_t)b < cap ? (size_t)b : 0;
+    }
     if (bare) {
         int b = snprintf(line, cap, "%s: ", level);
         return b > 0 && (size_t)b < cap ? (size_t)b : 0;
@@ -164,15 +222,15 @@ static void vlog(enum sandlet_log_level level, int err, const char *fmt, va_list
     int saved_errno = errno;
     char line[LOG_LINE_MAX];
     if (lost) { /* put_line sends what is left of a line first */
-        size_t n = head(line, sizeof(line), "warning");
+        size_t n = head(line, sizeof(line), SANDLET_LOG_WARN, "warning");
         int m = snprintf(line + n, sizeof(line) - n,
-                         "%llu log line(s) dropped: standard error was not taking them "
+                         "%llu log line(s) dropped: %s was not taking them "
                          "(is whatever reads it stalled?)\n",
-                         lost);
+                         lost, syslog_fd >= 0 ? SANDLET_LOG_DEVLOG : "standard error");
         if (m > 0 && (size_t)m < sizeof(line) - n && put_line(line, n + (size_t)m))
             lost = 0;
     }
-    size_t n = head(line, sizeof(line), names[level]);
+    size_t n = head(line, sizeof(line), level, names[level]);
     int m = vsnprintf(line + n, sizeof(line) - n, fmt, ap);
     if (m > 0)
         n += (size_t)m < sizeof(line) - n ? (size_t)m : sizeof(line) - n - 1;
@@ -310,6 +368,8 @@ int sandlet_log_file_open(unsigned which, const char *path, uid_t uid, gid_t gid
 
 int sandlet_log_file_reopen(unsigned which)
 {
+    /* With error-log syslog nothing was opened: there is nothing to
+     * reopen, and the syslog socket needs no reopening. */
     if (which >= SANDLET_LOG_FILES || files[which].dir < 0)
         return -EBADF;
     const char *p = files[which].path;

@@ -4,7 +4,7 @@
  * workers all use it; it must never depend on src/loop or src/sandbox.
  *
  * The acceptor and the supervisor write here (standard error, or the
- * error-log file made standard error at start).  Workers never hold it:
+ * error-log file made standard error at start, or syslog).  Workers never hold it:
  * their output reaches it through the acceptor (workerlog.c), prefixed
  * and escaped.
  */
@@ -34,6 +34,21 @@ void sandlet_log_errno(enum sandlet_log_level level, int err, const char *fmt, .
  * and the count logged later.  Call again whenever standard error is
  * replaced.  Returns 0 or -errno (writes may then block). */
 int sandlet_log_nonblocking(void);
+
+/* "error-log syslog;": the acceptor's and the supervisor's lines (and so
+ * the workers', which pass through the acceptor) go to the local syslog
+ * socket, /dev/log, which journald and rsyslog read. */
+#define SANDLET_LOG_SYSLOG "syslog"
+#define SANDLET_LOG_DEVLOG "/dev/log"
+/* Whether an error-log value is the word syslog rather than a file. */
+bool sandlet_log_is_syslog(const char *error_log);
+/* From now on, lines go to /dev/log as facility daemon, tagged
+ * "sandletd[PID]", instead of standard error.  The socket is made here,
+ * before privileges are dropped and system calls filtered; each line is
+ * then one sendto(2) that never waits, and so keeps reaching a syslog
+ * daemon that restarted.  Logs why and returns -errno when /dev/log is
+ * not a socket (no syslog daemon runs). */
+int sandlet_log_syslog_open(void);
 
 /* The log files, by the index the supervisor's LOGFD message carries. */
 enum { SANDLET_LOG_ACCESS, SANDLET_LOG_ERROR_FILE, SANDLET_LOG_FILES };

@@ -26,7 +26,15 @@ int sandlet_lib_servlet_open(sandlet_lib_servlet *s, const char *lib, const char
 {
     void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-        snprintf(err, errlen, "cannot load %s: %s", lib, dlerror());
+        /* dlerror's text is all there is: no errno, and a worker may not
+         * stat the file to tell a missing one from a broken one. */
+        const char *why = dlerror();
+        snprintf(err, errlen, "cannot load %s: %s (%s)", lib, why,
+                 why && strstr(why, lib) && strstr(why, "No such file")
+                     ? "build it, or fix the 'library' path"
+                     : "expected a servlet built as a shared object: cc -shared -fPIC -o "
+                       "NAME.so NAME.c $(pkg-config --cflags --libs sandlet); a library it "
+                       "needs that is not found is named before");
         return -ENOENT;
     }
     const unsigned *abi = dlsym(h, "sl_servlet_abi");
@@ -36,8 +44,10 @@ int sandlet_lib_servlet_open(sandlet_lib_servlet *s, const char *lib, const char
         snprintf(err, errlen, "%s defines no servlet (declare one with SL_SERVLET)", lib);
         rc = -ENOEXEC;
     } else if (*abi != SL_ABI_VERSION) {
-        snprintf(err, errlen, "%s was built for servlet ABI %u, this %s has %u", lib, *abi, host,
-                 (unsigned)SL_ABI_VERSION);
+        snprintf(err, errlen,
+                 "%s was built for servlet ABI %u, this %s has %u (rebuild it against this "
+                 "release's <sandlet/servlet.h>)",
+                 lib, *abi, host, (unsigned)SL_ABI_VERSION);
         rc = -EPROTO;
     } else if (need_handler && !sandlet_lib_servlet_runnable(servlet)) {
         snprintf(err, errlen,

@@ -2,9 +2,10 @@
  * check.c - "sandletd -t": what starting with a configuration would find
  * wrong, found without starting.  The file's syntax is conf.c's; here are
  * the things outside it that a start needs: the users and groups it names,
- * the docroot, the log folders, and each servlet library (present, a
- * shared object, defining a servlet of this ABI with a handler); and a
- * warning for each listener's port that is taken now.  Each
+ * the docroot, the log folders, each sandbox's readable and writable
+ * paths, and each servlet library (present, a shared object, defining a
+ * servlet of this ABI with a handler); and a warning for each listener's
+ * port that is taken now.  Each
  * problem is one line on standard error naming the file, line and fix;
  * the caller says OK only when there is none, so that an init script's
  * configtest (and a reload) refuses what a start would refuse.
@@ -22,6 +23,7 @@
 #include "common/log.h"
 #include "lib/servlet.h"
 #include "sandbox/identity.h"
+#include "sandbox/pages.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -52,20 +54,21 @@ __attribute__((format(printf, 2, 3))) static void problem(unsigned *n, const cha
     (*n)++;
 }
 
-/* A folder a start needs: it must exist and be a folder. */
-static void need_dir(unsigned *n, const sandlet_conf *c, const char *what, const char *path,
-                     const char *fix)
+/* A folder a start needs, named at line: it must exist and be a folder. */
+static void need_dir(unsigned *n, const sandlet_conf *c, int line, const char *what,
+                     const char *path, const char *fix)
 {
     struct stat st;
     if (stat(path, &st) != 0)
-        problem(n, "%s: %s '%s' %s (%s)", c->file, what, path,
+        problem(n, "%s:%d: %s '%s' %s (%s)", c->file, line, what, path,
                 errno == ENOENT ? "does not exist" : strerror(errno), fix);
     else if (!S_ISDIR(st.st_mode))
-        problem(n, "%s: %s '%s' is not a folder (%s)", c->file, what, path, fix);
+        problem(n, "%s:%d: %s '%s' is not a folder (%s)", c->file, line, what, path, fix);
 }
 
 /* The folder a log file goes into. */
-static void need_log_dir(unsigned *n, const sandlet_conf *c, const char *what, const char *path)
+static void need_log_dir(unsigned *n, const sandlet_conf *c, int line, const char *what,
+                         const char *path)
 {
     char dir[PATH_MAX];
     const char *slash = strrchr(path, '/');
@@ -77,10 +80,10 @@ static void need_log_dir(unsigned *n, const sandlet_conf *c, const char *what, c
     memcpy(dir, path, len);
     dir[len] = '\0';
     char fix[PATH_MAX + 64];
-    snprintf(fix, sizeof(fix), "create it: mkdir -p %s", dir);
+    snprintf(fix, sizeof(fix), "create it: mkdir -p %s, or fix '%s'", dir, what);
     char label[64];
     snprintf(label, sizeof(label), "the folder of %s", what);
-    need_dir(n, c, label, dir, fix);
+    need_dir(n, c, line, label, dir, fix);
 }
 
 /* In a child: become id, then open lib as a worker does.  The child's
@@ -104,19 +107,51 @@ static void load_as(const sandlet_id *id, const char *lib, int out)
     _exit(1);
 }
 
+/* A sandbox's readable and writable paths: a worker confines itself to
+ * them and cannot start without each (Landlock opens every one). */
+static void check_sandbox_paths(unsigned *n, const sandlet_conf *c, const sandlet_sandbox_conf *sb)
+{
+    for (int w = 0; w < 2; w++) {
+        char *const *paths = w ? sb->writable : sb->readable;
+        const int *lines = w ? sb->writable_lines : sb->readable_lines;
+        size_t count = w ? sb->nwritable : sb->nreadable;
+        const char *what = w ? "writable" : "readable";
+        for (size_t i = 0; i < count; i++) {
+            struct stat st;
+            int line = lines ? lines[i] : sb->line;
+            if (stat(paths[i], &st) != 0)
+                problem(n,
+                        "%s:%d: sandbox '%s': %s '%s' %s, and its workers cannot confine "
+                        "themselves without it (%s%s, or remove the line)",
+                        c->file, line, sb->name, what, paths[i],
+                        errno == ENOENT ? "does not exist" : strerror(errno),
+                        w ? "create it: mkdir -p " : "create it", w ? paths[i] : "");
+            else if (w && !S_ISDIR(st.st_mode))
+                problem(n, "%s:%d: sandbox '%s': writable '%s' is not a folder (name a folder)",
+                        c->file, line, sb->name, paths[i]);
+        }
+    }
+}
+
+/* The line to fix for a library: its own, else the servlet's. */
+static int library_line(const sandlet_servlet_conf *sv)
+{
+    return sv->library_line ? sv->library_line : sv->line;
+}
+
 /* Whether the servlet's library is a file at all. */
 static bool library_file(unsigned *n, const sandlet_conf *c, const sandlet_servlet_conf *sv)
 {
     struct stat st;
     if (stat(sv->library, &st) != 0) {
         problem(n, "%s:%d: servlet %s: library '%s' %s (build it, or fix the path)", c->file,
-                sv->line, sv->path, sv->library,
+                library_line(sv), sv->path, sv->library,
                 errno == ENOENT ? "does not exist" : strerror(errno));
         return false;
     }
     if (!S_ISREG(st.st_mode)) {
         problem(n, "%s:%d: servlet %s: library '%s' is not a file (name the .so)", c->file,
-                sv->line, sv->path, sv->library);
+                library_line(sv), sv->path, sv->library);
         return false;
     }
     return true;
@@ -157,7 +192,7 @@ static void check_library(unsigned *n, const sandlet_conf *c, const sandlet_serv
     if (!got)
         snprintf(msg, sizeof(msg), "opening %s %s", sv->library,
                  WIFSIGNALED(status) ? "crashed or hung in its constructors" : "failed");
-    problem(n, "%s:%d: servlet %s: %s", c->file, sv->line, sv->path, msg);
+    problem(n, "%s:%d: servlet %s: %s", c->file, library_line(sv), sv->path, msg);
 }
 
 /* Each listener's port, tried with a bind that is closed at once: one in
@@ -185,9 +220,26 @@ static void warn_ports(const sandlet_conf *c)
     }
 }
 
+/* As a start, which then serves only pages compiled ahead of time: a
+ * warning, not a problem. */
+static void warn_compiler(const sandlet_conf *c)
+{
+    if (!c->npages || !c->page_compiler || sandlet_pages_compiler_installed(c->page_compiler))
+        return;
+    char at[32] = "";
+    if (c->page_compiler_line)
+        snprintf(at, sizeof(at), "%d:", c->page_compiler_line);
+    fprintf(stderr,
+            "sandletd: warning: %s:%s page-compiler '%s' is not installed (looked in %s): pages "
+            "are served only when compiled ahead of time (sandlet-csp compile -c %s); install "
+            "gcc, or set 'page-compiler off;'\n",
+            c->file, at, c->page_compiler, SANDLET_COMPILER_PATH, c->file);
+}
+
 int sandlet_check_deep(const sandlet_conf *c)
 {
     warn_ports(c);
+    warn_compiler(c);
     unsigned n = 0;
     sandlet_id acceptor;
     sandlet_id *ids = calloc(c->nsandboxes + 1, sizeof(*ids));
@@ -200,12 +252,25 @@ int sandlet_check_deep(const sandlet_conf *c)
                   sandlet_identity_sandboxes(c, &acceptor, ids) == 0;
     if (!ids_ok)
         n++;
-    if (c->docroot)
-        need_dir(&n, c, "docroot", c->docroot, "create it, or fix 'docroot'");
-    if (c->error_log)
-        need_log_dir(&n, c, "error-log", c->error_log);
+    if (c->docroot) {
+        char fix[PATH_MAX + 64];
+        snprintf(fix, sizeof(fix), "create it: mkdir -p %s, or fix 'docroot'", c->docroot);
+        need_dir(&n, c, c->docroot_line, "docroot", c->docroot, fix);
+    }
+    struct stat st;
+    if (!sandlet_log_is_syslog(c->error_log)) {
+        if (c->error_log)
+            need_log_dir(&n, c, c->error_log_line, "error-log", c->error_log);
+    } else if (stat(SANDLET_LOG_DEVLOG, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+        problem(&n,
+                "%s:%d: error-log syslog: %s is not a socket, so no syslog daemon runs (start "
+                "journald or rsyslog, or set error-log to a file)",
+                c->file, c->error_log_line, SANDLET_LOG_DEVLOG);
+    }
     if (c->access_log)
-        need_log_dir(&n, c, "access-log", c->access_log);
+        need_log_dir(&n, c, c->access_log_line, "access-log", c->access_log);
+    for (size_t i = 0; i < c->nsandboxes; i++)
+        check_sandbox_paths(&n, c, &c->sandboxes[i]);
     for (size_t i = 0; i < c->nservlets; i++) {
         const sandlet_servlet_conf *sv = &c->servlets[i];
         /* Without the sandbox's identity a library is never opened as

@@ -279,7 +279,11 @@ static int open_logs(sandlet_server *srv, const sandlet_id *acceptor)
         return 0;
     uid_t uid = geteuid() == 0 ? (uid_t)acceptor->uid : getuid();
     gid_t gid = geteuid() == 0 ? (gid_t)acceptor->gid : getgid();
-    if (conf->error_log) {
+    if (sandlet_log_is_syslog(conf->error_log)) {
+        int rc = sandlet_log_syslog_open(); /* the supervisor inherits it */
+        if (rc < 0)
+            return rc;
+    } else if (conf->error_log) {
         int fd = sandlet_log_file_open(SANDLET_LOG_ERROR_FILE, conf->error_log, uid, gid);
         if (fd < 0)
             return fd; /* logged, with the fix */

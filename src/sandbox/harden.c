@@ -35,7 +35,8 @@ static const char *const denied[] = {
     "mknodat", "open_by_handle_at", "name_to_handle_at", "acct",
     /* Other processes' memory and state. */
     "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp", "process_madvise",
-    /* The kernel itself. */
+    /* The kernel itself ("syslog" is the kernel's ring buffer, syslog(2),
+     * not /dev/log: "error-log syslog" only needs sendto, allowed). */
     "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "bpf",
     "perf_event_open", "reboot", "syslog", "iopl", "ioperm", "uselib", "lookup_dcookie",
     "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",

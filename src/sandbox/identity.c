@@ -61,9 +61,9 @@ int sandlet_identity_acceptor(const sandlet_conf *conf, sandlet_id *out)
         return -ENOENT;
     }
     if (pw->pw_uid == 0 || pw->pw_gid == 0) {
-        sandlet_error("%s: 'user %s' has uid or gid 0: the acceptor faces the network and never "
-                      "runs as root; name an unprivileged user",
-                      conf->file, conf->user);
+        sandlet_error("%s:%d: 'user %s' has uid or gid 0: the acceptor faces the network and "
+                      "never runs as root; name an unprivileged user",
+                      conf->file, conf->user_line, conf->user);
         return -EPERM;
     }
     out->uid = pw->pw_uid;
@@ -98,9 +98,9 @@ static int sandbox_identity(const sandlet_conf *conf, size_t i, const sandlet_id
         struct group *gr = getgrnam(sb->group);
         if (!gr) {
             sandlet_error("%s:%d: sandbox '%s' runs as group '%s', which does not exist; create "
-                          "it or change the 'group' line",
+                          "it (addgroup --system %s) or change the 'group' line",
                           conf->file, sb->group_line ? sb->group_line : sb->line, sb->name,
-                          sb->group);
+                          sb->group, sb->group);
             return -ENOENT;
         }
         id->gid = gr->gr_gid;
@@ -117,9 +117,14 @@ static int sandbox_identity(const sandlet_conf *conf, size_t i, const sandlet_id
         return 0;
     }
     if (id->uid == 0 || id->gid == 0) {
+        /* The line that named root, when one did. */
+        int line = id->uid == 0 && sb->user_line    ? sb->user_line
+                   : id->gid == 0 && sb->group_line ? sb->group_line
+                   : sb->user_line                  ? sb->user_line
+                                                    : sb->line;
         sandlet_error("%s:%d: sandbox '%s' would run servlets as uid or gid 0; name an "
                       "unprivileged user and group (or none: it then gets a uid of its own)",
-                      conf->file, sb->line, sb->name);
+                      conf->file, line, sb->name);
         return -EPERM;
     }
     if (id->uid == acceptor->uid) {

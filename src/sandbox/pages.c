@@ -102,11 +102,11 @@ static struct {
 } pg = {.docroot_fd = -1};
 
 /* The directories a page-compiler name is looked up in (build.c's PATH). */
-#define COMPILER_PATH "/usr/local/bin:/usr/bin:/bin"
+#define COMPILER_PATH SANDLET_COMPILER_PATH
 
 /* Whether the compiler can be run at all: without one, pages compiled
  * ahead of time are still served, and the others say how to get there. */
-static bool compiler_installed(const char *cc)
+bool sandlet_pages_compiler_installed(const char *cc)
 {
     if (cc[0] == '/')
         return access(cc, X_OK) == 0;
@@ -230,7 +230,7 @@ int sandlet_pages_start(const sandlet_pages_env *env)
         return -ENOMEM;
     }
     find_include();
-    if (c->page_compiler && !compiler_installed(c->page_compiler)) {
+    if (c->page_compiler && !sandlet_pages_compiler_installed(c->page_compiler)) {
         pg.no_compiler = true;
         sandlet_warn("pages: page-compiler '%s' is not installed (looked in %s); pages are served "
                      "only when compiled ahead of time with 'sandlet-csp compile -c %s' -- "

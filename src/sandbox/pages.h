@@ -48,6 +48,10 @@ bool sandlet_pages_worker_died(size_t sandbox, uint32_t gen);
  * pages), so its code generation grows; new workers' INIT carry it.
  * Returns the new generation, 0 when it cannot (out of memory: logged). */
 uint32_t sandlet_pages_new_code(size_t sandbox);
+/* Whether page-compiler cc can be run (an absolute path, or a name looked
+ * up in SANDLET_COMPILER_PATH); shared with sandletd -t. */
+#define SANDLET_COMPILER_PATH "/usr/local/bin:/usr/bin:/bin"
+bool sandlet_pages_compiler_installed(const char *cc);
 /* Stops every compile (SIGKILL to each one's process group). */
 void sandlet_pages_stop(void);
 /* True while a compile runs (the supervisor waits for it at shutdown). */

@@ -81,9 +81,9 @@ static void test_what_a_start_refuses(void **state)
              "servlet /notservlet { library \"%s\"; sandbox a; }\n",
              dir, dir, dir, dir, th_fixture("nohandler"), th_build_path(".libs/libsandlet.so"));
     assert_int_equal(check(text, out, sizeof(out)), 1);
-    expect(out, "t.conf: docroot '");
-    expect(out, "/nowhere' does not exist (create it, or fix 'docroot')");
-    expect(out, "the folder of access-log '");
+    expect(out, "t.conf:1: docroot '");
+    expect(out, "/nowhere' does not exist (create it: mkdir -p ");
+    expect(out, "t.conf:2: the folder of access-log '");
     expect(out, "t.conf:4: servlet /missing: library '");
     expect(out, "missing.so' does not exist (build it, or fix the path)");
     expect(out, "t.conf:5: servlet /text: cannot load ");

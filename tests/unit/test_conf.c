@@ -1104,6 +1104,24 @@ static void test_paths(void **state)
     sandlet_conf_free(c);
 }
 
+/* error-log syslog is the word, not a file beside the configuration; a
+ * file of that name is quoted with its folder.  The lines a start needs
+ * for its messages are kept. */
+static void test_error_log_syslog(void **state)
+{
+    (void)state;
+    sandlet_conf *c = parse_ok("\nerror-log syslog;\n", "/etc/sandlet");
+    assert_string_equal(c->error_log, "syslog");
+    assert_int_equal(c->error_log_line, 2);
+    sandlet_conf_free(c);
+    c = parse_ok("error-log \"./syslog\";\ndocroot www;\nservlet /x {\n  library x.so;\n}\n",
+                 "/etc/sandlet");
+    assert_string_equal(c->error_log, "/etc/sandlet/./syslog");
+    assert_int_equal(c->docroot_line, 2);
+    assert_int_equal(c->servlets[0].library_line, 4);
+    sandlet_conf_free(c);
+}
+
 static void test_text_not_nul_terminated(void **state)
 {
     (void)state;
@@ -1119,7 +1137,8 @@ static void test_text_not_nul_terminated(void **state)
     /* A word cut by len ends there; the missing ';' is then reported. */
     rc = parse_bad(text, 9, err, sizeof(err));
     assert_int_equal(rc, -EINVAL);
-    assert_string_equal(err, "test.conf:1:10: expected ';' after 'user alic', found end of file");
+    assert_string_equal(err, "test.conf:1:10: expected ';' after 'user alic', found end of file "
+                             "(add ';' here)");
 }
 
 /* ---- bad files ------------------------------------------------------------ */
@@ -1146,7 +1165,8 @@ static const struct bad_case bad_cases[] = {
     {"listen = 127.0.0.1:8091;\n", 1, 8,
      "'listen =': sandlet.conf has no '=' between a directive and its value (expected 'listen "
      "ADDR:PORT;')"},
-    {"servlet /x {\n  param color #fff;\n}\n", 3, 1,
+    /* at the '#', where the quotes go, not at the '}' found after it */
+    {"servlet /x {\n  param color #fff;\n}\n", 2, 15,
      "'#' starts a comment: put a value that holds one in quotes"},
     {"sandbox a {\n  threads 2;\n}\n", 2, 3,
      "(expected workers, queue, queue-timeout, pipeline, user,"},
@@ -1160,8 +1180,8 @@ static const struct bad_case bad_cases[] = {
      "'memory 1' out of range (expected 16..1048576, or "
      "unlimited)"},
     {"sandbox a {\n  timeout 1h;\n}\n", 2, 11,
-     "invalid number '1h' for 'timeout' (expected a "
-     "decimal number 0..86400000, or off)"},
+     "invalid number '1h' for 'timeout' (expected milliseconds as a decimal number "
+     "0..86400000 without a unit, or off, e.g. 'timeout 30000;')"},
     {"sandbox a {\n  max-file-size 0;\n}\n", 2, 17, "or unlimited for no limit"},
     {"sandbox a {\n  write-quota lots;\n}\n", 2, 15, "invalid size 'lots' for 'write-quota'"},
     {"sandbox a {\n  write-files 0;\n}\n", 2, 15, "out of range"},
@@ -1188,10 +1208,13 @@ static const struct bad_case bad_cases[] = {
     {"sandbox { }\n", 1, 9, "missing argument for 'sandbox'"},
     {"user a b;\n", 1, 8, "expected ';' after 'user a', found 'b'"},
     {"sandbox a {\n  workers 4 }\n", 2, 13, "expected ';' after 'workers 4', found '}'"},
-    {"sandbox a {\n    workers 4\n    queue 8;\n}\n", 3, 5, "found 'queue'"},
+    /* a ';' missing at the end of a line is reported there */
+    {"sandbox a {\n    workers 4\n    queue 8;\n}\n", 2, 14,
+     "found 'queue' on line 3 (add ';' here)"},
     {"listen 1.2.3.4:80", 1, 18, "expected ';' after 'listen 1.2.3.4:80', found end of file"},
     {"user \"\xc3\xa9\" x;\n", 1, 11, "expected ';'"}, /* columns count bytes */
-    {"sandbox a\n    workers 4;\n}\n", 2, 5, "expected '{' after 'sandbox a', found 'workers'"},
+    {"sandbox a\n    workers 4;\n}\n", 1, 10,
+     "expected '{' after 'sandbox a', found 'workers' on line 2 (add '{' here)"},
     {"servlet /x;\n", 1, 11, "expected '{'"},
     {"}\n", 1, 1, "unexpected '}'"},
     {"sandbox a { }\n}\n", 2, 1, "unexpected '}'"},
@@ -1600,6 +1623,7 @@ int main(void)
         cmocka_unit_test(test_sandbox_declared_later),
         cmocka_unit_test(test_library_paths),
         cmocka_unit_test(test_paths),
+        cmocka_unit_test(test_error_log_syslog),
         cmocka_unit_test(test_text_not_nul_terminated),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_nul_byte),

@@ -1,0 +1,350 @@
+/*
+ * test_errors.c - the configuration mistakes a newcomer or an operator
+ * makes (issue 19), one row each: the file, what "sandletd -t -c FILE"
+ * must exit with, the FILE:LINE: (and column, where the parser knows it)
+ * its standard error must name, and a fragment of the fix it must say.
+ * A message that loses its location or its fix fails here, so the table
+ * is what keeps every answer useful; add a row for each new mistake seen.
+ *
+ * Rows name files the test makes in a temporary folder (@D@): a docroot,
+ * secret and password files with wrong sizes or modes, a shared object
+ * without a servlet descriptor built with the compiler, and a port held
+ * by the test itself (@BUSY@).
+ */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+/* What a row needs beyond the file itself. */
+#define NEED_ROOT 1u /* users and groups are only looked up by a root start */
+
+typedef struct err_case {
+    const char *name;
+    /* The file; @D@ is the temporary folder, @PROBE@ a built servlet,
+     * @BUSY@ a port the test holds. */
+    const char *conf;
+    int status;        /* 1: refused; 0: only a warning */
+    const char *where; /* after "FILE:": "LINE:" or "LINE:COL:" */
+    const char *fix;   /* a fragment of the advice */
+    unsigned needs;
+} err_case;
+
+static const err_case cases[] = {
+    /* Misspelled directives, at each level, answered with the right one
+     * and the whole list (it was cut at 128 bytes). */
+    {"misspelled top-level directive", "servelt /x {\n}\n", 1, "1:1:", "did you mean 'servlet'?",
+     0},
+    {"unknown directive lists them all", "\nxyzzy 1;\n", 1,
+     "2:1:", "development, sandbox, servlet or pages)", 0},
+    {"misspelled in sandbox block", "sandbox a {\n  wrokers 2;\n}\n", 1,
+     "2:3:", "did you mean 'workers'?", 0},
+    {"misspelled in servlet block", "servlet /x {\n  libary \"x.so\";\n}\n", 1,
+     "2:3:", "did you mean 'library'?", 0},
+    {"misspelled in pages block", "docroot \"@D@/www\";\npages / {\n  sandboxx a;\n}\n", 1,
+     "3:3:", "did you mean 'sandbox'?", 0},
+    {"sandbox directive at top level", "user nobody;\nworkers 4;\n", 1,
+     "2:1:", "'workers' is not allowed at top level; it belongs in a sandbox block", 0},
+    {"sandbox directive in a servlet block",
+     "servlet /x {\n  library \"@PROBE@\";\n  user nobody;\n}\n", 1,
+     "3:3:", "it belongs at top level or in a sandbox block", 0},
+    {"nginx's location", "location / {\n}\n", 1,
+     "1:1:", "sandlet.conf has no 'location': a URL path is 'servlet /PATH { library FILE; }'", 0},
+    {"nginx's include", "include \"sites/*.conf\";\n", 1,
+     "1:1:", "sandlet.conf has no 'include': keep the whole configuration in one file", 0},
+    {"block inside a block", "sandbox a {\n  workers 1;\n  sandbox b {\n  }\n}\n", 1,
+     "3:3:", "is a '}' missing?", 0},
+    /* Syntax. */
+    {"'=' between directive and value", "listen = 127.0.0.1:8091;\n", 1,
+     "1:8:", "has no '=' between a directive and its value (expected 'listen ADDR:PORT;')", 0},
+    {"'#' cuts a value", "servlet /x {\n  library \"@PROBE@\";\n  param color #fff;\n}\n", 1,
+     "3:15:", "'#' starts a comment: put a value that holds one in quotes (\"#fff\")", 0},
+    {"missing ';' before the next line", "listen 127.0.0.1:8091\nuser nobody;\n", 1,
+     "1:22:", "found 'user' on line 2 (add ';' here)", 0},
+    {"missing ';' before '}'", "sandbox a {\n  workers 2\n}\n", 1,
+     "2:12:", "expected ';' after 'workers 2', found '}' on line 3 (add ';' here)", 0},
+    {"missing ';' at the end of the file", "user nobody", 1, "1:12:", "(add ';' here)", 0},
+    {"unterminated quote", "docroot \"/srv/www;\nuser nobody;\n", 1,
+     "1:9:", "unterminated string (expected '\"' before end of line)", 0},
+    {"unclosed block", "sandbox a {\n  workers 2;\n", 1,
+     "1:1:", "unterminated sandbox block 'a' (expected '}' before end of file)", 0},
+    {"stray '}'", "user nobody;\n}\n", 1, "2:1:", "no block is open", 0},
+    {"empty value", "docroot \"\";\n", 1, "1:9:", "expected 'docroot DIR;'", 0},
+    {"directive without its value", "error-log;\n", 1,
+     "1:10:", "missing argument for 'error-log' (expected 'error-log FILE|syslog')", 0},
+    {"directive twice in a block", "sandbox a {\n  workers 2;\n  workers 3;\n}\n", 1,
+     "3:3:", "already set at line 2; expected it at most once", 0},
+    {"sandbox defined twice", "sandbox a {\n}\nsandbox a {\n}\n", 1,
+     "3:9:", "already defined at line 1; expected a new name", 0},
+    /* Numbers and units. */
+    {"workers 0", "sandbox a {\n  workers 0;\n}\n", 1,
+     "2:11:", "'workers 0' out of range (expected 1..256)", 0},
+    {"workers 1000", "sandbox a {\n  workers 1000;\n}\n", 1, "2:11:", "(expected 1..256", 0},
+    {"memory with a unit", "sandbox a {\n  memory 12q;\n}\n", 1,
+     "2:10:", "expected MiB as a decimal number 16..1048576 without a unit, or unlimited", 0},
+    {"negative timeout", "sandbox a {\n  timeout -5;\n}\n", 1,
+     "2:11:", "expected milliseconds as a decimal number 0..86400000 without a unit, or off", 0},
+    {"timeout in seconds", "header-timeout 5s;\n", 1,
+     "1:16:", "expected milliseconds as a decimal number 1..3600000 without a unit", 0},
+    {"size with a wrong suffix", "max-body-size 10x;\n", 1,
+     "1:15:", "optionally with a k, m or g suffix, e.g. 64k", 0},
+    {"yes for on", "development yes;\n", 1, "1:13:", "(expected on or off)", 0},
+    {"unknown system-call group", "sandbox a {\n  syscalls network;\n}\n", 1,
+     "2:12:", "unknown system-call group 'network' (expected files or database)", 0},
+    {"unknown violation action", "sandbox a {\n  syscall-violations ignore;\n}\n", 1,
+     "2:22:", "(expected log or kill)", 0},
+    /* Listeners. */
+    {"listen without a port", "listen 127.0.0.1;\n", 1,
+     "1:8:", "expected ADDR:PORT, e.g. 127.0.0.1:8080 or [::1]:8080", 0},
+    {"listen on a host name", "listen localhost:8080;\n", 1,
+     "1:8:", "expected a numeric IPv4 address like 127.0.0.1", 0},
+    {"listen on every address, nginx style", "listen *:8080;\n", 1,
+     "1:8:", "every address is 0.0.0.0 (IPv4) or [::] (IPv6)", 0},
+    {"status page without '/'", "status-page status;\n", 1,
+     "1:13:", "must be a path starting with '/' (e.g. 'status-page /status;')", 0},
+    {"listen port too big", "listen 127.0.0.1:99999;\n", 1, "1:8:", "(expected 0..65535)", 0},
+    {"duplicate listen", "listen 127.0.0.1:18091;\nlisten 127.0.0.1:18091;\n", 1,
+     "2:8:", "the same address and port twice; keep one", 0},
+    {"listen beside a wildcard", "listen 0.0.0.0:18091;\nlisten 127.0.0.1:18091;\n", 1,
+     "2:8:", "a wildcard address takes the port on every address; keep one", 0},
+    {"port in use (a warning)", "listen 127.0.0.1:@BUSY@;\n", 0,
+     "1:", "a running sandletd or another program holds it", 0},
+    /* Servlets and pages. */
+    {"servlet path without '/'", "servlet x {\n  library \"@PROBE@\";\n}\n", 1,
+     "1:9:", "must start with '/' (expected a URL path, e.g. 'servlet /x { ... }')", 0},
+    {"duplicate servlet path",
+     "servlet /x {\n  library \"@PROBE@\";\n}\nservlet /x {\n  library \"@PROBE@\";\n}\n", 1,
+     "4:9:", "already defined at line 1; expected each path once", 0},
+    {"servlet without a library", "servlet /x {\n}\n", 1,
+     "1:1:", "has no library (expected 'library FILE;' in its block)", 0},
+    {"servlet in an undefined sandbox",
+     "servlet /x {\n  library \"@PROBE@\";\n  sandbox shop;\n}\n", 1,
+     "3:11:", "undefined sandbox 'shop' (expected the name of a 'sandbox NAME { ... }' block)", 0},
+    {"missing servlet library", "servlet /x {\n  library \"@D@/nosuch.so\";\n}\n", 1,
+     "2:", "does not exist (build it, or fix the path)", 0},
+    {"library without a servlet descriptor", "servlet /x {\n  library \"@D@/nodesc.so\";\n}\n", 1,
+     "2:", "defines no servlet (declare one with SL_SERVLET)", 0},
+    {"library that is not a shared object", "servlet /x {\n  library \"@D@/secret-ok\";\n}\n", 1,
+     "2:", "expected a servlet built as a shared object: cc -shared -fPIC", 0},
+    {"library is a folder", "servlet /x {\n  library \"@D@/www\";\n}\n", 1,
+     "2:", "is not a file (name the .so)", 0},
+    {"pages prefix without slashes", "docroot \"@D@/www\";\npages admin {\n}\n", 1,
+     "2:7:", "e.g. 'pages / { ... }' or 'pages /admin/ { ... }'", 0},
+    {"page compiler not installed (a warning)",
+     "docroot \"@D@/www\";\nsandbox a {\n}\npage-compiler /nonexistent/cc;\npages / {\n  sandbox "
+     "a;\n}\n",
+     0, "4:", "pages are served only when compiled ahead of time", 0},
+    {"pages without a docroot", "pages / {\n}\n", 1,
+     "1:", "expected a 'docroot DIR;' line: pages are .csp files under it", 0},
+    {"pages in an undefined sandbox", "docroot \"@D@/www\";\npages / {\n  sandbox shop;\n}\n", 1,
+     "3:11:", "expected the name of a 'sandbox NAME { ... }' block", 0},
+    /* Files and folders a start needs. */
+    {"missing docroot", "user nobody;\n\ndocroot \"@D@/nowhere\";\n", 1,
+     "3:", "create it: mkdir -p @D@/nowhere, or fix 'docroot'", 0},
+    {"missing error-log folder", "\nerror-log \"@D@/nologs/error.log\";\n", 1,
+     "2:", "create it: mkdir -p @D@/nologs, or fix 'error-log'", 0},
+    {"missing access-log folder", "access-log \"@D@/nologs/access.log\";\n", 1,
+     "1:", "create it: mkdir -p @D@/nologs, or fix 'access-log'", 0},
+    {"readable path missing", "sandbox a {\n  workers 1;\n  readable \"@D@/data\";\n}\n", 1, "3:",
+     "readable '@D@/data' does not exist, and its workers cannot confine themselves without it "
+     "(create it, or remove the line)",
+     0},
+    {"writable folder missing", "sandbox a {\n  writable \"@D@/www\";\n  writable \"@D@/up\";\n}\n",
+     1, "3:", "(create it: mkdir -p @D@/up, or remove the line)", 0},
+    {"writable names a file", "sandbox a {\n  writable \"@D@/pw-644\";\n}\n", 1,
+     "2:", "is not a folder (name a folder)", 0},
+    {"password file readable by others",
+     "sandbox a {\n  database \"dbname=x\";\n  database-password-file \"@D@/pw-644\";\n}\n", 1,
+     "3:26:", "(expected mode 600 or 400; chmod 600 it)", 0},
+    {"password file missing", "sandbox a {\n  database-password-file \"@D@/nopw\";\n}\n", 1,
+     "2:26:", "expected a file holding the password, owned by root, mode 600", 0},
+    {"session secret too short", "session-secret-file \"@D@/secret-short\";\n", 1,
+     "1:21:", "expected 32 to 4096 random bytes, e.g. 'head -c 32 /dev/urandom > FILE'", 0},
+    {"session secret readable by others", "session-secret-file \"@D@/secret-644\";\n", 1,
+     "1:21:", "chmod 600 it", 0},
+    {"session secret missing", "session-secret-file \"@D@/nosecret\";\n", 1,
+     "1:21:", "'head -c 32 /dev/urandom > FILE; chmod 600 FILE'", 0},
+    {"sessions database without a database", "sandbox a {\n  sessions database;\n}\n", 1,
+     "1:1:", "add the database its sessions go to, or set 'sessions memory'", 0},
+    /* Users and groups (looked up only by a root start). */
+    {"acceptor user missing", "listen 127.0.0.1:0;\nuser sandlet-no-such-user;\n", 1, "2:",
+     "create it (adduser --system sandlet-no-such-user) or change the 'user' line", NEED_ROOT},
+    {"sandbox user missing", "sandbox a {\n  workers 1;\n  user sandlet-no-such-user;\n}\n", 1,
+     "3:", "create it (adduser --system sandlet-no-such-user)", NEED_ROOT},
+    {"sandbox group missing", "sandbox a {\n  workers 1;\n  group sandlet-no-such-group;\n}\n", 1,
+     "3:", "create it (addgroup --system sandlet-no-such-group)", NEED_ROOT},
+    {"sandbox as root", "sandbox a {\n  workers 1;\n  user root;\n}\n", 1,
+     "3:", "name an unprivileged user and group", NEED_ROOT},
+};
+#define NCASES (sizeof(cases) / sizeof(cases[0]))
+
+static char dir[64];
+static char conf_path[128];
+static int busy_fd = -1;
+static unsigned busy_port;
+
+/* Writes len bytes of text to dir/name with mode. */
+static void put_file(const char *name, const char *text, size_t len, mode_t mode)
+{
+    char path[160];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, len), (ssize_t)len);
+    assert_int_equal(fchmod(fd, mode), 0); /* whatever the umask */
+    close(fd);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    if (th_tempdir(dir, sizeof(dir), "errors", 0755) < 0)
+        return -1;
+    snprintf(conf_path, sizeof(conf_path), "%s/sandlet.conf", dir);
+    char path[192], cmd[512];
+    snprintf(path, sizeof(path), "%s/www", dir);
+    if (mkdir(path, 0755) < 0)
+        return -1;
+    static const char secret[64] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd";
+    put_file("pw-644", "secret\n", 7, 0644);
+    put_file("secret-short", secret, 10, 0600);
+    put_file("secret-644", secret, sizeof(secret), 0644);
+    put_file("secret-ok", secret, sizeof(secret), 0600);
+    /* A shared object that is not a servlet: what linking a plain
+     * library, or forgetting SL_SERVLET, gives. */
+    put_file("nodesc.c", "int not_a_servlet(void) { return 1; }\n", 38, 0644);
+    const char *cc = getenv("SANDLET_CC");
+    snprintf(cmd, sizeof(cmd), "%s -shared -fPIC -o '%s/nodesc.so' '%s/nodesc.c'",
+             cc && *cc ? cc : "cc", dir, dir);
+    if (system(cmd) != 0)
+        return -1;
+    /* The port a start would find in use. */
+    busy_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a);
+    if (busy_fd < 0 || bind(busy_fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+        listen(busy_fd, 1) < 0 || getsockname(busy_fd, (struct sockaddr *)&a, &alen) < 0)
+        return -1;
+    busy_port = ntohs(a.sin_port);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (busy_fd >= 0)
+        close(busy_fd);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* text with @D@, @PROBE@ and @BUSY@ replaced, into out. */
+static void expand(const char *text, char *out, size_t cap)
+{
+    char port[16];
+    snprintf(port, sizeof(port), "%u", busy_port);
+    const struct {
+        const char *key, *value;
+    } subst[] = {{"@D@", dir}, {"@PROBE@", th_fixture("probe")}, {"@BUSY@", port}};
+    size_t n = 0;
+    while (*text) {
+        size_t k = 0;
+        for (; k < sizeof(subst) / sizeof(subst[0]); k++)
+            if (!strncmp(text, subst[k].key, strlen(subst[k].key)))
+                break;
+        const char *piece = k < sizeof(subst) / sizeof(subst[0]) ? subst[k].value : text;
+        size_t len = k < sizeof(subst) / sizeof(subst[0]) ? strlen(piece) : 1;
+        assert_true(n + len < cap);
+        memcpy(out + n, piece, len);
+        n += len;
+        text += k < sizeof(subst) / sizeof(subst[0]) ? strlen(subst[k].key) : 1;
+    }
+    out[n] = '\0';
+}
+
+/* Runs sandletd -t -c conf_path: its exit status, its standard error in
+ * err (standard output, "OK", is not where problems go). */
+static int check_stderr(char *err, size_t cap)
+{
+    int p[2];
+    assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, STDOUT_FILENO);
+        dup2(p[1], STDERR_FILENO);
+        const char *exe = getenv("SANDLETD");
+        execl(exe ? exe : "./sandletd", "sandletd", "-t", "-c", conf_path, (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    size_t got = 0;
+    ssize_t r;
+    while (got < cap - 1 && ((r = read(p[0], err + got, cap - 1 - got)) > 0 || errno == EINTR))
+        if (r > 0)
+            got += (size_t)r;
+    err[got] = '\0';
+    close(p[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        assert_int_equal(errno, EINTR);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void run_case(void **state)
+{
+    const err_case *c = *state;
+    if ((c->needs & NEED_ROOT) && th_skip_unless_root(": users and groups are looked up as root"))
+        return;
+    char text[2048], where[256], fix[512], err[8192];
+    expand(c->conf, text, sizeof(text));
+    FILE *f = fopen(conf_path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    int status = check_stderr(err, sizeof(err));
+    snprintf(where, sizeof(where), "%s:%s", conf_path, c->where);
+    expand(c->fix, fix, sizeof(fix));
+    /* The place and the advice on one line: the line an operator reads. */
+    bool found = false;
+    for (const char *line = err; *line && !found;) {
+        const char *eol = strchr(line, '\n');
+        size_t len = eol ? (size_t)(eol - line) : strlen(line);
+        const char *w = memmem(line, len, where, strlen(where));
+        found = w && memmem(w, len - (size_t)(w - line), fix, strlen(fix));
+        line += len + (eol ? 1 : 0);
+    }
+    if (status != c->status || !found)
+        fail_msg("%s:\n--- file\n%s--- wanted exit %d and '%s' with '%s' on one line; got exit "
+                 "%d:\n%s",
+                 c->name, text, c->status, where, fix, status, err);
+}
+
+int main(void)
+{
+    struct CMUnitTest tests[NCASES];
+    for (size_t i = 0; i < NCASES; i++)
+        tests[i] = (struct CMUnitTest){
+            .name = cases[i].name, .test_func = run_case, .initial_state = (void *)&cases[i]};
+    th_prepare();
+    return _cmocka_run_group_tests("errors", tests, NCASES, setup, teardown);
+}
