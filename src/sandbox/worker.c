@@ -351,6 +351,34 @@ static void die_with_supervisor(void)
     }
 }
 
+/* Learning mode: Landlock has no mode that only logs, and its refusals
+ * (EACCES, or EXDEV for a rename) reach the servlet alone; the kernel
+ * records them only when its audit is on.  So the worker says once what
+ * its servlets may open, and how to allow more. */
+static void say_file_fence(const sandlet_confine *c)
+{
+    char list[1024];
+    size_t n = 0;
+    list[0] = '\0';
+    for (size_t i = 0; i < c->nread + c->nwrite; i++) {
+        bool rd = i < c->nread;
+        const char *p = rd ? c->read_paths[i] : c->write_paths[i - c->nread];
+        int k = snprintf(list + n, sizeof(list) - n, "%s%s %s", n ? ", " : "",
+                         rd ? "readable" : "writable", p);
+        if (k < 0 || (size_t)k >= sizeof(list) - n) {
+            snprintf(list + (n < sizeof(list) - 5 ? n : sizeof(list) - 5), 5, "...");
+            break;
+        }
+        n += (size_t)k;
+    }
+    sandlet_warn("sandbox '%s' (learning mode): its servlets may open their libraries%s%s and "
+                 "nothing else: any other file fails with EACCES, which only the kernel's audit "
+                 "log records (Linux 6.15 or later with audit on: 'ausearch -m "
+                 "LANDLOCK_ACCESS'); to allow a path, add 'readable PATH;' or 'writable DIR;' "
+                 "to the sandbox",
+                 c->sandbox, n ? ", " : "", list);
+}
+
 static void load_servlets(const char *sandbox, bool write_blocked)
 {
     sandlet_frame_hdr h;
@@ -458,6 +486,8 @@ static void load_servlets(const char *sandbox, bool write_blocked)
         gap = sandlet_confine_kernel_gaps(&w.confine, w.gaps, sizeof(w.gaps));
         if (sandlet_confine_begin(&w.confine, NULL, err, sizeof(err)) < 0)
             fail("%s", err);
+        if (w.confine.learn)
+            say_file_fence(&w.confine);
     } else {
         sandlet_warn("confinement is OFF (SANDLET_NO_CONFINEMENT is set): for "
                      "benchmarks only, never in production");

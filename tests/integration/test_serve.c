@@ -615,6 +615,13 @@ static void test_max_requests_recycles(void **state)
     (void)state;
     /* Its learning mode was announced loudly at start. */
     assert_true(th_log_contains(&daemon_, "sandbox 'recycle': syscall-violations log is ON"));
+    /* And its workers say what their servlets may open: Landlock's
+     * refusals are otherwise silent (issue 19). */
+    if (!th_unconfined())
+        assert_true(th_log_wait(&daemon_,
+                                "sandbox 'recycle' (learning mode): its servlets may open their "
+                                "libraries and nothing else",
+                                5000));
     long pids[7];
     for (int i = 0; i < 7; i++) {
         th_response r;
