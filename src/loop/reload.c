@@ -135,7 +135,6 @@ void sandlet_listeners_close(sandlet_server *srv)
 
 void sandlet_server_caps(sandlet_server *srv)
 {
-    static unsigned warned;
     unsigned cap = srv->conf->max_connections;
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
@@ -148,6 +147,7 @@ void sandlet_server_caps(sandlet_server *srv)
         /* A connection may hold a file it sends besides its socket. */
         unsigned long long room = rl.rlim_cur > reserve ? (rl.rlim_cur - reserve) / 2 : 1;
         if (room < cap) {
+            static unsigned warned; /* the cap last warned about */
             cap = room ? (unsigned)room : 1;
             if (warned != cap)
                 sandlet_warn("the open-files limit (%llu) leaves room for %u connections, fewer "

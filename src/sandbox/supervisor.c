@@ -19,11 +19,13 @@
 
 #include "sandbox/supervisor.h"
 #include "common/log.h"
+#include "sandbox/confine.h"
 #include "sandbox/control.h"
 #include "sandbox/harden.h"
 #include "sandbox/identity.h"
 #include "common/listen.h"
 #include "sandbox/init.h"
+#include "sandbox/learn.h"
 #include "sandbox/pages.h"
 #include "sandbox/quota.h"
 #include "sandbox/session_store.h"
@@ -1122,6 +1124,7 @@ static void begin_shutdown(void)
     uv_timer_stop(&sv.reload_timer);
     uv_close((uv_handle_t *)&sv.reload_timer, NULL);
     sandlet_pages_stop();
+    sandlet_learn_stop();
     uv_poll_stop(&sv.poll);
     uv_close((uv_handle_t *)&sv.poll, NULL);
     sandlet_ctl_queue_clear(&sv.out);
@@ -1533,6 +1536,27 @@ static void cleanup(void)
         free(sv.env[i]);
 }
 
+/* Learning mode's report asks who a pid is: a live worker of a sandbox in
+ * learning mode, or nobody it reports on. */
+static bool learning_worker(pid_t pid, sandlet_learn_who *out)
+{
+    for (box *b = sv.boxes; b; b = b->next) {
+        if (!b->sb->learn)
+            continue;
+        for (size_t i = 0; i < b->nslots; i++)
+            if (b->slots[i].live && b->slots[i].live->proc.pid == pid) {
+                *out = (sandlet_learn_who){
+                    .sandbox = b->sb->name,
+                    .id = b->id,
+                    .groups =
+                        (b->sb->syscalls & SANDLET_SYSCALLS_FILES ? SANDLET_SC_FILES : 0) |
+                        (b->sb->syscalls & SANDLET_SYSCALLS_DATABASE ? SANDLET_SC_DATABASE : 0)};
+                return true;
+            }
+    }
+    return false;
+}
+
 int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
 {
     sandlet_log_set_role("supervisor");
@@ -1578,6 +1602,12 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
         cleanup();
         return 1;
     }
+    /* Learning mode's report reads the kernel's log, opened while we may. */
+    bool learning = false;
+    for (box *b = sv.boxes; b; b = b->next)
+        learning = learning || b->sb->learn;
+    if (rc == 0 && learning)
+        sandlet_learn_open(); /* logged when it cannot */
     /* Everything needing more is done: the session stores exist, the
      * identities are resolved.  Sanitizer runs (SANDLET_NO_CONFINEMENT)
      * keep ptrace and the rest for their tools. */
@@ -1612,6 +1642,8 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
         cleanup();
         return 1;
     }
+    if (learning)
+        sandlet_learn_start(&sv.loop, learning_worker);
     for (box *b = sv.boxes; b; b = b->next)
         box_start(b);
     maybe_finish();

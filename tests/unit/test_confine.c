@@ -63,6 +63,7 @@
 #endif
 
 #include "sandbox/confine.h"
+#include "sandbox/learn.h"
 #include "sandbox/quota.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -1752,6 +1753,53 @@ static int teardown(void **state)
     return 0;
 }
 
+/* Learning mode's report reads seccomp's records from the kernel's log:
+ * only a type 1326 record with SECCOMP_RET_LOG counts, and the fields a
+ * process controls (comm, exe) cannot forge the pid or the call. */
+static void test_learn_parse(void **state)
+{
+    (void)state;
+    static const char good[] =
+        "6,1234,5678,-;audit: type=1326 audit(1795789164.890:74): auid=4294967295 uid=0 "
+        "gid=0 ses=4294967295 pid=22783 comm=\"s\" exe=\"/tmp/ll/s\" sig=0 arch=c000003e "
+        "syscall=257 compat=0 ip=0x7f0a2e4be4f7 code=0x7ffc0000\n SUBSYSTEM=x\n";
+    pid_t pid = 0;
+    int nr = -1;
+    uint32_t arch = 0;
+    assert_true(sandlet_learn_parse(good, strlen(good), &pid, &nr, &arch));
+    assert_int_equal(pid, 22783);
+    assert_int_equal(nr, 257);
+    assert_int_equal(arch, 0xc000003e);
+    static const char *const bad[] = {
+        /* a kill (SECCOMP_RET_KILL_PROCESS), not learning mode */
+        "6,1,2,-;audit: type=1326 audit(1:2): pid=5 comm=\"x\" arch=c000003e syscall=59 "
+        "code=0x80000000",
+        /* another record type */
+        "6,1,2,-;audit: type=1400 audit(1:2): pid=5 arch=c000003e syscall=59 code=0x7ffc0000",
+        /* no ';' */
+        "audit: type=1326 pid=5 arch=c000003e syscall=59 code=0x7ffc0000",
+        /* a call number past what is tracked, a negative pid */
+        "6,1,2,-;audit: type=1326 pid=5 arch=c000003e syscall=99999 code=0x7ffc0000",
+        "6,1,2,-;audit: type=1326 pid=-5 arch=c000003e syscall=59 code=0x7ffc0000",
+        /* fields only inside comm (audit quotes it, no space inside) */
+        "6,1,2,-;audit: type=1326 comm=\"pid=1\" arch=c000003e syscall=59 code=0x7ffc0000",
+        /* a field past the message's line (the record's key=value lines) */
+        "6,1,2,-;audit: type=1326 arch=c000003e syscall=59 code=0x7ffc0000\n pid=1\n",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        if (sandlet_learn_parse(bad[i], strlen(bad[i]), &pid, &nr, &arch))
+            fail_msg("record %zu was taken for learning mode's", i);
+    /* Every prefix of the good record parses or is refused, never read
+     * past (run under ASan in CI). */
+    for (size_t n = 0; n < strlen(good); n++) {
+        char *cut = malloc(n ? n : 1);
+        assert_non_null(cut);
+        memcpy(cut, good, n);
+        (void)sandlet_learn_parse(cut, n, &pid, &nr, &arch);
+        free(cut);
+    }
+}
+
 int main(void)
 {
     struct CMUnitTest tests[] = {
@@ -1789,6 +1837,7 @@ int main(void)
         cmocka_unit_test(test_thread_between_filtered),
         cmocka_unit_test(test_between_no_process),
         cmocka_unit_test(test_finish_needs_begin),
+        cmocka_unit_test(test_learn_parse),
     };
     /* One named test per forbidden call, so a failure says which. */
     static char names[ARRAY_LEN(forbidden_cases)][64];
