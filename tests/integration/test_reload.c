@@ -186,6 +186,34 @@ static pid_t load(void)
     _exit(failed > 250 ? 250 : (int)failed);
 }
 
+/* Ends a load client (load, mixed_load): makes dir/stop, reaps it and
+ * returns how many of its requests failed. */
+static int stop_load(pid_t client)
+{
+    char flag[128];
+    snprintf(flag, sizeof(flag), "%s/stop", dir);
+    int fd = open(flag, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    close(fd);
+    int st;
+    assert_int_equal(waitpid(client, &st, 0), client);
+    unlink(flag);
+    assert_true(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+/* The session cookie a response set ("NAME=VALUE"), into cookie. */
+static void take_cookie(const th_response *r, char *cookie, size_t cap)
+{
+    const char *p = strstr(r->head, "Set-Cookie: ");
+    assert_non_null(p);
+    p += strlen("Set-Cookie: ");
+    size_t n = strcspn(p, ";\r\n");
+    assert_true(n < cap);
+    memcpy(cookie, p, n);
+    cookie[n] = '\0';
+}
+
 static void test_new_code_no_failed_request(void **state)
 {
     (void)state;
@@ -200,12 +228,7 @@ static void test_new_code_no_failed_request(void **state)
     assert_int_equal(r.status, 200);
     assert_non_null(strstr(r.body, "version=1 count=1"));
     char cookie[256] = "";
-    const char *p = strstr(r.head, "Set-Cookie: ");
-    assert_non_null(p);
-    p += strlen("Set-Cookie: ");
-    size_t n = strcspn(p, ";\r\n");
-    assert_true(n < sizeof(cookie));
-    memcpy(cookie, p, n);
+    take_cookie(&r, cookie, sizeof(cookie));
     th_response_free(&r);
 
     pid_t client = load();
@@ -223,18 +246,21 @@ static void test_new_code_no_failed_request(void **state)
         assert_int_equal(version(cookie, &c), want);
         assert_int_equal(c, ++count); /* the session stayed */
     }
-    char flag[128];
-    snprintf(flag, sizeof(flag), "%s/stop", dir);
-    int fd = open(flag, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    assert_true(fd >= 0);
-    close(fd);
-    int st;
-    assert_int_equal(waitpid(client, &st, 0), client);
-    unlink(flag);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_int_equal(stop_load(client), 0);
     assert_true(th_log_contains(&d, "is unchanged: 1 sandbox(es) kept (1 with a servlet library "
                                     "changed on disk"));
+}
+
+/* The pid of the worker that answered a GET /v. */
+static int answering_pid(void)
+{
+    th_response r;
+    assert_int_equal(th_request(d.port, "GET", "/v", NULL, NULL, 0, &r), 0);
+    const char *p = strstr(r.body, "pid=");
+    assert_non_null(p);
+    int pid = atoi(p + 4);
+    th_response_free(&r);
+    return pid;
 }
 
 static void test_broken_configuration_changes_nothing(void **state)
@@ -267,16 +293,11 @@ static void test_broken_configuration_changes_nothing(void **state)
      * workers stay (their library did not change). */
     int pids[2] = {0, 0};
     for (int i = 0; i < 20; i++) {
-        th_response r;
-        assert_int_equal(th_request(d.port, "GET", "/v", NULL, NULL, 0, &r), 0);
-        const char *p = strstr(r.body, "pid=");
-        assert_non_null(p);
-        int pid = atoi(p + 4);
+        int pid = answering_pid();
         if (pid != pids[0] && !pids[1] && pids[0])
             pids[1] = pid;
         if (!pids[0])
             pids[0] = pid;
-        th_response_free(&r);
     }
     snprintf(changed, sizeof(changed), "%s# a comment changes the file\n", good);
     write_conf(changed);
@@ -284,14 +305,9 @@ static void test_broken_configuration_changes_nothing(void **state)
     assert_true(th_log_wait(&d, "applied: 1 sandbox(es) kept (0 with a servlet library", 5000));
     usleep(300 * 1000);
     for (int i = 0; i < 20; i++) {
-        th_response r;
-        assert_int_equal(th_request(d.port, "GET", "/v", NULL, NULL, 0, &r), 0);
-        const char *p = strstr(r.body, "pid=");
-        assert_non_null(p);
-        int pid = atoi(p + 4);
+        int pid = answering_pid();
         if (pid != pids[0] && pid != pids[1])
             fail_msg("worker %d answered after a reload that changed nothing it runs", pid);
-        th_response_free(&r);
     }
     write_conf(good);
     free(good);
@@ -502,12 +518,7 @@ static void test_configuration_changes_under_load(void **state)
     assert_int_equal(th_request(d.port, "GET", "/v?count=1", NULL, NULL, 0, &r), 0);
     assert_int_equal(r.status, 200);
     char cookie[256] = "";
-    const char *p = strstr(r.head, "Set-Cookie: ");
-    assert_non_null(p);
-    p += strlen("Set-Cookie: ");
-    size_t n = strcspn(p, ";\r\n");
-    assert_true(n < sizeof(cookie));
-    memcpy(cookie, p, n);
+    take_cookie(&r, cookie, sizeof(cookie));
     th_response_free(&r);
 
     pid_t client = mixed_load(cookie);
@@ -531,25 +542,16 @@ static void test_configuration_changes_under_load(void **state)
         char hdr[300];
         snprintf(hdr, sizeof(hdr), "Cookie: %s\r\n", cookie);
         assert_int_equal(th_request(d.port, "GET", "/v?count=1", hdr, NULL, 0, &r), 0);
-        p = strstr(r.body, "count=");
+        const char *p = strstr(r.body, "count=");
         assert_non_null(p);
         c = strtol(p + 6, NULL, 10);
         th_response_free(&r);
         assert_int_equal(c, ++count); /* the kept sandbox kept its sessions */
     }
-    char flag[128];
-    snprintf(flag, sizeof(flag), "%s/stop", dir);
-    int fd = open(flag, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    assert_true(fd >= 0);
-    close(fd);
-    int st;
-    assert_int_equal(waitpid(client, &st, 0), client);
-    unlink(flag);
-    assert_true(WIFEXITED(st));
-    if (WEXITSTATUS(st) != 0) {
+    int failed = stop_load(client);
+    if (failed != 0) {
         char *log = th_slurp(d.log, NULL);
-        fail_msg("%d requests failed during the reloads; log:\n%s", WEXITSTATUS(st),
-                 log ? log : "(none)");
+        fail_msg("%d requests failed during the reloads; log:\n%s", failed, log ? log : "(none)");
     }
     /* The last configuration (a) is what serves, and nothing of b's
      * sandboxes is left running: a's workers are app 2, extra 1, gone 1. */
