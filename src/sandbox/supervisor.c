@@ -786,6 +786,8 @@ static void reloading_free(reloading *r)
         sandlet_conf_free(r->p->conf);
         free(r->p);
     }
+    if (r->fresh)
+        sodium_memzero(r->fresh->session_secret, sizeof(r->fresh->session_secret));
     sandlet_conf_free(r->fresh);
     if (r->text.text)
         sodium_memzero(r->text.text, r->text.len);
@@ -849,6 +851,9 @@ static int reload_prepare(reloading *r)
         return -1;
     }
     r->p->conf = pc;
+    /* Keys come from the file's secret (f), kept until reloading_free;
+     * the plan that stays needs none. */
+    sodium_memzero(pc->session_secret, sizeof(pc->session_secret));
     r->nboxes = n;
     if (sandlet_identity_sandboxes(pc, &sv.acceptor, r->ids) < 0) {
         reload_failed("a sandbox's user or group does not exist (see above)");
