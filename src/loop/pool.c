@@ -44,7 +44,6 @@ static bool fresh_up(const sandlet_pool *p);
 static void drain(sandlet_pool *p);
 static void pool_maybe_gone(sandlet_pool *p);
 static void retire(sandlet_worker *w, const char *why);
-static void fail_queue(sandlet_pool *p);
 
 static const char *sandbox_name(const sandlet_worker *w)
 {

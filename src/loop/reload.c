@@ -207,6 +207,12 @@ static void apply_listeners(sandlet_server *srv, const sandlet_conf *conf)
     size_t nold = srv->nlisteners;
     sandlet_listener **old = srv->listeners;
     bool *keep = calloc(nold + 1, sizeof(*keep));
+    if (!keep) {
+        sandlet_error("out of memory applying the reload's listeners; they stay as they were "
+                      "until the next reload");
+        drop_pending(srv);
+        return;
+    }
     srv->listeners = NULL;
     srv->nlisteners = 0;
     for (size_t j = 0; j < conf->nlistens; j++) {
@@ -214,10 +220,10 @@ static void apply_listeners(sandlet_server *srv, const sandlet_conf *conf)
         size_t k = 0;
         for (; k < nold; k++) {
             sandlet_listen_conf have = {.host = old[k]->host, .port = old[k]->port};
-            if (!(keep && keep[k]) && sandlet_conf_listen_same(&have, lc))
+            if (!keep[k] && sandlet_conf_listen_same(&have, lc))
                 break;
         }
-        if (k < nold && keep && listeners_grow(srv)) {
+        if (k < nold && listeners_grow(srv)) {
             keep[k] = true;
             srv->listeners[srv->nlisteners++] = old[k];
             continue;
@@ -239,7 +245,7 @@ static void apply_listeners(sandlet_server *srv, const sandlet_conf *conf)
                          lc->host, strchr(lc->host, ':') ? "]" : "", lc->port);
     }
     for (size_t k = 0; k < nold; k++) {
-        if (keep && keep[k])
+        if (keep[k])
             continue;
         sandlet_info("reload: no longer listening on %s%s%s:%u",
                      strchr(old[k]->host, ':') ? "[" : "", old[k]->host,

@@ -17,6 +17,7 @@
 #include "config.h"
 
 #include "sandbox/confine.h"
+#include "common/conf.h"
 #include "common/landlock.h"
 
 #include <elf.h>
@@ -254,6 +255,43 @@ const char *sandlet_confine_syscall_name(int nr)
 #define HINT_NONE                                                                                  \
     "; no 'syscalls' group allows it (sandlet.conf(5)); if a library needs it, 'syscall-"          \
     "violations log;' lists every such call while developing"
+
+/* Calls no configuration allows, whatever their arguments. */
+static const char *const never_allowed[] = {
+    "execve",          "execveat", "fork",   "vfork",
+    "clone",           "clone3",   "ptrace", "process_vm_writev",
+    "process_vm_readv"};
+
+/* (See confine.h.)  Never first; then a group that allows the call by
+ * name ("newfstatat" by path is a files call although the base set has
+ * it for descriptors); then a listed call refused for its arguments. */
+const char *sandlet_confine_hint(const char *name, unsigned groups, unsigned *group)
+{
+    if (group)
+        *group = 0;
+    for (size_t i = 0; i < ARRAY_LEN(never_allowed); i++)
+        if (strcmp(name, never_allowed[i]) == 0)
+            return HINT_NEVER;
+    bool listed = false;
+    for (size_t i = 0; i < ARRAY_LEN(allowlist); i++) {
+        const rule *e = &allowlist[i];
+        if (strcmp(e->name, name) != 0)
+            continue;
+        if (e->group && !(e->group & groups)) {
+            if (group)
+                *group = e->group;
+            return e->group == FILES ? HINT_FILES : HINT_DATABASE;
+        }
+        listed = true;
+    }
+    return listed ? HINT_ARGS : HINT_NONE;
+}
+
+unsigned sandlet_confine_groups(unsigned syscalls)
+{
+    return (syscalls & SANDLET_SYSCALLS_FILES ? SANDLET_SC_FILES : 0) |
+           (syscalls & SANDLET_SYSCALLS_DATABASE ? SANDLET_SC_DATABASE : 0);
+}
 
 static char sigsys_prefix[160]; /* "sandletd worker NAME: seccomp: forbidden system call " */
 /* What would allow each call, or why nothing does: set before lockdown,
@@ -1030,22 +1068,10 @@ static void set_hint(const char *name, const char *hint)
 
 static void build_hints(unsigned groups)
 {
-    static const char *const never[] = {
-        "execve",          "execveat", "fork",   "vfork",
-        "clone",           "clone3",   "ptrace", "process_vm_writev",
-        "process_vm_readv"};
-    for (size_t i = 0; i < ARRAY_LEN(never); i++)
-        set_hint(never[i], HINT_NEVER);
-    /* A group that would allow the call first: "newfstatat" by path is a
-     * files call even though the base set has it for descriptors. */
-    for (size_t i = 0; i < ARRAY_LEN(allowlist); i++) {
-        const rule *e = &allowlist[i];
-        if (e->group && !(e->group & groups))
-            set_hint(e->name, e->group == FILES ? HINT_FILES : HINT_DATABASE);
-    }
-    /* Killed although listed: its arguments. */
+    for (size_t i = 0; i < ARRAY_LEN(never_allowed); i++)
+        set_hint(never_allowed[i], sandlet_confine_hint(never_allowed[i], groups, NULL));
     for (size_t i = 0; i < ARRAY_LEN(allowlist); i++)
-        set_hint(allowlist[i].name, HINT_ARGS);
+        set_hint(allowlist[i].name, sandlet_confine_hint(allowlist[i].name, groups, NULL));
 }
 
 static int install_reporter(const run *r)

@@ -122,4 +122,13 @@ const char *sandlet_confine_syscall_name(int nr);
  * may allow a call only for some arguments. */
 const char *sandlet_confine_allowlist(size_t i, unsigned *group);
 
+/* What allows system call name in a sandbox with groups (SANDLET_SC_*),
+ * as the SIGSYS report and learning mode's report say it ("; 'syscalls
+ * files;' ... allows it", or why nothing does); *group (when not NULL)
+ * gets the group that would, or 0. */
+const char *sandlet_confine_hint(const char *name, unsigned groups, unsigned *group);
+/* A configuration's "syscalls" groups (SANDLET_SYSCALLS_*, as INIT carries
+ * them) as SANDLET_SC_* bits. */
+unsigned sandlet_confine_groups(unsigned syscalls);
+
 #endif /* SANDLET_CONFINE_H */

@@ -122,38 +122,6 @@ static seen *seen_for(uint32_t id)
     return s;
 }
 
-/* What allows call name in a sandbox with groups: the group it needs
- * (*group), or 0 with why no line does. */
-static const char *fix_for(const char *name, unsigned groups, unsigned *group)
-{
-    static const char *const never[] = {"execve", "execveat", "fork",  "vfork",
-                                        "clone",  "clone3",   "ptrace"};
-    *group = 0;
-    for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++)
-        if (strcmp(name, never[i]) == 0)
-            return "never allowed: a servlet may not run programs or start processes";
-    bool listed = false;
-    unsigned g;
-    const char *e;
-    for (size_t i = 0; (e = sandlet_confine_allowlist(i, &g)) != NULL; i++) {
-        if (strcmp(e, name) != 0)
-            continue;
-        if (g && !(g & groups)) {
-            *group = g;
-            return g == SANDLET_SC_FILES
-                       ? "'syscalls files;' allows it (with 'readable PATH;' or 'writable DIR;' "
-                         "for each path)"
-                       : "a 'database' line allows it (sockets only to the database)";
-        }
-        listed = true;
-    }
-    return listed ? "allowed only with other arguments (no executable memory, no new processes, "
-                    "no other sockets): see sandlet-security(7)"
-                  : "no line allows it: the servlet, or a library it uses, needs a call sandlet "
-                    "never gives; it fails with EPERM-like errors or kills the worker outside "
-                    "learning mode";
-}
-
 static void report(const sandlet_learn_who *who, pid_t pid, int nr)
 {
     seen *s = seen_for(who->id);
@@ -165,9 +133,9 @@ static void report(const sandlet_learn_who *who, pid_t pid, int nr)
     }
     const char *name = sandlet_confine_syscall_name(nr);
     unsigned group;
-    const char *fix = fix_for(name, who->groups, &group);
+    const char *fix = sandlet_confine_hint(name, who->groups, &group);
     sandlet_warn("sandbox '%s' (learning mode): worker %d made system call %s (%d), which its "
-                 "allowlist refuses outside learning mode; %s",
+                 "allowlist refuses outside learning mode%s",
                  who->sandbox, (int)pid, name, nr, fix);
     if (!s)
         return;

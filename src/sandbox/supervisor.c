@@ -1550,12 +1550,9 @@ static bool learning_worker(pid_t pid, sandlet_learn_who *out)
             continue;
         for (size_t i = 0; i < b->nslots; i++)
             if (b->slots[i].live && b->slots[i].live->proc.pid == pid) {
-                *out = (sandlet_learn_who){
-                    .sandbox = b->sb->name,
-                    .id = b->id,
-                    .groups =
-                        (b->sb->syscalls & SANDLET_SYSCALLS_FILES ? SANDLET_SC_FILES : 0) |
-                        (b->sb->syscalls & SANDLET_SYSCALLS_DATABASE ? SANDLET_SC_DATABASE : 0)};
+                *out = (sandlet_learn_who){.sandbox = b->sb->name,
+                                           .id = b->id,
+                                           .groups = sandlet_confine_groups(b->sb->syscalls)};
                 return true;
             }
     }

@@ -215,8 +215,7 @@ static void confine_settings(const sandlet_wire_init *in, const char *sandbox, c
     c->open_files = in->open_files;
     c->cpu_seconds = in->cpu_seconds;
     c->core_dumps = in->core_dumps;
-    c->groups =
-        (in->syscalls & 1u ? SANDLET_SC_FILES : 0) | (in->syscalls & 2u ? SANDLET_SC_DATABASE : 0);
+    c->groups = sandlet_confine_groups(in->syscalls);
     c->learn = in->learn;
     c->read_paths = in->readable;
     c->nread = in->nreadable;
