@@ -11,6 +11,7 @@
 
 #include "common/conf.h"
 #include "loop/conn.h"
+#include "sandbox/claim.h"
 #include "sandbox/control.h"
 #include "sandbox/frame.h"
 
@@ -178,6 +179,14 @@ struct sandlet_worker {
     bool writing;                  /* the "sending" buffer is being written */
     bool dirty;                    /* out holds frames for the end of this loop turn */
     bool exited;                   /* the supervisor reported its exit */
+    sandlet_claim *next_claim;
+    /* Shared with the worker (claim.h): decides whether a request written
+     * to it is served by it or taken back for another worker. */
+    sandlet_claim *claim;
+    /* A request was taken back from the worker; until its SKIP arrives
+     * the worker gets nothing else (it is stopped or very late). */
+    bool skipping;
+    uint32_t skip_id;
     uv_write_t wreq;
     sandlet_buf in;      /* frames from the worker */
     sandlet_buf out;     /* frames gathered while a write is in flight */
@@ -235,6 +244,9 @@ struct sandlet_pool {
     bool failing;
     /* Counters for the status page, since start. */
     uint64_t served, restarts, crashes, timeouts, seccomp_kills, rejected;
+    /* Requests taken back from a worker that did not start them in
+     * SANDLET_CLAIM_MS and handed to another. */
+    uint64_t moved;
     /* How long requests answered by a worker took, from their head's
      * arrival to the worker's last byte (queue time included): counts per
      * upper bound of SANDLET_DURATION_BOUNDS (cumulative when shown) and
@@ -260,8 +272,10 @@ void sandlet_pools_stop(sandlet_server *srv);
 void sandlet_pool_control(sandlet_server *srv, const sandlet_ctl *m);
 /* The supervisor started a worker (WORKER message): channel is its end of
  * the worker's socketpair with INIT already written, output the read end
- * of the worker's stdout/stderr pipe (either may be -1).  Takes both. */
-void sandlet_pool_worker(sandlet_server *srv, const sandlet_ctl *m, int channel, int output);
+ * of the worker's stdout/stderr pipe, claim its claim word's memfd
+ * (claim.h); any may be -1.  Takes all three. */
+void sandlet_pool_worker(sandlet_server *srv, const sandlet_ctl *m, int channel, int output,
+                         int claim);
 
 /* ---- workerlog.c -------------------------------------------------------- */
 

@@ -328,12 +328,14 @@ static void on_ctl(uv_poll_t *p, int status, int events)
             return;
         }
         if (msg.type == SANDLET_CTL_WORKER) {
-            /* pool.c takes both descriptors, whatever it makes of them. */
-            sandlet_pool_worker(srv, &msg, fds[0], fds[1]);
+            /* pool.c takes all three descriptors, whatever it makes of
+             * them. */
+            sandlet_pool_worker(srv, &msg, fds[0], fds[1], fds[2]);
             continue;
         }
-        if (fds[1] >= 0)
-            close(fds[1]);
+        for (int i = 1; i < SANDLET_CTL_MAXFD; i++)
+            if (fds[i] >= 0)
+                close(fds[i]);
         if (msg.type == SANDLET_CTL_PAGE) {
             sandlet_pages_answer(srv, &msg, fd); /* takes fd */
             continue;

@@ -41,6 +41,9 @@ static void worker_process(sandlet_worker *w);
 static void kill_worker(sandlet_worker *w, int status);
 
 static bool fresh_up(const sandlet_pool *p);
+static uint64_t tick(const sandlet_pool *p);
+static void queue_expire(uv_timer_t *t);
+static void worker_resume(sandlet_worker *w);
 static void drain(sandlet_pool *p);
 static void pool_maybe_gone(sandlet_pool *p);
 static void retire(sandlet_worker *w, const char *why);
@@ -329,6 +332,69 @@ static void on_deadline(uv_timer_t *t)
     kill_worker(w, 504);
 }
 
+/* Puts c back at the front of p's queue: it was handed to a worker that
+ * never started it, so it has waited longest. */
+static void queue_push_front(sandlet_pool *p, sandlet_conn *c)
+{
+    sandlet_pool_link *l = sandlet_conn_pool_link(c);
+    l->worker = NULL;
+    l->queued_at = uv_now(p->srv->loop);
+    l->qnext = p->qhead;
+    p->qhead = c;
+    if (!p->qtail)
+        p->qtail = c;
+    p->queued++;
+    if (!uv_is_active((uv_handle_t *)&p->qtimer))
+        uv_timer_start(&p->qtimer, queue_expire, tick(p), tick(p));
+}
+
+/* The worker did not take its request within SANDLET_CLAIM_MS, and the
+ * acceptor's revoke won (claim.h): no worker has started it, so it goes
+ * back to the front of the queue for the next worker free.  This worker
+ * gets nothing more until it says SKIP, which it does when it runs
+ * again. */
+static void take_back(sandlet_worker *w)
+{
+    sandlet_pool *p = w->pool;
+    sandlet_inflight *f = held(w, 0);
+    sandlet_warn("worker %d of sandbox '%s' did not start %s within %u ms (stopped, or starved "
+                 "of CPU); handing it to another worker",
+                 (int)w->pid, sandbox_name(w), w->reqline, SANDLET_CLAIM_MS);
+    p->moved++;
+    w->skipping = true;
+    w->skip_id = f->id;
+    w->rfirst = (w->rfirst + 1) % depth(w);
+    w->rcount--;
+    w->reqline[0] = '\0';
+    if (f->conn)
+        queue_push_front(p, f->conn);
+    sandlet_pool_submit(p, NULL);
+    /* Its SKIP must be read whatever stopped reading before. */
+    worker_resume(w);
+}
+
+/* The first check of a request handed over: taken by its worker, or
+ * taken back.  A taken request's own timeout goes on from when it was
+ * handed over. */
+static void on_unclaimed(uv_timer_t *t)
+{
+    sandlet_worker *w = t->data;
+    if (w->state != W_BUSY || w->rcount == 0 || w->skipping)
+        return;
+    sandlet_inflight *f = held(w, 0);
+    if (sandlet_claim_revoke(w->claim, f->id)) {
+        take_back(w);
+        return;
+    }
+    if (!f->timeout)
+        return;
+    uint64_t ran = uv_now(w->pool->srv->loop) - w->started;
+    if (ran >= f->timeout)
+        on_deadline(t);
+    else
+        uv_timer_start(&w->deadline, on_deadline, f->timeout - ran, 0);
+}
+
 /* The worker's first held request is the one it serves now: its timeout
  * runs from here, not from when it was handed over behind others. */
 static void start_first(sandlet_worker *w)
@@ -340,8 +406,9 @@ static void start_first(sandlet_worker *w)
     copy_str(w->reqline, sizeof(w->reqline), f->reqline);
     snprintf(w->servlet, sizeof(w->servlet), "%s%s", f->servlet->path,
              f->servlet->prefix ? "*" : "");
-    if (f->timeout)
-        uv_timer_start(&w->deadline, on_deadline, f->timeout, 0);
+    /* Whichever comes first: the claim's check or the timeout. */
+    unsigned first = f->timeout && f->timeout < SANDLET_CLAIM_MS ? f->timeout : SANDLET_CLAIM_MS;
+    uv_timer_start(&w->deadline, on_unclaimed, first, 0);
 }
 
 static void send_request(sandlet_worker *w, sandlet_conn *c)
@@ -353,6 +420,8 @@ static void send_request(sandlet_worker *w, sandlet_conn *c)
     sandlet_request_view v;
     sandlet_conn_request_view(c, &v);
     sandlet_pool_link *l = sandlet_conn_pool_link(c);
+    /* Before the frame can reach the worker. */
+    sandlet_claim_offer(w->claim, id);
     int rc = encode_request(w, c, &v, id);
     if (rc < 0) {
         sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot hand %s to sandbox '%s'", v.reqline,
@@ -469,7 +538,7 @@ static sandlet_worker *pick_worker(sandlet_pool *p, uint32_t gen)
     unsigned max = p->conf->max_requests;
     for (unsigned i = 0; i < p->nworkers; i++) {
         sandlet_worker *w = &p->workers[i];
-        if ((w->state != W_IDLE && w->state != W_BUSY) || !w->pipe_open)
+        if ((w->state != W_IDLE && w->state != W_BUSY) || !w->pipe_open || w->skipping)
             continue;
         if (w->pages_gen < gen)
             continue; /* started before the page's version: being replaced */
@@ -526,8 +595,6 @@ void sandlet_pool_submit(sandlet_pool *p, sandlet_conn *c)
         send_request(w, queue_pop(p));
     drain(p);
 }
-
-static void worker_resume(sandlet_worker *w);
 
 void sandlet_pool_forget(sandlet_conn *c)
 {
@@ -787,6 +854,21 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
         violation(w, "expected READY");
         return false;
     }
+    if (w->skipping) {
+        /* Between a request taken back and its SKIP the worker has
+         * nothing to say but SKIP: it answered the request before, and
+         * never started this one. */
+        if (h->type != SANDLET_FRAME_SKIP || h->id != w->skip_id) {
+            violation(w, "expected SKIP for the request taken back");
+            return false;
+        }
+        w->skipping = false;
+        if (w->rcount == 0) {
+            w->state = W_IDLE;
+            sandlet_pool_submit(w->pool, NULL);
+        }
+        return true;
+    }
     if (w->state != W_BUSY || w->rcount == 0 || h->id != held(w, 0)->id) {
         violation(w, w->state == W_BUSY ? "frame for another request" : "frame while idle");
         return false;
@@ -934,7 +1016,8 @@ void sandlet_pool_resume(sandlet_conn *c)
 
 /* ---- worker lifecycle ---------------------------------------------------- */
 
-static void take_worker(sandlet_worker *w, const sandlet_ctl *m, int channel, int output);
+static void take_worker(sandlet_worker *w, const sandlet_ctl *m, int channel, int output,
+                        sandlet_claim *claim);
 
 static void pipe_closed(uv_handle_t *h)
 {
@@ -945,14 +1028,17 @@ static void pipe_closed(uv_handle_t *h)
         return;
     }
     int channel = w->next_channel, output = w->next_output;
+    sandlet_claim *claim = w->next_claim;
     w->next_channel = w->next_output = -1;
+    w->next_claim = NULL;
     if (w->pool->srv->stopping) {
         close(channel);
         if (output >= 0)
             close(output);
+        sandlet_claim_unmap(claim);
         return;
     }
-    take_worker(w, &w->next, channel, output);
+    take_worker(w, &w->next, channel, output, claim);
 }
 
 static void close_pipe(sandlet_worker *w)
@@ -985,19 +1071,10 @@ static void worker_lost_status(sandlet_worker *w, int status)
         sandlet_conn *c = held(w, i)->conn;
         if (!c)
             continue;
-        sandlet_pool_link *l = sandlet_conn_pool_link(c);
-        l->worker = NULL;
-        l->queued_at = uv_now(p->srv->loop);
-        l->qnext = p->qhead;
-        p->qhead = c;
-        if (!p->qtail)
-            p->qtail = c;
-        p->queued++;
+        queue_push_front(p, c);
         requeued = true;
     }
     w->rcount = 0;
-    if (requeued && !uv_is_active((uv_handle_t *)&p->qtimer))
-        uv_timer_start(&p->qtimer, queue_expire, tick(p), tick(p));
     if (first) {
         sandlet_pool_link_reset(sandlet_conn_pool_link(first));
         sandlet_conn_fail(first, status);
@@ -1057,16 +1134,24 @@ static void worker_exited(sandlet_worker *w, const sandlet_ctl *m)
     drain(w->pool);
 }
 
-void sandlet_pool_worker(sandlet_server *srv, const sandlet_ctl *m, int channel, int output)
+void sandlet_pool_worker(sandlet_server *srv, const sandlet_ctl *m, int channel, int output,
+                         int claim_fd)
 {
     sandlet_pool *p = sandlet_pool_find(srv, m->sandbox);
-    if (!p || m->slot >= p->nworkers || channel < 0 || m->pid <= 0) {
-        sandlet_error("the supervisor handed over an unknown or incomplete worker %u/%u; ignored",
-                      m->sandbox, m->slot);
+    sandlet_claim *claim = NULL;
+    int crc = claim_fd >= 0 ? sandlet_claim_map(claim_fd, &claim) : -EBADF;
+    if (claim_fd >= 0)
+        close(claim_fd); /* the mapping stays */
+    if (!p || m->slot >= p->nworkers || channel < 0 || m->pid <= 0 || crc < 0) {
+        sandlet_error("the supervisor handed over an unknown or incomplete worker %u/%u%s%s; "
+                      "ignored",
+                      m->sandbox, m->slot, crc < 0 ? ": its claim word: " : "",
+                      crc < 0 ? strerror(-crc) : "");
         if (channel >= 0)
             close(channel);
         if (output >= 0)
             close(output);
+        sandlet_claim_unmap(claim);
         return;
     }
     sandlet_worker *w = &p->workers[m->slot];
@@ -1081,19 +1166,23 @@ void sandlet_pool_worker(sandlet_server *srv, const sandlet_ctl *m, int channel,
         close(w->next_channel);
         if (w->next_output >= 0)
             close(w->next_output);
+        sandlet_claim_unmap(w->next_claim);
         w->next_channel = w->next_output = -1;
+        w->next_claim = NULL;
     }
     if (w->pipe_closing) {
         /* The handle is reused: libuv must be done closing it first. */
         w->next = *m;
         w->next_channel = channel;
         w->next_output = output;
+        w->next_claim = claim;
         return;
     }
-    take_worker(w, m, channel, output);
+    take_worker(w, m, channel, output, claim);
 }
 
-static void take_worker(sandlet_worker *w, const sandlet_ctl *m, int channel, int output)
+static void take_worker(sandlet_worker *w, const sandlet_ctl *m, int channel, int output,
+                        sandlet_claim *claim)
 {
     sandlet_pool *p = w->pool;
     sandlet_server *srv = p->srv;
@@ -1111,6 +1200,10 @@ static void take_worker(sandlet_worker *w, const sandlet_ctl *m, int channel, in
     w->got_head = false;
     w->rfirst = w->rcount = 0;
     w->reqline[0] = '\0';
+    w->skipping = false;
+    w->skip_id = 0;
+    sandlet_claim_unmap(w->claim);
+    w->claim = claim;
     sandlet_buf_reset(&w->in);
     sandlet_buf_reset(&w->out);
     sandlet_buf_reset(&w->sending);
@@ -1176,6 +1269,8 @@ static void pool_free(sandlet_pool *p)
         sandlet_buf_free(&p->workers[j].out);
         sandlet_buf_free(&p->workers[j].sending);
         free(p->workers[j].ring);
+        sandlet_claim_unmap(p->workers[j].claim);
+        sandlet_claim_unmap(p->workers[j].next_claim);
     }
     free(p->workers);
     sandlet_confgen_put(p->gen);

@@ -1,7 +1,7 @@
 /*
  * status.c - the status page: per sandbox its workers, how many are busy,
  * the queue, and counters since start (served, restarts, crashes,
- * timeouts, seccomp kills, rejected), as plain text or, with
+ * timeouts, seccomp kills, rejected, moved), as plain text or, with
  * ?format=prometheus, in the Prometheus exposition format.
  *
  * route.c sends it loopback clients only (others get the 404 any unknown
@@ -57,6 +57,7 @@ static void metric(sandlet_buf *b, const char *name, const char *help, const cha
         case 6: v = p->timeouts; break;
         case 7: v = p->seccomp_kills; break;
         case 8: v = p->rejected; break;
+        case 10: v = p->moved; break;
         default: v = 0; break;
         }
         n = snprintf(line, sizeof(line), "sandlet_%s{sandbox=\"", name);
@@ -135,22 +136,27 @@ void sandlet_status_serve(sandlet_conn *c)
                srv, 7);
         metric(&b, "requests_rejected_total", "Requests answered 503 (queue full or too long).",
                "counter", srv, 8);
+        metric(&b, "requests_moved_total",
+               "Requests taken back from a worker that did not start them and handed to another.",
+               "counter", srv, 10);
         durations(&b, srv);
     } else {
         char line[512];
-        int n = snprintf(line, sizeof(line),
-                         "sandlet %s: %zu connections\n\n%-16s %7s %5s %6s "
-                         "%10s %8s %7s %8s %7s %8s\n",
-                         PACKAGE_VERSION, srv->nconns, "sandbox", "workers", "busy", "queued",
-                         "served", "restarts", "crashes", "timeouts", "seccomp", "rejected");
+        int n =
+            snprintf(line, sizeof(line),
+                     "sandlet %s: %zu connections\n\n%-16s %7s %5s %6s "
+                     "%10s %8s %7s %8s %7s %8s %6s\n",
+                     PACKAGE_VERSION, srv->nconns, "sandbox", "workers", "busy", "queued", "served",
+                     "restarts", "crashes", "timeouts", "seccomp", "rejected", "moved");
         sandlet_buf_put(&b, line, (size_t)n);
         for (size_t i = 0; i < srv->conf->nsandboxes; i++) {
             const sandlet_pool *p = srv->gen->pool_of[i];
             n = snprintf(line, sizeof(line),
                          "%-16s %7u %5u %6zu %10" PRIu64 " %8" PRIu64 " %7" PRIu64 " %8" PRIu64
-                         " %7" PRIu64 " %8" PRIu64 "\n",
+                         " %7" PRIu64 " %8" PRIu64 " %6" PRIu64 "\n",
                          p->conf->name, p->conf->workers, count(p, W_BUSY), p->queued, p->served,
-                         p->restarts, p->crashes, p->timeouts, p->seccomp_kills, p->rejected);
+                         p->restarts, p->crashes, p->timeouts, p->seccomp_kills, p->rejected,
+                         p->moved);
             sandlet_buf_put(&b, line, (size_t)n);
         }
     }

@@ -30,7 +30,7 @@ int sandlet_frame_header_decode(const uint8_t *buf, size_t len, sandlet_frame_hd
                   (uint32_t)buf[11] << 24;
     if (out->version != SANDLET_FRAME_VERSION)
         return -EPROTO;
-    if (out->type < SANDLET_FRAME_INIT || out->type > SANDLET_FRAME_BODY)
+    if (out->type < SANDLET_FRAME_INIT || out->type > SANDLET_FRAME_LAST)
         return -EPROTO;
     if (out->flags & ~SANDLET_FRAME_END)
         return -EPROTO;
@@ -57,7 +57,7 @@ const char *sandlet_frame_type_name(unsigned type)
         [SANDLET_FRAME_INIT] = "INIT",       [SANDLET_FRAME_READY] = "READY",
         [SANDLET_FRAME_FAIL] = "FAIL",       [SANDLET_FRAME_REQUEST] = "REQUEST",
         [SANDLET_FRAME_REQBODY] = "REQBODY", [SANDLET_FRAME_RESPONSE] = "RESPONSE",
-        [SANDLET_FRAME_BODY] = "BODY",
+        [SANDLET_FRAME_BODY] = "BODY",       [SANDLET_FRAME_SKIP] = "SKIP",
     };
     if (type < sizeof(names) / sizeof(names[0]) && names[type])
         return names[type];
@@ -364,6 +364,12 @@ bool sandlet_wire_body_valid(size_t len, uint16_t flags)
 int sandlet_wire_ready_encode(sandlet_buf *b)
 {
     size_t start = sandlet_frame_begin(b, SANDLET_FRAME_READY, 0);
+    return rollback(b, start, sandlet_frame_finish(b, start, SANDLET_FRAME_END));
+}
+
+int sandlet_wire_skip_encode(sandlet_buf *b, uint32_t id)
+{
+    size_t start = sandlet_frame_begin(b, SANDLET_FRAME_SKIP, id);
     return rollback(b, start, sandlet_frame_finish(b, start, SANDLET_FRAME_END));
 }
 

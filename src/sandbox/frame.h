@@ -59,6 +59,12 @@
  *            with END.
  *   BODY     (worker→acceptor) body bytes; an empty BODY frame must
  *            carry END (one without makes no progress: a protocol error)
+ *   SKIP     (worker→acceptor) empty, END: the worker did not serve
+ *            request id, because the acceptor took it back before the
+ *            worker claimed it (claim.h); the worker drops the request's
+ *            frames, and the acceptor may hand it the next request.  Any
+ *            payload is ignored; a SKIP for any other id is a protocol
+ *            error.
  *
  * A reader that meets a wrong version, an unknown type, a length above the
  * maximum or a payload that does not parse exactly rejects the frame; the
@@ -99,6 +105,8 @@ enum sandlet_frame_type {
     SANDLET_FRAME_REQBODY = 5,
     SANDLET_FRAME_RESPONSE = 6,
     SANDLET_FRAME_BODY = 7,
+    SANDLET_FRAME_SKIP = 8,
+    SANDLET_FRAME_LAST = SANDLET_FRAME_SKIP,
 };
 
 typedef struct sandlet_frame_hdr {
@@ -227,6 +235,8 @@ bool sandlet_wire_body_valid(size_t len, uint16_t flags);
 /* READY and FAIL, each appended whole (id 0, END).  On error b is cut
  * back and its error cleared. */
 int sandlet_wire_ready_encode(sandlet_buf *b);
+/* SKIP for request id, which the acceptor took back. */
+int sandlet_wire_skip_encode(sandlet_buf *b, uint32_t id);
 int sandlet_wire_fail_encode(sandlet_buf *b, const char *msg);
 /* *msg points into payload; -EPROTO (and *msg = "") when no str is there. */
 int sandlet_wire_fail_decode(const uint8_t *payload, size_t len, const char **msg);

@@ -20,6 +20,7 @@
 #include "sandbox/supervisor.h"
 #include "common/log.h"
 #include "sandbox/confine.h"
+#include "sandbox/claim.h"
 #include "sandbox/control.h"
 #include "sandbox/harden.h"
 #include "sandbox/identity.h"
@@ -577,12 +578,20 @@ static void spawn(slot *s)
         return;
     }
     int rc = write_init(s, ch[0]);
+    /* The claim word (claim.h): one memfd shared by this worker and the
+     * acceptor only, so that no other worker can claim or revoke its
+     * requests. */
+    int claim = rc == 0 ? sandlet_claim_create() : -1;
+    if (rc == 0 && claim < 0)
+        rc = claim;
     child *c = rc == 0 ? calloc(1, sizeof(*c)) : NULL;
     if (!c) {
         close(ch[0]);
         close(ch[1]);
         close(out[0]);
         close(out[1]);
+        if (claim >= 0)
+            close(claim);
         spawn_failed(s, rc < 0 ? rc : -ENOMEM);
         return;
     }
@@ -600,12 +609,14 @@ static void spawn(slot *s)
      * that a session is found whichever worker serves the request. */
     int store = x->store ? x->store->fd : -1;
     check_session_store(x);
-    uv_stdio_container_t stdio[5] = {
+    /* Descriptor 5: the claim word. */
+    uv_stdio_container_t stdio[6] = {
         {.flags = UV_IGNORE}, /* /dev/null */
         {.flags = UV_INHERIT_FD, .data.fd = out[1]},
         {.flags = UV_INHERIT_FD, .data.fd = out[1]},
         {.flags = UV_INHERIT_FD, .data.fd = ch[1]},
-        {.flags = UV_INHERIT_FD, .data.fd = store},
+        {.flags = store >= 0 ? UV_INHERIT_FD : UV_IGNORE, .data.fd = store},
+        {.flags = UV_INHERIT_FD, .data.fd = claim},
     };
     const sandlet_id *id = &x->ident;
     uv_process_options_t opts = {
@@ -615,7 +626,7 @@ static void spawn(slot *s)
         .file = sv.exe,
         .args = args,
         .env = sv.env,
-        .stdio_count = store >= 0 ? 5 : 4,
+        .stdio_count = 6,
         .stdio = stdio,
     };
     /* The identity is dropped in the child before exec (libuv:
@@ -632,6 +643,7 @@ static void spawn(slot *s)
     if (rc < 0) {
         close(ch[0]);
         close(out[0]);
+        close(claim);
         uv_close((uv_handle_t *)&c->proc, child_closed);
         spawn_failed(s, rc);
         return;
@@ -645,8 +657,8 @@ static void spawn(slot *s)
                      .gen = s->gen,
                      .pid = c->proc.pid,
                      .pages = c->pages};
-    int fds[2] = {ch[0], out[0]};
-    tell(&m, fds, 2);
+    int fds[3] = {ch[0], out[0], claim};
+    tell(&m, fds, 3);
 }
 
 /* The slot a message from the acceptor names, or NULL (refused). */
@@ -1582,6 +1594,21 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
     /* Whatever started the daemon (or a test) may have left descriptors
      * open without close-on-exec: none reaches a worker. */
     sandlet_cloexec_inherited();
+    /* A worker is started by exec of /proc/self/fd/N after libuv has put
+     * its descriptors 0 to SANDLET_CLAIM_FD in place: N must lie above
+     * them, or the exec would run the claim word or the session store. */
+    if (exe_fd <= SANDLET_CLAIM_FD) {
+        int moved = fcntl(exe_fd, F_DUPFD_CLOEXEC, SANDLET_CLAIM_FD + 1);
+        if (moved < 0) {
+            sandlet_log_errno(SANDLET_LOG_ERROR, -errno,
+                              "cannot move the daemon's own binary (descriptor %d) out of the "
+                              "workers' descriptors",
+                              exe_fd);
+            return 1;
+        }
+        close(exe_fd);
+        exe_fd = moved;
+    }
     snprintf(sv.exe, sizeof(sv.exe), "/proc/self/fd/%d", exe_fd);
     snprintf(sv.parent, sizeof(sv.parent), "%d", (int)getpid());
     if (worker_environment() < 0) {

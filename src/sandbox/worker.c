@@ -22,6 +22,7 @@
 #include "lib/servlet.h"
 #include "common/conf.h"
 #include "common/log.h"
+#include "sandbox/claim.h"
 #include "sandbox/confine.h"
 #include "sandbox/crashreport.h"
 #include "sandbox/frame.h"
@@ -50,15 +51,19 @@ typedef struct loaded {
 
 static struct {
     int fd;
-    sandlet_buf in;          /* bytes read from the acceptor, not yet consumed */
-    size_t in_dirty;         /* bytes of in's memory written since the last wipe */
-    uint8_t *init;           /* the INIT payload; servlet params point into it */
-    loaded *servlets;        /* the configured servlets, then the pages */
-    size_t nservlets;        /* both */
-    sandlet_buf head;        /* scratch for the response head frame */
-    sandlet_buf reqhead;     /* REQUEST payload of a request spread over frames */
-    sandlet_buf body;        /* its body, gathered from REQBODY frames */
-    uint32_t id;             /* request being served */
+    sandlet_buf in;      /* bytes read from the acceptor, not yet consumed */
+    size_t in_dirty;     /* bytes of in's memory written since the last wipe */
+    uint8_t *init;       /* the INIT payload; servlet params point into it */
+    loaded *servlets;    /* the configured servlets, then the pages */
+    size_t nservlets;    /* both */
+    sandlet_buf head;    /* scratch for the response head frame */
+    sandlet_buf reqhead; /* REQUEST payload of a request spread over frames */
+    sandlet_buf body;    /* its body, gathered from REQBODY frames */
+    uint32_t id;         /* request being served */
+    /* A request the acceptor took back before we claimed it: its REQBODY
+     * frames, already on their way, are dropped.  0: none (ids never are). */
+    uint32_t skip;
+    sandlet_claim *claim;    /* shared with the acceptor (claim.h) */
     sandlet_confine confine; /* applied around the loading of the servlets */
     bool confine_on;
     pid_t supervisor;                /* the parent at exec: we die with it */
@@ -154,6 +159,20 @@ static int send_simple(const char *msg)
 {
     sandlet_buf_reset(&w.head);
     int rc = msg ? sandlet_wire_fail_encode(&w.head, msg) : sandlet_wire_ready_encode(&w.head);
+    if (rc < 0)
+        return rc;
+    struct iovec iov = {w.head.data, w.head.len};
+    rc = write_all(&iov, 1);
+    sandlet_buf_reset(&w.head);
+    return rc;
+}
+
+/* The acceptor took request id back before we claimed it (claim.h):
+ * another worker serves it. */
+static int send_skip(uint32_t id)
+{
+    sandlet_buf_reset(&w.head);
+    int rc = sandlet_wire_skip_encode(&w.head, id);
     if (rc < 0)
         return rc;
     struct iovec iov = {w.head.data, w.head.len};
@@ -654,18 +673,18 @@ static int serve(const uint8_t *payload, size_t len, const uint8_t *body, size_t
 }
 
 /* A worker has only what it was given: standard input, output and error,
- * its channel (3) and the session store (4, closed when the sandbox has
- * none); every other descriptor the starting process left open goes, as
- * does the environment (the supervisor starts us with an empty one; this
- * holds when it does not). */
+ * its channel (3), the session store (4, closed when the sandbox has
+ * none) and its claim word (5, mapped then closed); every other descriptor the starting process
+ * left open goes, as does the environment (the supervisor starts us with an empty one; this holds
+ * when it does not). */
 static void start_clean(void)
 {
-    if (close_range(SANDLET_SESSION_FD + 1, ~0U, 0) < 0) {
+    if (close_range(SANDLET_CLAIM_FD + 1, ~0U, 0) < 0) {
         /* Linux before 5.9: close them one by one. */
         long max = sysconf(_SC_OPEN_MAX);
         if (max < 0 || max > 1 << 20)
             max = 1 << 20;
-        for (int fd = SANDLET_SESSION_FD + 1; fd < max; fd++)
+        for (int fd = SANDLET_CLAIM_FD + 1; fd < max; fd++)
             close(fd);
     }
     /* The strings themselves lie at the top of our stack, where a servlet
@@ -691,6 +710,12 @@ int sandlet_worker_main(const char *sandbox, pid_t supervisor, bool write_blocke
      * catches a supervisor that died before the death signal was set). */
     w.supervisor = supervisor;
     start_clean();
+    int crc = sandlet_claim_map(SANDLET_CLAIM_FD, &w.claim);
+    close(SANDLET_CLAIM_FD);
+    if (crc < 0)
+        fail("cannot map the claim word the supervisor passed on descriptor %d: %s; restart "
+             "sandletd (a worker started by another sandletd binary?)",
+             SANDLET_CLAIM_FD, strerror(-crc));
     /* Die with the supervisor (set again after the identity drop). */
     die_with_supervisor();
     /* Started through fexecve, the process would show in ps and top as
@@ -738,7 +763,14 @@ int sandlet_worker_main(const char *sandbox, pid_t supervisor, bool write_blocke
         bool served = false;
         if (h.type == SANDLET_FRAME_REQUEST && !gathering) {
             w.id = h.id;
-            if (end) {
+            w.skip = 0;
+            if (!sandlet_claim_take(w.claim, h.id)) {
+                /* Written to us while we could not run (stopped, or not
+                 * scheduled), and taken back since: serving it too would
+                 * run it twice. */
+                w.skip = h.id;
+                rc = send_skip(h.id);
+            } else if (end) {
                 rc = serve(payload, h.length, NULL, 0, false, &rq, &rs);
                 served = true;
             } else {
@@ -755,6 +787,8 @@ int sandlet_worker_main(const char *sandbox, pid_t supervisor, bool write_blocke
                 }
                 gathering = true;
             }
+        } else if (h.type == SANDLET_FRAME_REQBODY && !gathering && w.skip && h.id == w.skip) {
+            /* The rest of a request taken back: not ours. */
         } else if (h.type == SANDLET_FRAME_REQBODY && gathering && h.id == w.id) {
             sandlet_buf_put(&w.body, payload, h.length);
             rc = w.body.error;

@@ -229,6 +229,26 @@ static void test_empty_frame_flood(void **state)
     }
 }
 
+/* A worker that says SKIP for a request it was never asked to skip (it
+ * holds its request; nothing was taken back) broke the protocol: it is
+ * killed, its client gets 502, and the sandbox serves again. */
+static void test_unasked_skip(void **state)
+{
+    (void)state;
+    if (th_unconfined())
+        return;
+    static const char needle[] = "broke the frame protocol";
+    int before = log_count(needle);
+    th_response r;
+    get("/iso?do=skip&id=0", NULL, &r);
+    assert_int_equal(r.status, 502);
+    th_response_free(&r);
+    assert_true(log_count_wait(needle, before, 3000));
+    get("/iso?do=echo", "X-Secret: SECRET-again\r\n", &r);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+}
+
 /* Discarded frames count with their header toward the discard bound: a
  * million one-byte frames to a client that left (1 MB of payload, 13 MB
  * with headers) end in a recycle; counting payload alone they never
@@ -258,7 +278,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_non_final_status),      cmocka_unit_test(test_no_read_ahead),
         cmocka_unit_test(test_no_leftovers),          cmocka_unit_test(test_empty_frame_flood),
-        cmocka_unit_test(test_tiny_frames_discarded),
+        cmocka_unit_test(test_tiny_frames_discarded), cmocka_unit_test(test_unasked_skip),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -117,6 +117,9 @@ static void pump(int ms)
             *w = (seen){m.sandbox, m.slot, m.gen, m.pid, fds[0], fds[1]};
             assert_true(fds[0] >= 0);
             assert_true(fds[1] >= 0);
+            /* Each worker's claim word, its own (claim.h). */
+            assert_true(fds[2] >= 0);
+            close(fds[2]);
         } else {
             for (int i = 0; i < SANDLET_CTL_MAXFD; i++)
                 if (fds[i] >= 0)

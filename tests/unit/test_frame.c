@@ -278,7 +278,7 @@ static void test_header_roundtrip(void **state)
         0, 1, 255, 256, 65535, 65536, SANDLET_FRAME_MAX - 1, SANDLET_FRAME_MAX};
     unsigned count = 0;
 
-    for (unsigned type = SANDLET_FRAME_INIT; type <= SANDLET_FRAME_BODY; type++)
+    for (unsigned type = SANDLET_FRAME_INIT; type <= SANDLET_FRAME_LAST; type++)
         for (size_t f = 0; f < ARRAY_LEN(flags); f++)
             for (size_t i = 0; i < ARRAY_LEN(ids); i++)
                 for (size_t l = 0; l < ARRAY_LEN(lengths); l++) {
@@ -307,7 +307,7 @@ static void test_header_roundtrip(void **state)
                     assert_int_equal(out.length, lengths[l]);
                     count++;
                 }
-    assert_int_equal(count, 7 * 2 * 6 * 8);
+    assert_int_equal(count, SANDLET_FRAME_LAST * 2 * 6 * 8);
 }
 
 static void test_header_with_trailing_bytes(void **state)
@@ -364,7 +364,7 @@ static void test_header_bad_version(void **state)
 static void test_header_bad_type(void **state)
 {
     (void)state;
-    static const uint8_t types[] = {0, 8, 9, 0x7F, 0x80, 0xFF};
+    static const uint8_t types[] = {0, 9, 10, 0x7F, 0x80, 0xFF};
     for (size_t i = 0; i < ARRAY_LEN(types); i++) {
         sandlet_frame_hdr h = {SANDLET_FRAME_VERSION, types[i], 0, 1, 10};
         uint8_t raw[SANDLET_FRAME_HEADER];
@@ -400,7 +400,7 @@ static void test_header_too_long(void **state)
     static const uint32_t lengths[] = {SANDLET_FRAME_MAX + 1, SANDLET_FRAME_MAX * 2, 0x7FFFFFFFu,
                                        0xFFFFFFFFu};
     for (size_t i = 0; i < ARRAY_LEN(lengths); i++) {
-        for (unsigned type = SANDLET_FRAME_INIT; type <= SANDLET_FRAME_BODY; type++) {
+        for (unsigned type = SANDLET_FRAME_INIT; type <= SANDLET_FRAME_LAST; type++) {
             sandlet_frame_hdr h = {SANDLET_FRAME_VERSION, (uint8_t)type, SANDLET_FRAME_END, 7,
                                    lengths[i]};
             uint8_t raw[SANDLET_FRAME_HEADER];
@@ -428,8 +428,9 @@ static void test_type_name(void **state)
     assert_string_equal(sandlet_frame_type_name(SANDLET_FRAME_REQBODY), "REQBODY");
     assert_string_equal(sandlet_frame_type_name(SANDLET_FRAME_RESPONSE), "RESPONSE");
     assert_string_equal(sandlet_frame_type_name(SANDLET_FRAME_BODY), "BODY");
+    assert_string_equal(sandlet_frame_type_name(SANDLET_FRAME_SKIP), "SKIP");
     assert_string_equal(sandlet_frame_type_name(0), "UNKNOWN");
-    assert_string_equal(sandlet_frame_type_name(8), "UNKNOWN");
+    assert_string_equal(sandlet_frame_type_name(9), "UNKNOWN");
     assert_string_equal(sandlet_frame_type_name(255), "UNKNOWN");
     assert_string_equal(sandlet_frame_type_name(256 + SANDLET_FRAME_INIT), "UNKNOWN");
     assert_string_equal(sandlet_frame_type_name(0xFFFFFFFFu), "UNKNOWN");

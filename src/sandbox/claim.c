@@ -1,0 +1,79 @@
+/*
+ * claim.c - the claim word shared by the acceptor and one worker (see
+ * claim.h for the protocol and why).  It must never let a value read from
+ * the word decide anything but "taken or not".
+ */
+#include "config.h"
+
+#include "sandbox/claim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* A word in memory shared between processes must be lock-free: a lock
+ * would live in one process's memory only. */
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "the claim word needs lock-free 64-bit atomics");
+
+#define CLAIM_SIZE 4096
+
+enum { OFFERED = 1, TAKEN = 2, REVOKED = 3 };
+
+static uint64_t word(uint32_t id, unsigned state)
+{
+    return (uint64_t)id << 2 | state;
+}
+
+int sandlet_claim_create(void)
+{
+    int fd = memfd_create("sandlet-claim", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return -errno;
+    /* Sealed at one page: a worker cannot shrink it under the acceptor's
+     * mapping (a SIGBUS in the acceptor), nor grow it. */
+    if (ftruncate(fd, CLAIM_SIZE) < 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
+    return fd;
+}
+
+int sandlet_claim_map(int fd, sandlet_claim **out)
+{
+    void *p = mmap(NULL, CLAIM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        return -errno;
+    *out = p;
+    return 0;
+}
+
+void sandlet_claim_unmap(sandlet_claim *c)
+{
+    if (c)
+        munmap((void *)c, CLAIM_SIZE);
+}
+
+void sandlet_claim_offer(sandlet_claim *c, uint32_t id)
+{
+    atomic_store(c, word(id, OFFERED));
+}
+
+bool sandlet_claim_revoke(sandlet_claim *c, uint32_t id)
+{
+    uint64_t expect = word(id, OFFERED);
+    return atomic_compare_exchange_strong(c, &expect, word(id, REVOKED));
+}
+
+bool sandlet_claim_taken(sandlet_claim *c, uint32_t id)
+{
+    return atomic_load(c) == word(id, TAKEN);
+}
+
+bool sandlet_claim_take(sandlet_claim *c, uint32_t id)
+{
+    uint64_t expect = word(id, OFFERED);
+    return atomic_compare_exchange_strong(c, &expect, word(id, TAKEN));
+}

@@ -1,0 +1,217 @@
+/*
+ * test_handoff.c - no request waits behind a worker that cannot run
+ * (issue 20): a request written to a stopped worker is taken back and
+ * served by another worker of the sandbox, never twice; a stopped
+ * worker's own request is answered when it resumes.
+ */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static th_daemon daemon_;
+
+/* Clients in the load, each with one request in flight. */
+#define CLIENTS 4
+/* A request slower than this counts as a client timeout (issue 20). */
+#define CLIENT_TIMEOUT_MS 2000
+
+static int group_setup(void **state)
+{
+    (void)state;
+    th_prepare();
+    static char conf[2048];
+    snprintf(conf, sizeof(conf),
+             "status-page /sandlet-status;\n"
+             "sandbox main { workers 2; }\n"
+             "servlet /probe/* { library \"%s\"; sandbox main; }\n",
+             th_fixture("probe"));
+    return th_start(&daemon_, conf, false);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    return th_stop(&daemon_) == 0 ? 0 : -1;
+}
+
+/* The pids of the sandbox's two workers: two requests that overlap in
+ * time must be served by both. */
+static void worker_pids(pid_t pid[2])
+{
+    for (int attempt = 0; attempt < 20; attempt++) {
+        th_conn *a = th_connect(daemon_.port, false);
+        th_conn *b = th_connect(daemon_.port, false);
+        assert_non_null(a);
+        assert_non_null(b);
+        const char *rq = "GET /probe/sleep?ms=150 HTTP/1.1\r\nHost: x\r\n\r\n";
+        assert_int_equal(th_send_str(a, rq), 0);
+        assert_int_equal(th_send_str(b, rq), 0);
+        th_response ra, rb;
+        assert_int_equal(th_read(a, &ra, false), 0);
+        assert_int_equal(th_read(b, &rb, false), 0);
+        assert_int_equal(ra.status, 200);
+        assert_int_equal(rb.status, 200);
+        pid[0] = (pid_t)atol(ra.body);
+        pid[1] = (pid_t)atol(rb.body);
+        th_response_free(&ra);
+        th_response_free(&rb);
+        th_close(a);
+        th_close(b);
+        if (pid[0] > 0 && pid[1] > 0 && pid[0] != pid[1])
+            return;
+        usleep(100000);
+    }
+    fail_msg("the two workers of sandbox main never answered side by side");
+}
+
+static long metric(const char *series)
+{
+    th_response r;
+    assert_int_equal(
+        th_request(daemon_.port, "GET", "/sandlet-status?format=prometheus", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    const char *p = strstr(r.body, series);
+    long v = p ? atol(p + strlen(series)) : -1;
+    th_response_free(&r);
+    return v;
+}
+
+typedef struct load {
+    unsigned requests, late, failed;
+    unsigned long long worst_ms;
+    unsigned by[2]; /* answered by pid[0], pid[1] */
+} load;
+
+/* Rounds of CLIENTS requests at once on kept-alive connections, for ms
+ * milliseconds; each request's time counts from the round's start. */
+static void run_load(unsigned ms, const pid_t pid[2], load *out)
+{
+    th_conn *c[CLIENTS];
+    for (int i = 0; i < CLIENTS; i++) {
+        c[i] = th_connect(daemon_.port, false);
+        assert_non_null(c[i]);
+    }
+    unsigned long long end = th_now_ms() + ms;
+    while (th_now_ms() < end) {
+        unsigned long long start = th_now_ms();
+        for (int i = 0; i < CLIENTS; i++)
+            assert_int_equal(
+                th_send_str(c[i], "GET /probe/sleep?ms=20 HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+        for (int i = 0; i < CLIENTS; i++) {
+            th_response r;
+            int rc = th_read(c[i], &r, false);
+            unsigned long long took = th_now_ms() - start;
+            out->requests++;
+            if (took > out->worst_ms)
+                out->worst_ms = took;
+            if (took > CLIENT_TIMEOUT_MS)
+                out->late++;
+            if (rc != 0 || r.status != 200) {
+                out->failed++;
+            } else {
+                pid_t who = (pid_t)atol(r.body);
+                out->by[0] += who == pid[0];
+                out->by[1] += who == pid[1];
+            }
+            if (rc == 0)
+                th_response_free(&r);
+        }
+    }
+    for (int i = 0; i < CLIENTS; i++)
+        th_close(c[i]);
+}
+
+/* A worker stopped while idle (SIGSTOP, as an operator's debugger does)
+ * is handed a request it cannot start: the acceptor takes it back after
+ * SANDLET_CLAIM_MS and the other worker serves it, and everything else,
+ * with no client waiting anywhere near 2 s.  When the stopped worker
+ * runs again it skips the request it lost (it never serves it: that
+ * would be a RESPONSE for a request it does not hold, a protocol error
+ * that kills it) and serves again. */
+static void test_stopped_idle_worker(void **state)
+{
+    (void)state;
+    pid_t pid[2];
+    worker_pids(pid);
+    long moved_before = metric("sandlet_requests_moved_total{sandbox=\"main\"} ");
+    assert_int_equal(kill(pid[0], SIGSTOP), 0);
+    load during = {0};
+    run_load(5000, pid, &during);
+    assert_int_equal(kill(pid[0], SIGCONT), 0);
+    printf("stopped for 5 s: %u requests, worst %llu ms, %u late, %u failed, %u by the "
+           "other worker\n",
+           during.requests, during.worst_ms, during.late, during.failed, during.by[1]);
+    assert_int_equal(during.failed, 0);
+    assert_int_equal(during.late, 0);
+    assert_int_equal(during.by[0], 0);
+    assert_int_equal(during.by[1], during.requests);
+    assert_true(during.requests > 50);
+    assert_true(metric("sandlet_requests_moved_total{sandbox=\"main\"} ") > moved_before);
+    assert_true(th_log_wait(&daemon_, "did not start", 2000));
+
+    /* Resumed: it is the same process, it broke no protocol, and it
+     * serves again. */
+    load after = {0};
+    run_load(1500, pid, &after);
+    assert_int_equal(after.failed, 0);
+    assert_int_equal(kill(pid[0], 0), 0);
+    assert_true(after.by[0] > 0);
+    assert_false(th_log_contains(&daemon_, "broke the frame protocol"));
+}
+
+/* A worker stopped in the middle of a request keeps that request (it has
+ * started it: moving it could run it twice); it is answered when the
+ * worker resumes, while the other worker serves everything else. */
+static void test_stopped_busy_worker(void **state)
+{
+    (void)state;
+    pid_t pid[2];
+    worker_pids(pid);
+    th_conn *x = th_connect(daemon_.port, false);
+    assert_non_null(x);
+    unsigned long long t0 = th_now_ms();
+    assert_int_equal(th_send_str(x, "GET /probe/sleep?ms=300 HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    usleep(100000);
+    /* The idle worker answers this one: the busy one is the other. */
+    th_response r;
+    assert_int_equal(th_request(daemon_.port, "GET", "/probe/pid", NULL, NULL, 0, &r), 0);
+    pid_t idle = (pid_t)atol(r.body);
+    th_response_free(&r);
+    pid_t busy = idle == pid[0] ? pid[1] : pid[0];
+    assert_int_equal(kill(busy, SIGSTOP), 0);
+    pid_t order[2] = {busy, idle};
+    load during = {0};
+    run_load(3000, order, &during);
+    assert_int_equal(kill(busy, SIGCONT), 0);
+    assert_int_equal(during.failed, 0);
+    assert_int_equal(during.late, 0);
+    assert_int_equal(during.by[0], 0);
+    assert_int_equal(th_read(x, &r, false), 0);
+    assert_int_equal(r.status, 200);
+    assert_int_equal((pid_t)atol(r.body), busy);
+    assert_true(th_now_ms() - t0 >= 3000);
+    th_response_free(&r);
+    th_close(x);
+    assert_false(th_log_contains(&daemon_, "broke the frame protocol"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stopped_idle_worker),
+        cmocka_unit_test(test_stopped_busy_worker),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
