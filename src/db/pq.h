@@ -61,7 +61,8 @@
     X(PQtransactionStatus)
 
 typedef struct sandlet_lib_pq_api {
-#define SANDLET_PQ_MEMBER(f) __typeof__(f) *f;
+/* f names the member too: it cannot be parenthesised. */
+#define SANDLET_PQ_MEMBER(f) __typeof__(f) *f; // NOLINT(bugprone-macro-parentheses)
     SANDLET_PQ_FUNCTIONS(SANDLET_PQ_MEMBER)
 #undef SANDLET_PQ_MEMBER
 } sandlet_lib_pq_api;
