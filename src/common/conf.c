@@ -21,10 +21,10 @@
 #include "common/conf.h"
 #include "lib/servlet.h"
 #include "common/log.h"
+#include "db/pq.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <libpq-fe.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -1155,6 +1155,11 @@ static int do_database(parser *ps, const directive *d, const token *dir, token *
     int rc = not_empty(ps, d, &args[0]);
     if (rc)
         return rc;
+    /* Loaded here, not linked: a configuration without a database never
+     * maps libpq (db/pq.h). */
+    char lerr[256];
+    if (sandlet_lib_pq_load(lerr, sizeof(lerr)) < 0)
+        return fail(ps, args[0].line, args[0].col, "database: %s", lerr);
     char *perr = NULL;
     PQconninfoOption *opts = PQconninfoParse(args[0].text, &perr);
     if (!opts) {

@@ -24,7 +24,6 @@
 #include <sandlet/db.h>
 
 #include <errno.h>
-#include <libpq-fe.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdio.h>
@@ -106,6 +105,10 @@ int sandlet_lib_db_open(const char *conninfo, const char *password, char *err, s
 {
     if (db.conn)
         return 0;
+    /* The one place a worker loads libpq: only sandboxes with a database
+     * pay for its libraries (pq.h). */
+    if (sandlet_lib_pq_load(err, errlen) < 0)
+        return -1;
     /* Defaults first, the sandbox's string over them, the password last:
      * GSSAPI off (its credential lookup opens files a confined worker may
      * not) and a bounded connect. */
@@ -140,7 +143,8 @@ int sandlet_lib_db_open(const char *conninfo, const char *password, char *err, s
 void sandlet_lib_db_close(void)
 {
     forget_prepared();
-    PQfinish(db.conn);
+    if (db.conn) /* else libpq may not even be loaded */
+        PQfinish(db.conn);
     db.conn = NULL;
 }
 

@@ -8,7 +8,7 @@
 #ifndef SANDLET_DB_PRIVATE_H
 #define SANDLET_DB_PRIVATE_H
 
-#include <libpq-fe.h>
+#include "db/pq.h"
 
 /* The process's connection, usable (reconnected if it broke, the
  * request's statement_timeout applied), or NULL with the request marked

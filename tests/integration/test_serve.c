@@ -95,6 +95,43 @@ static void test_hello(void **state)
     th_response_free(&r);
 }
 
+/* Counts the daemon's processes below root (itself included) and fails
+ * if one maps libpq: a configuration without a database must not pay for
+ * its libraries (src/db/pq.h; about 5 MiB of RSS a process). */
+static int processes_without_libpq(pid_t root)
+{
+    pid_t todo[64];
+    int n = 0, seen = 0;
+    todo[n++] = root;
+    while (n) {
+        pid_t p = todo[--n];
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/maps", (int)p);
+        char *maps = th_slurp(path, NULL);
+        if (maps) {
+            seen++;
+            if (strstr(maps, "/libpq.so"))
+                fail_msg("process %d of a daemon without a database maps libpq", (int)p);
+            free(maps);
+        }
+        n += th_children_of(p, todo + n, (int)(sizeof(todo) / sizeof(todo[0])) - n);
+    }
+    return seen;
+}
+
+static void test_no_database_no_libpq(void **state)
+{
+    (void)state;
+    th_response r;
+    for (int i = 0; i < 4; i++) { /* both workers of main have served */
+        get("/hello", &r);
+        assert_int_equal(r.status, 200);
+        th_response_free(&r);
+    }
+    /* acceptor, supervisor and at least main's two workers */
+    assert_true(processes_without_libpq(daemon_.pid) >= 4);
+}
+
 static void test_ipv6(void **state)
 {
     (void)state;
@@ -790,6 +827,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hello),
+        cmocka_unit_test(test_no_database_no_libpq),
         cmocka_unit_test(test_ipv6),
         cmocka_unit_test(test_keepalive_100),
         cmocka_unit_test(test_pipelined_in_order),
