@@ -41,6 +41,8 @@ static void worker_process(sandlet_worker *w);
 static void kill_worker(sandlet_worker *w, int status);
 
 static bool fresh_up(const sandlet_pool *p);
+static void body_pump(sandlet_worker *w);
+static void body_abort(sandlet_worker *w, sandlet_inflight *f);
 static void drain(sandlet_pool *p);
 static void pool_maybe_gone(sandlet_pool *p);
 static void retire(sandlet_worker *w, const char *why);
@@ -77,6 +79,7 @@ static sandlet_inflight *held(sandlet_worker *w, unsigned i)
 }
 
 static int flush_out(sandlet_worker *w);
+static void body_written(sandlet_worker *w);
 
 static void after_write(uv_write_t *req, int status)
 {
@@ -96,7 +99,9 @@ static void after_write(uv_write_t *req, int status)
         sandlet_log_errno(SANDLET_LOG_WARN, rc, "writing to worker %d of sandbox '%s'", (int)w->pid,
                           sandbox_name(w));
         worker_lost(w);
+        return;
     }
+    body_written(w);
 }
 
 /* Writes what has gathered in w->out unless a write is under way (its
@@ -166,6 +171,7 @@ static void flush_dirty(uv_check_t *h)
             w->dirty = false;
             p->ndirty--;
             flush_or_lose(w);
+            body_written(w);
         }
     }
     uv_check_stop(h);
@@ -271,7 +277,7 @@ static int filter_cookie_header(const sandlet_pool *p, const char **vp, size_t *
 /* Appends c's request (seen through v) to w->out; on failure w->out is
  * left as it was. */
 static int encode_request(sandlet_worker *w, const sandlet_conn *c, const sandlet_request_view *v,
-                          uint32_t id)
+                          uint32_t id, size_t *taken)
 {
     sandlet_buf *b = &w->out;
     uint32_t slot = 0;
@@ -303,6 +309,11 @@ static int encode_request(sandlet_worker *w, const sandlet_conn *c, const sandle
         }
         sandlet_wire_header_put(b, name, name_len, value, value_len);
     }
+    /* A streamed body: the REQUEST carries what fits, the rest follows
+     * (body_pump). */
+    if (v->body_open)
+        return sandlet_wire_request_finish_open(b, start, v->body, v->body_len, taken);
+    *taken = v->body_len;
     return sandlet_wire_request_finish(b, start, id, v->body, v->body_len);
 }
 
@@ -353,7 +364,8 @@ static void send_request(sandlet_worker *w, sandlet_conn *c)
     sandlet_request_view v;
     sandlet_conn_request_view(c, &v);
     sandlet_pool_link *l = sandlet_conn_pool_link(c);
-    int rc = encode_request(w, c, &v, id);
+    size_t taken = 0;
+    int rc = encode_request(w, c, &v, id, &taken);
     if (rc < 0) {
         sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot hand %s to sandbox '%s'", v.reqline,
                           sandbox_name(w));
@@ -376,11 +388,14 @@ static void send_request(sandlet_worker *w, sandlet_conn *c)
         sandlet_conn_outcome(c, &status, &bytes, &f->started);
     }
     copy_str(f->reqline, sizeof(f->reqline), v.reqline);
+    f->body_open = v.body_open;
+    f->body_sent = taken;
     l->worker = w;
     w->state = W_BUSY;
     if (++w->rcount == 1)
         start_first(w);
     mark_dirty(w);
+    body_pump(w);
 }
 
 /* How often the queue is checked: a quarter of the limit, so a request
@@ -542,6 +557,8 @@ void sandlet_pool_forget(sandlet_conn *c)
             if (f->conn == c) {
                 f->conn = NULL;
                 f->discard = true;
+                /* Its body will not end: the servlet's reader says so. */
+                body_abort(w, f);
             }
         }
         /* Reading may have stopped for this very client; nobody else
@@ -562,6 +579,107 @@ void sandlet_pool_forget(sandlet_conn *c)
         }
     }
     sandlet_pool_link_reset(l);
+}
+
+/* ---- streamed request bodies --------------------------------------------- */
+
+/* Whether the worker has started the request it holds first.  Body bytes
+ * it was sent may be dropped from the connection only then: until a
+ * worker starts a request, the head-of-line "claim" step (issue 20) may
+ * take the request back and hand it to another worker, which needs the
+ * whole of it again.  Today a request written to a worker is as good as
+ * started (nothing takes one back); the claim step will make this real,
+ * and body_pump then waits for it. */
+static bool request_started(const sandlet_worker *w)
+{
+    (void)w;
+    return true;
+}
+
+/* Queues the body of w's first request that arrived since the last call
+ * as REQBODY frames (END once the client sent all of it), and drops it
+ * from the connection, including what the REQUEST carried.  Only once the
+ * worker started the request (request_started); until then the body
+ * stays at the connection and the window stops the client. */
+static void body_pump(sandlet_worker *w)
+{
+    if (w->rcount == 0 || !w->pipe_open)
+        return;
+    sandlet_inflight *f = held(w, 0);
+    if (!f->body_open || !f->conn || f->discard || !request_started(w))
+        return;
+    size_t len;
+    bool done;
+    if (f->body_sent) {
+        sandlet_conn_body_consume(f->conn, f->body_sent);
+        f->body_sent = 0;
+    }
+    const uint8_t *data = sandlet_conn_body(f->conn, &len, &done);
+    if (len == 0 && !done)
+        return;
+    int rc = sandlet_wire_reqbody_encode(&w->out, f->id, data, len, done ? SANDLET_FRAME_END : 0);
+    if (rc < 0) {
+        /* The worker waits for bytes that cannot be queued: it goes, and
+         * its client hears 503. */
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot queue the body of %s for sandbox '%s'",
+                          f->reqline, sandbox_name(w));
+        kill_worker(w, 503);
+        return;
+    }
+    sandlet_conn_body_consume(f->conn, len);
+    if (done)
+        f->body_open = false;
+    mark_dirty(w);
+}
+
+/* The body of f (held by w) will not be complete: the worker gets an
+ * empty END|ABORT REQBODY, its servlet's reader an error. */
+static void body_abort(sandlet_worker *w, sandlet_inflight *f)
+{
+    if (!f->body_open || !w->pipe_open)
+        return;
+    f->body_open = false;
+    int rc = sandlet_wire_reqbody_encode(&w->out, f->id, NULL, 0,
+                                         SANDLET_FRAME_END | SANDLET_FRAME_ABORT);
+    if (rc < 0) {
+        /* It would wait for the body for ever: the supervisor ends it,
+         * and its exit report cleans up as for any death. */
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot end the body of %s for worker %d",
+                          f->reqline, (int)w->pid);
+        w->recycling = true;
+        sandlet_server_control(w->pool->srv, SANDLET_CTL_KILL, w->pool->id, w->slot, w->gen,
+                               SIGKILL);
+        return;
+    }
+    mark_dirty(w);
+}
+
+/* Queued bytes went to the worker's socketpair: its client may be read
+ * again (below the low-water mark), and once no body streams, buffers
+ * that grew for one are given back. */
+static void body_written(sandlet_worker *w)
+{
+    sandlet_inflight *f = w->rcount ? held(w, 0) : NULL;
+    if (f && f->conn && !f->discard)
+        sandlet_conn_body_drained(f->conn);
+    if (w->rcount && held(w, 0)->body_open)
+        return;
+    sandlet_buf_shrink(&w->out, SANDLET_BODY_WINDOW);
+    if (!w->writing)
+        sandlet_buf_shrink(&w->sending, SANDLET_BODY_WINDOW);
+}
+
+void sandlet_pool_body_more(sandlet_conn *c)
+{
+    sandlet_worker *w = sandlet_conn_pool_link(c)->worker;
+    if (w && w->rcount && held(w, 0)->conn == c)
+        body_pump(w);
+}
+
+size_t sandlet_pool_body_backlog(const sandlet_conn *c)
+{
+    const sandlet_worker *w = sandlet_conn_pool_link_const(c)->worker;
+    return w ? w->out.len + w->sending.len : 0;
 }
 
 /* ---- frames from workers ------------------------------------------------- */
@@ -697,6 +815,9 @@ static void request_finished(sandlet_worker *w)
      * write while handing over that client's next request). */
     if (w->rcount == 0 || !w->pipe_open)
         return;
+    /* Answered before its streamed body ended: the worker reads and drops
+     * the rest up to this abort before it takes another request. */
+    body_abort(w, held(w, 0));
     observe(w->pool, held(w, 0)->started);
     uv_timer_stop(&w->deadline);
     w->rfirst = (w->rfirst + 1) % depth(w);
