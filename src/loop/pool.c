@@ -629,6 +629,11 @@ static void body_pump(sandlet_worker *w)
     sandlet_conn_body_consume(f->conn, len);
     if (done)
         f->body_open = false;
+    /* The timeout bounds a servlet that stops taking its body (the
+     * window then stops the pump) and its run after the body's end; an
+     * upload longer than the timeout that keeps moving is no overrun. */
+    if (f->timeout && (len || done))
+        uv_timer_start(&w->deadline, on_deadline, f->timeout, 0);
     mark_dirty(w);
 }
 

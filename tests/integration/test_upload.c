@@ -62,8 +62,9 @@
 #define DEFAULT_BIG      ((uint64_t)1 << 30)
 #define CHECK_IDLE_AFTER 1
 #endif
-#define BODY_TIMEOUT_MS 2000
-#define CONCURRENT      32
+#define BODY_TIMEOUT_MS    2000
+#define SERVLET_TIMEOUT_MS 4000
+#define CONCURRENT         32
 
 static th_daemon d;
 static uint64_t big = DEFAULT_BIG;
@@ -76,7 +77,9 @@ static const char *conf(void)
     snprintf(c, sizeof(c),
              "max-body-size 1g;\n"
              "body-timeout %d;\n"
-             "sandbox up { workers 1; timeout 300000; }\n"
+             /* Shorter than a 1 GiB upload takes: the timeout counts from
+              * the body's last progress, not from the request's start. */
+             "sandbox up { workers 1; timeout %d; }\n"
              "sandbox many { workers 4; timeout 300000; queue-timeout 300000; }\n"
              "servlet /up/* { library \"%s\"; sandbox up; }\n"
              "servlet /small/* { library \"%s\"; sandbox up; max-body-size 4m; }\n"
@@ -85,7 +88,7 @@ static const char *conf(void)
               * on the workers above is for sl_body_read. */
              "sandbox whole { workers 1; }\n"
              "servlet /whole/* { library \"%s\"; sandbox whole; }\n",
-             BODY_TIMEOUT_MS, lib, lib, lib, lib);
+             BODY_TIMEOUT_MS, SERVLET_TIMEOUT_MS, lib, lib, lib, lib);
     return c;
 }
 
@@ -465,6 +468,25 @@ static void test_slow_worker_is_no_timeout(void **state)
     assert_true(pk.acceptor < ACCEPTOR_ONE_KB + SAN_EXTRA_KB);
 }
 
+/* A servlet that stops taking its body is bounded by its timeout all the
+ * same (counted from the body's last progress): 504, and the sandbox
+ * serves again once its worker is back. */
+static void test_hung_servlet_times_out(void **state)
+{
+    (void)state;
+    upload u;
+    assert_int_equal(upload_start(&u, "/up/hang", 64 * MIB, false), 0);
+    unsigned long long t0 = th_now_ms();
+    assert_int_equal(run(&u, 1, NULL, 30000), 0);
+    unsigned long long ms = u.done_ms - t0;
+    printf("  a servlet that never reads (timeout %d): answered %d after %llu ms\n",
+           SERVLET_TIMEOUT_MS, status_of(&u), ms);
+    assert_int_equal(status_of(&u), 504);
+    assert_true(ms >= SERVLET_TIMEOUT_MS && ms < SERVLET_TIMEOUT_MS + 3000);
+    upload_free(&u);
+    small_request_served(5000);
+}
+
 /* The client closes midway: the worker's body aborts, and it is free. */
 static void test_close_frees_worker(void **state)
 {
@@ -554,6 +576,7 @@ int main(void)
         cmocka_unit_test(test_stall_frees_worker),
         cmocka_unit_test(test_close_frees_worker),
         cmocka_unit_test(test_slow_worker_is_no_timeout),
+        cmocka_unit_test(test_hung_servlet_times_out),
         cmocka_unit_test(test_too_large_midway),
         cmocka_unit_test(test_big_content_length),
         cmocka_unit_test(test_big_chunked),
