@@ -21,6 +21,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -165,8 +166,17 @@ typedef struct sl_file {
 const sl_file *sl_file_get(sl_request *rq, const char *name);
 const sl_file *sl_file_at(sl_request *rq, size_t i);
 
-/* Raw request body; may contain NUL bytes.  *len receives its length. */
+/* Raw request body; may contain NUL bytes.  *len receives its length.
+ * A large body streams to the worker while the servlet runs: sl_body then
+ * reads the rest of it into memory first (at most max-body-size), and
+ * returns NULL (*len 0, errno ECONNABORTED or ENOMEM) when it did not
+ * arrive whole.  After sl_body_read, only what it has not read yet. */
 const void *sl_body(const sl_request *rq, size_t *len);
+/* Reads the body incrementally, in constant memory whatever its size:
+ * up to n bytes into buf.  Returns the bytes read, 0 at the end of the
+ * body, or -1 with errno ECONNABORTED when the body will not be complete
+ * (the client stopped or timed out, or it exceeds max-body-size). */
+ssize_t sl_body_read(sl_request *rq, void *buf, size_t n);
 
 /* ---- per-request memory ---------------------------------------------- */
 

@@ -89,6 +89,12 @@ void sandlet_buf_put(sandlet_buf *b, const void *data, size_t len)
     b->len += len;
 }
 
+void sandlet_buf_shrink(sandlet_buf *b, size_t keep)
+{
+    if (b->len == 0 && b->cap > keep)
+        sandlet_buf_free(b);
+}
+
 void sandlet_buf_consume(sandlet_buf *b, size_t n)
 {
     if (n >= b->len) {

@@ -33,6 +33,10 @@ void sandlet_buf_put(sandlet_buf *b, const void *data, size_t len);
 /* Clears bytes [from, to) of b's memory (to is capped at the capacity),
  * for buffers that held a client's data. */
 void sandlet_buf_wipe(sandlet_buf *b, size_t from, size_t to);
+/* Gives b's storage back when it is empty and holds more than keep
+ * bytes of capacity: a buffer that grew for one large message (a request
+ * body) does not keep that memory for the small ones after it. */
+void sandlet_buf_shrink(sandlet_buf *b, size_t keep);
 /* Drops the first n bytes (consumed input), keeping the rest. */
 void sandlet_buf_consume(sandlet_buf *b, size_t n);
 

@@ -4,13 +4,17 @@
  * urlencoded body here, multipart in multipart.c), escaping.
  *
  * Strings point into the driver's buffer or into the request arena; this
- * file never copies the body and never keeps anything past a reset.
+ * file never keeps anything past a reset.  The body is read where the
+ * driver put it; only a streamed body (pulled from the driver while the
+ * servlet runs) is copied, and only when sl_body or a form needs it
+ * whole.
  */
 #include "config.h"
 
 #include "lib/servlet.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +27,23 @@ void sandlet_lib_request_init(sl_request *rq)
     sandlet_lib_request_reset(rq);
 }
 
+static void body_copy_free(sl_request *rq)
+{
+    if (rq->body_copy)
+        explicit_bzero(rq->body_copy, rq->body_copy_cap);
+    free(rq->body_copy);
+    rq->body_copy = NULL;
+    rq->body_copy_cap = 0;
+}
+
 void sandlet_lib_request_reset(sl_request *rq)
 {
     sandlet_lib_arena_reset(&rq->arena);
+    body_copy_free(rq);
+    rq->body_pull = NULL;
+    rq->body_ctx = NULL;
+    rq->body_more = false;
+    rq->body_failed = false;
     rq->method = "GET";
     rq->target = "/";
     rq->path = "/";
@@ -50,6 +68,7 @@ void sandlet_lib_request_reset(sl_request *rq)
 
 void sandlet_lib_request_free(sl_request *rq)
 {
+    body_copy_free(rq);
     sandlet_lib_arena_free(&rq->arena);
 }
 
@@ -164,8 +183,138 @@ const char *sl_header_at(const sl_request *rq, size_t i, const char **value)
     return rq->headers[i].name;
 }
 
+void sandlet_lib_request_set_body_pull(sl_request *rq, sandlet_lib_body_pull pull, void *ctx)
+{
+    rq->body_pull = pull;
+    rq->body_ctx = ctx;
+    rq->body_more = pull != NULL;
+}
+
+/* Asks the driver for the next piece of a streamed body: 1 when rq->body
+ * holds one, 0 at the end, -1 when the body is incomplete. */
+static int body_next(sl_request *rq)
+{
+    if (rq->body_failed)
+        return -1;
+    while (rq->body_more) {
+        const void *data = NULL;
+        size_t len = 0;
+        int rc = rq->body_pull(rq->body_ctx, &data, &len);
+        if (rc <= 0) {
+            rq->body_more = false;
+            rq->body_failed = rc < 0;
+            return rc < 0 ? -1 : 0;
+        }
+        if (len) {
+            rq->body = data;
+            rq->body_len = len;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+ssize_t sl_body_read(sl_request *rq, void *buf, size_t n)
+{
+    if (!rq || (!buf && n)) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (n == 0)
+        return 0;
+    if (rq->body_len == 0) {
+        int rc = body_next(rq);
+        if (rc <= 0) {
+            if (rc < 0)
+                errno = ECONNABORTED;
+            return rc;
+        }
+    }
+    size_t k = rq->body_len < n ? rq->body_len : n;
+    memcpy(buf, rq->body, k);
+    rq->body += k;
+    rq->body_len -= k;
+    /* Bounded by n, which is a size_t the caller's buffer holds. */
+    return k > SSIZE_MAX ? SSIZE_MAX : (ssize_t)k;
+}
+
+/* Appends len bytes to the body copy, growing it by doubling; the old
+ * block is wiped before it goes back to malloc (it holds a client's
+ * bytes).  0 or -ENOMEM. */
+static int copy_put(sl_request *rq, size_t *used, const uint8_t *data, size_t len)
+{
+    if (len > SIZE_MAX - *used)
+        return -ENOMEM;
+    if (*used + len > rq->body_copy_cap) {
+        size_t cap = rq->body_copy_cap ? rq->body_copy_cap : 64 * 1024;
+        while (cap < *used + len)
+            cap = cap > SIZE_MAX / 2 ? *used + len : cap * 2;
+        uint8_t *p = malloc(cap);
+        if (!p)
+            return -ENOMEM;
+        if (*used)
+            memcpy(p, rq->body_copy, *used);
+        body_copy_free(rq);
+        rq->body_copy = p;
+        rq->body_copy_cap = cap;
+    }
+    memcpy(rq->body_copy + *used, data, len);
+    *used += len;
+    return 0;
+}
+
+int sandlet_lib_body_whole(sl_request *rq)
+{
+    if (rq->body_failed)
+        return -ECONNABORTED;
+    if (!rq->body_more)
+        return 0;
+    /* A copy may already hold an earlier part (the body seen so far is
+     * rq->body, which may point into it): gather into a new one. */
+    uint8_t *old = rq->body_copy;
+    size_t old_cap = rq->body_copy_cap;
+    rq->body_copy = NULL;
+    rq->body_copy_cap = 0;
+    size_t used = 0;
+    int rc = copy_put(rq, &used, rq->body, rq->body_len);
+    if (old) {
+        explicit_bzero(old, old_cap);
+        free(old);
+    }
+    while (rc == 0) {
+        int more = body_next(rq);
+        if (more < 0)
+            rc = -ECONNABORTED;
+        if (more <= 0)
+            break;
+        rc = copy_put(rq, &used, rq->body, rq->body_len);
+    }
+    if (rc < 0) {
+        /* Never a half body handed out as the whole one. */
+        rq->body_more = false;
+        rq->body_failed = true;
+        rq->body = NULL;
+        rq->body_len = 0;
+        return rc;
+    }
+    rq->body = rq->body_copy;
+    rq->body_len = used;
+    return 0;
+}
+
 const void *sl_body(const sl_request *rq, size_t *len)
 {
+    /* The request is never const in fact (drivers own it); reading the
+     * rest of a streamed body into memory is a cache of what sl_body
+     * returns, invisible to the servlet but through the pointer. */
+    sl_request *m = (sl_request *)rq;
+    int rc = sandlet_lib_body_whole(m);
+    if (rc < 0) {
+        if (len)
+            *len = 0;
+        errno = -rc;
+        return NULL;
+    }
     if (len)
         *len = rq->body_len;
     return rq->body ? (const void *)rq->body : (const void *)"";
@@ -293,6 +442,15 @@ int sandlet_lib_params_parse(sl_request *rq)
     size_t cap = 0, fcap = 0;
     int r = parse_pairs(rq, rq->query, strlen(rq->query), &cap);
     const char *ct = sl_header(rq, "Content-Type");
+    /* A streamed form body is read whole first (as sl_body would); one
+     * that did not arrive whole contributes nothing. */
+    if (r == 0 && ct && rq->body_more &&
+        (content_type_is(rq, "application/x-www-form-urlencoded") ||
+         strncasecmp(ct, "multipart/form-data", 19) == 0)) {
+        int b = sandlet_lib_body_whole(rq);
+        if (b == -ENOMEM)
+            r = b;
+    }
     if (r == 0 && rq->body_len && ct) {
         const char *boundary;
         size_t blen;

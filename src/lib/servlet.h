@@ -35,6 +35,13 @@ void sandlet_lib_arena_free(sandlet_arena *a);
 
 /* ---- request.c -------------------------------------------------------- */
 
+/* A body that arrives while the servlet runs (the worker's streamed
+ * REQBODY frames): each call hands over the next piece, 1 with *data and
+ * *len valid until the next call, 0 at the end of the body, -1 when it
+ * will not be complete (the client stopped or sent too much; the driver
+ * knows why).  After 0 or -1 it is not called again. */
+typedef int (*sandlet_lib_body_pull)(void *ctx, const void **data, size_t *len);
+
 typedef struct sandlet_lib_header {
     const char *name;
     const char *value;
@@ -58,8 +65,17 @@ struct sl_request {
     sandlet_lib_header *headers;
     size_t nheaders;
     size_t cap_headers;
+    /* The body not read yet: a driver's piece (the whole body when it
+     * gave it at once), or body_copy once sl_body or a form needed it
+     * whole.  body_pull (NULL: none) yields what follows the piece. */
     const uint8_t *body;
     size_t body_len;
+    sandlet_lib_body_pull body_pull;
+    void *body_ctx;
+    bool body_more;     /* body_pull has more to give */
+    bool body_failed;   /* body_pull said -1: the body is incomplete */
+    uint8_t *body_copy; /* malloc'd, wiped and freed at the reset */
+    size_t body_copy_cap;
     /* Parsed lazily on the first sl_param or sl_file call. */
     sandlet_lib_param *params;
     size_t nparams;
@@ -88,6 +104,12 @@ int sandlet_lib_request_set(sl_request *rq, const char *method, const char *targ
                             size_t target_len, const char *peer, int version);
 int sandlet_lib_request_add_header(sl_request *rq, const char *name, const char *value);
 void sandlet_lib_request_set_body(sl_request *rq, const void *body, size_t len);
+/* The body continues beyond what set_body gave: pull yields the rest. */
+void sandlet_lib_request_set_body_pull(sl_request *rq, sandlet_lib_body_pull pull, void *ctx);
+/* The body not read yet, whole: pulls the rest of a streamed body into
+ * memory first (bounded by max-body-size, which the acceptor enforces).
+ * 0, -ENOMEM, or -ECONNABORTED when the body did not arrive whole. */
+int sandlet_lib_body_whole(sl_request *rq);
 
 /* Decodes %XX and '+' into a new string in the arena; NULL on
  * memory shortage.  Invalid escapes are kept literally.  *out_len (may be
@@ -264,8 +286,10 @@ typedef struct sandlet_lib_call {
     int version; /* 10, 11 */
     bool (*next_header)(void *ctx, const char **name, const char **value);
     void *ctx;
-    const void *body;
+    const void *body; /* the body, or its first part when body_pull is set */
     size_t body_len;
+    sandlet_lib_body_pull body_pull; /* NULL: the body is whole */
+    void *body_ctx;
 } sandlet_lib_call;
 
 /* Resets rq and rs, builds the request from call and runs servlet on it

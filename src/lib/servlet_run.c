@@ -117,6 +117,8 @@ int sandlet_lib_serve(const sl_servlet *servlet, sl_request *rq, sl_response *rs
     while (rc == 0 && call->next_header && call->next_header(call->ctx, &name, &value))
         rc = sandlet_lib_request_add_header(rq, name, value);
     sandlet_lib_request_set_body(rq, call->body, call->body_len);
+    if (call->body_pull)
+        sandlet_lib_request_set_body_pull(rq, call->body_pull, call->body_ctx);
     if (rc < 0)
         return rc;
     *result = sandlet_lib_run(servlet, rq, rs);

@@ -34,9 +34,19 @@
 /* A response whose client left is read and dropped up to this much; past
  * it the worker is killed and restarted (recycled) instead: a large or
  * endless stream would otherwise cost the loop its whole length. */
-#define SANDLET_DISCARD_MAX   ((size_t)4 * 1024 * 1024)
-#define SANDLET_SHUTDOWN_MS   10000
-#define SANDLET_SERVER_HEADER "Server: sandlet/" PACKAGE_VERSION "\r\n"
+#define SANDLET_DISCARD_MAX ((size_t)4 * 1024 * 1024)
+/* A servlet's (or page's) request body: the acceptor holds at most this
+ * much of it per connection.  A body up to this size is read whole and
+ * sent with its REQUEST, as before; a larger one is handed to a worker as
+ * soon as this much has arrived and streams after it in REQBODY frames.
+ * Reading the client stops while the body held here plus the bytes queued
+ * for the worker (not yet written to its socketpair) pass the window, and
+ * starts again below SANDLET_BODY_LOW_WATER: so one upload costs the
+ * acceptor about a window (plus one read of input), whatever its size. */
+#define SANDLET_BODY_WINDOW    ((size_t)1024 * 1024)
+#define SANDLET_BODY_LOW_WATER (SANDLET_BODY_WINDOW / 2)
+#define SANDLET_SHUTDOWN_MS    10000
+#define SANDLET_SERVER_HEADER  "Server: sandlet/" PACKAGE_VERSION "\r\n"
 
 typedef struct sandlet_pool sandlet_pool;
 typedef struct sandlet_worker sandlet_worker;
@@ -159,6 +169,14 @@ typedef struct sandlet_inflight {
     uint64_t started; /* uv_hrtime when its head arrived (the duration histogram) */
     const sandlet_servlet_conf *servlet; /* while conn holds its configuration */
     char reqline[160];
+    /* A streamed body (SANDLET_BODY_WINDOW): its last REQBODY (END, or
+     * END|ABORT) has not been queued yet. */
+    bool body_open;
+    /* Bytes at the front of the connection's held body that the REQUEST
+     * carried already: dropped only once the worker started the request
+     * (request_started), so that an unstarted request can still be taken
+     * back whole. */
+    size_t body_sent;
 } sandlet_inflight;
 
 struct sandlet_worker {
@@ -187,6 +205,7 @@ struct sandlet_worker {
      * the worker gets nothing else (it is stopped or very late). */
     bool skipping;
     uint32_t skip_id;
+    bool claimed; /* its first request's claim was seen (request_started) */
     uv_write_t wreq;
     sandlet_buf in;      /* frames from the worker */
     sandlet_buf out;     /* frames gathered while a write is in flight */
@@ -267,6 +286,12 @@ void sandlet_pool_forget(sandlet_conn *c);
 void sandlet_pool_pages(sandlet_pool *p, uint32_t gen);
 /* The client drained below the high-water mark: read the worker again. */
 void sandlet_pool_resume(sandlet_conn *c);
+/* c's streamed body got more bytes, or ended (sandlet_conn_body): queue
+ * what may go to its worker.  Nothing while c waits in the queue. */
+void sandlet_pool_body_more(sandlet_conn *c);
+/* Bytes of c's body queued for its worker and not yet written to the
+ * socketpair (0 when c is at no worker). */
+size_t sandlet_pool_body_backlog(const sandlet_conn *c);
 void sandlet_pools_stop(sandlet_server *srv);
 /* A report from the supervisor about one worker. */
 void sandlet_pool_control(sandlet_server *srv, const sandlet_ctl *m);

@@ -66,9 +66,10 @@ typedef struct sandlet_request_view {
     const char *method, *target, *peer, *reqline;
     size_t method_len, target_len, peer_len;
     unsigned http_major, http_minor;
-    unsigned nheaders; /* read with sandlet_conn_header_at */
-    const uint8_t *body;
+    unsigned nheaders;   /* read with sandlet_conn_header_at */
+    const uint8_t *body; /* the body held now (all of it unless body_open) */
     size_t body_len;
+    bool body_open;                      /* streamed: more follows (sandlet_conn_body) */
     const sandlet_servlet_conf *servlet; /* NULL unless a servlet or page answers */
     uint16_t servlet_local;              /* its index among its sandbox's servlets */
     const sandlet_page *page;            /* a page answers (servlet is its view) */
@@ -80,6 +81,17 @@ void sandlet_conn_header_at(const sandlet_conn *c, unsigned i, const char **name
                             const char **value, size_t *value_len);
 
 /* ---- the worker pool's part ----------------------------------------- */
+
+/* A streamed body (SANDLET_BODY_WINDOW): the bytes held now (returned,
+ * *len of them) and whether the client sent the last of it (*done).  A
+ * body that ends unfinished never says done: the pool is told with
+ * sandlet_pool_forget instead. */
+const uint8_t *sandlet_conn_body(const sandlet_conn *c, size_t *len, bool *done);
+/* The pool queued the first n held bytes for the worker: they go. */
+void sandlet_conn_body_consume(sandlet_conn *c, size_t n);
+/* The pool wrote queued body bytes to the worker: reading the client may
+ * start again if it had stopped for the window. */
+void sandlet_conn_body_drained(sandlet_conn *c);
 
 /* The pool's state for this connection (pool.h); only pool.c looks in. */
 sandlet_pool_link *sandlet_conn_pool_link(sandlet_conn *c);

@@ -67,6 +67,15 @@ struct sandlet_conn {
     unsigned nhost; /* Host headers seen */
     bool expect_continue;
     sandlet_buf body;
+    /* A servlet's or page's body larger than SANDLET_BODY_WINDOW: the
+     * request goes to its pool once that much arrived (body_dispatched),
+     * the rest is parsed while it is served and handed on by pool.c
+     * (sandlet_conn_body), and the head answers it with a close when it
+     * comes before the body's end. */
+    bool body_stream;
+    bool body_dispatched;
+    bool body_paused;                    /* reading stopped: the window is full */
+    uint64_t body_total;                 /* body bytes received, against max-body-size */
     enum sandlet_route_kind route;       /* who answers it (route.c) */
     const sandlet_servlet_conf *servlet; /* lives in gen's configuration */
     uint16_t servlet_local;

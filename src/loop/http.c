@@ -204,6 +204,7 @@ void sandlet_conn_request_view(const sandlet_conn *c, sandlet_request_view *v)
         .nheaders = c->nhdrs,
         .body = c->body.data,
         .body_len = c->body.len,
+        .body_open = c->body_stream && c->phase == PHASE_BODY,
         .servlet = c->servlet,
         .servlet_local = c->servlet ? c->servlet_local : 0,
         .page = c->plink.page,
@@ -418,9 +419,34 @@ int sandlet_conn_write(sandlet_conn *c, const void *a, size_t alen, const void *
 
 static void simple_response(sandlet_conn *c, int status, bool close);
 
+/* The request is at its pool and its body still arrives from the client. */
+static bool body_streaming(const sandlet_conn *c)
+{
+    return c->body_dispatched && c->phase == PHASE_BODY && c->state != CONN_CLOSING;
+}
+
+/* A streamed body that will not end (timeout, too large, malformed): the
+ * pool aborts it at the worker and drops the worker's answer, the client
+ * hears status if nothing was sent yet, and the connection closes either
+ * way (the rest of the body is not read). */
+static void stream_fail(sandlet_conn *c, int status)
+{
+    sandlet_pool_forget(c);
+    sandlet_pages_forget(c);
+    c->keep_alive = false;
+    sandlet_conn_fail(c, status);
+}
+
 static void on_timeout(uv_timer_t *t)
 {
     sandlet_conn *c = t->data;
+    if (body_streaming(c)) {
+        /* The worker waits for the rest: it gets END|ABORT and is free
+         * as soon as its servlet returns. */
+        sandlet_debug("%s: body timeout while streaming to a worker; answering 408", c->peer);
+        stream_fail(c, 408);
+        return;
+    }
     if (c->state != CONN_READING)
         return;
     if (c->phase == PHASE_IDLE) {
@@ -480,6 +506,10 @@ static void reset_request(sandlet_conn *c)
 {
     sandlet_buf_reset(&c->head);
     sandlet_buf_reset(&c->body);
+    /* A large body's buffer is not kept for the small ones after it. */
+    sandlet_buf_shrink(&c->body, SANDLET_BODY_WINDOW);
+    c->body_stream = c->body_dispatched = c->body_paused = false;
+    c->body_total = 0;
     c->nhdrs = c->nhead = c->nterminated = 0;
     c->target = c->target_len = 0;
     c->in_value = false;
@@ -542,6 +572,10 @@ static const char *connection_line(const sandlet_conn *c, size_t *len)
 int sandlet_conn_respond(sandlet_conn *c, int status, const char *extra, size_t extra_len,
                          uint64_t length, const void *body, size_t body_len)
 {
+    /* An answer before the end of a streamed body: the rest of it is not
+     * read, so the connection cannot carry another request. */
+    if (c->body_stream && c->phase == PHASE_BODY)
+        c->keep_alive = false;
     /* One loop thread, and the head is copied out (or written) before the
      * function returns: one buffer serves every response, no malloc. */
     static sandlet_buf head = {.limit = SANDLET_MAX_RESPONSE_HEAD};
@@ -945,16 +979,24 @@ static int on_headers_complete(llhttp_t *p)
 static int on_body(llhttp_t *p, const char *at, size_t len)
 {
     sandlet_conn *c = conn_of(p);
-    if (len > c->body.limit - c->body.len) {
+    /* body.limit is max-body-size; what was streamed on counts too. */
+    if (len > c->body.limit - c->body_total) {
         c->error_status = 413;
         return -1;
     }
+    c->body_total += len;
     sandlet_buf_put(&c->body, at, len);
     set_phase(c, PHASE_BODY); /* progress restarts the gap timer */
     if (c->body.error) {
         c->error_status = 500;
         return -1;
     }
+    /* Past the window a worker's body streams (process_input hands the
+     * request over once this input is parsed); other routes' bodies are
+     * read whole, as they are small or refused. */
+    if (!c->body_stream && c->body.len > SANDLET_BODY_WINDOW &&
+        (c->servlet || c->route == SANDLET_ROUTE_PAGE))
+        c->body_stream = true;
     return 0;
 }
 
@@ -1006,7 +1048,7 @@ static void dispatch(sandlet_conn *c)
         pool = sandlet_pool_find(c->srv, c->servlet_sandbox);
         if (!pool || pool->retired) {
             take_route(c);
-            if (c->servlet && c->body.len > c->servlet->max_body_size) {
+            if (c->servlet && c->body_total > c->servlet->max_body_size) {
                 sandlet_conn_fail(c, 413);
                 return;
             }
@@ -1026,6 +1068,58 @@ static void dispatch(sandlet_conn *c)
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+static void set_reading(sandlet_conn *c, bool on);
+
+/* Stops reading the client while the body held here and queued for the
+ * worker fill the window; the body timeout pauses with it, as the wait
+ * is the worker's, not the client's. */
+static void body_window(sandlet_conn *c)
+{
+    if (!body_streaming(c) || c->body_paused)
+        return;
+    if (c->body.len + sandlet_pool_body_backlog(c) > SANDLET_BODY_WINDOW) {
+        c->body_paused = true;
+        set_reading(c, false);
+        uv_timer_stop(&c->timer);
+    }
+}
+
+/* More of a streamed body was parsed: the request goes to its pool the
+ * first time (dispatch), then the pool takes what arrived. */
+static void body_progress(sandlet_conn *c)
+{
+    if (!c->body_dispatched) {
+        c->body_dispatched = true;
+        dispatch(c);
+    } else {
+        sandlet_pool_body_more(c);
+    }
+    body_window(c);
+}
+
+const uint8_t *sandlet_conn_body(const sandlet_conn *c, size_t *len, bool *done)
+{
+    *len = c->body.len;
+    *done = c->phase != PHASE_BODY;
+    return c->body.data;
+}
+
+void sandlet_conn_body_consume(sandlet_conn *c, size_t n)
+{
+    sandlet_buf_consume(&c->body, n);
+}
+
+void sandlet_conn_body_drained(sandlet_conn *c)
+{
+    if (!c->body_paused || !body_streaming(c) ||
+        c->body.len + sandlet_pool_body_backlog(c) >= SANDLET_BODY_LOW_WATER)
+        return;
+    c->body_paused = false;
+    set_phase(c, PHASE_BODY); /* the client's clock runs again */
+    set_reading(c, true);
+    if (!c->parsing && c->in.len)
+        process_input(c);
+}
 
 void sandlet_conn_redispatch(sandlet_conn *c)
 {
@@ -1078,18 +1172,26 @@ static int bad_method_status(const sandlet_conn *c)
 static void process_input(sandlet_conn *c)
 {
     c->parsing = true;
-    while (c->state == CONN_READING && c->in.len > 0) {
+    while ((c->state == CONN_READING || body_streaming(c)) && !c->body_paused && c->in.len > 0) {
         const char *data = (const char *)c->in.data;
         llhttp_errno_t err = llhttp_execute(&c->parser, data, c->in.len);
         if (err == HPE_OK) {
             c->lf_ws = ends_in_lf_ws(data, c->in.len, c->lf_ws);
             sandlet_buf_reset(&c->in);
+            if (c->body_stream)
+                body_progress(c);
             break;
         }
         if (err == HPE_PAUSED) {
             size_t used = (size_t)(llhttp_get_error_pos(&c->parser) - data);
             c->lf_ws = ends_in_lf_ws(data, used, c->lf_ws);
             sandlet_buf_consume(&c->in, used);
+            if (c->body_dispatched) {
+                /* The streamed body ended; the next request waits for
+                 * this one's answer, as any other. */
+                sandlet_pool_body_more(c);
+                break;
+            }
             /* Reading goes on while the request is served: stopping and
              * restarting it costs two epoll_ctl calls per request, and a
              * pipelining client's next requests just wait in c->in (see
@@ -1112,8 +1214,13 @@ static void process_input(sandlet_conn *c)
             status = bad_method_status(c);
         sandlet_debug("%s: bad request (%s): answering %d", c->peer, llhttp_errno_name(err),
                       status);
-        c->state = CONN_WAITING;
         c->parsing = false;
+        if (c->body_dispatched) {
+            /* Too large or malformed midway: the worker's body aborts. */
+            stream_fail(c, status);
+            return;
+        }
+        c->state = CONN_WAITING;
         simple_response(c, status, true);
         return;
     }
@@ -1133,7 +1240,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     sandlet_conn *c = s->data;
     if (nread > 0) {
         c->in.len += (size_t)nread;
-        if (c->state == CONN_READING)
+        if (c->state == CONN_READING || body_streaming(c))
             process_input(c);
         else if (c->in.limit - c->in.len < READ_CHUNK)
             set_reading(c, false); /* full: resumed when this request is done */
@@ -1141,6 +1248,12 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (nread == 0)
         return;
+    if (nread == UV_EOF && body_streaming(c)) {
+        /* The client stopped midway: its worker's body aborts (forget). */
+        sandlet_debug("%s: connection closed in the middle of a streamed body", c->peer);
+        conn_close(c);
+        return;
+    }
     if (nread == UV_EOF && c->state != CONN_READING) {
         c->peer_closed = true;
         set_reading(c, false);

@@ -43,7 +43,11 @@ static void kill_worker(sandlet_worker *w, int status);
 static bool fresh_up(const sandlet_pool *p);
 static uint64_t tick(const sandlet_pool *p);
 static void queue_expire(uv_timer_t *t);
+static void on_claim_timer(uv_timer_t *t);
 static void worker_resume(sandlet_worker *w);
+static void body_pump(sandlet_worker *w);
+static bool request_started(sandlet_worker *w);
+static void body_abort(sandlet_worker *w, sandlet_inflight *f);
 static void drain(sandlet_pool *p);
 static void pool_maybe_gone(sandlet_pool *p);
 static void retire(sandlet_worker *w, const char *why);
@@ -80,6 +84,7 @@ static sandlet_inflight *held(sandlet_worker *w, unsigned i)
 }
 
 static int flush_out(sandlet_worker *w);
+static void body_written(sandlet_worker *w);
 
 static void after_write(uv_write_t *req, int status)
 {
@@ -99,7 +104,9 @@ static void after_write(uv_write_t *req, int status)
         sandlet_log_errno(SANDLET_LOG_WARN, rc, "writing to worker %d of sandbox '%s'", (int)w->pid,
                           sandbox_name(w));
         worker_lost(w);
+        return;
     }
+    body_written(w);
 }
 
 /* Writes what has gathered in w->out unless a write is under way (its
@@ -169,6 +176,7 @@ static void flush_dirty(uv_check_t *h)
             w->dirty = false;
             p->ndirty--;
             flush_or_lose(w);
+            body_written(w);
         }
     }
     uv_check_stop(h);
@@ -274,7 +282,7 @@ static int filter_cookie_header(const sandlet_pool *p, const char **vp, size_t *
 /* Appends c's request (seen through v) to w->out; on failure w->out is
  * left as it was. */
 static int encode_request(sandlet_worker *w, const sandlet_conn *c, const sandlet_request_view *v,
-                          uint32_t id)
+                          uint32_t id, size_t *taken)
 {
     sandlet_buf *b = &w->out;
     uint32_t slot = 0;
@@ -306,6 +314,11 @@ static int encode_request(sandlet_worker *w, const sandlet_conn *c, const sandle
         }
         sandlet_wire_header_put(b, name, name_len, value, value_len);
     }
+    /* A streamed body: the REQUEST carries what fits, the rest follows
+     * (body_pump). */
+    if (v->body_open)
+        return sandlet_wire_request_finish_open(b, start, v->body, v->body_len, taken);
+    *taken = v->body_len;
     return sandlet_wire_request_finish(b, start, id, v->body, v->body_len);
 }
 
@@ -318,9 +331,17 @@ static void copy_str(char *dst, size_t size, const char *src)
     dst[n] = '\0';
 }
 
-static void on_deadline(uv_timer_t *t)
+/* What a timer's callback queued for workers leaves now: timers run
+ * before the loop polls, and flush_dirty (a check handle) only after the
+ * poll, which would first wait for the next event, or the next timer. */
+static void flush_after_timer(sandlet_pool *p)
 {
-    sandlet_worker *w = t->data;
+    if (p->ndirty)
+        flush_dirty(&p->flush);
+}
+
+static void time_out(sandlet_worker *w)
+{
     if (w->state != W_BUSY || w->rcount == 0)
         return;
     sandlet_error("worker %d of sandbox '%s' ran past its timeout (%" PRIu64
@@ -330,6 +351,14 @@ static void on_deadline(uv_timer_t *t)
     w->timed_out = true;
     w->pool->timeouts++;
     kill_worker(w, 504);
+}
+
+/* Killing the worker may hand its queue's head to another. */
+static void on_deadline(uv_timer_t *t)
+{
+    sandlet_worker *w = t->data;
+    time_out(w);
+    flush_after_timer(w->pool);
 }
 
 /* Puts c back at the front of p's queue: it was handed to a worker that
@@ -363,6 +392,11 @@ static void take_back(sandlet_worker *w)
     p->moved++;
     w->skipping = true;
     w->skip_id = f->id;
+    /* Nothing of its body went further than the REQUEST frame (body_pump
+     * waits for the claim): the connection still holds all of it, and
+     * the worker drops the REQUEST unread. */
+    f->body_open = false;
+    f->body_sent = 0;
     w->rfirst = (w->rfirst + 1) % depth(w);
     w->rcount--;
     w->reqline[0] = '\0';
@@ -376,23 +410,41 @@ static void take_back(sandlet_worker *w)
 /* The first check of a request handed over: taken by its worker, or
  * taken back.  A taken request's own timeout goes on from when it was
  * handed over. */
-static void on_unclaimed(uv_timer_t *t)
+static void check_claim(sandlet_worker *w)
 {
-    sandlet_worker *w = t->data;
     if (w->state != W_BUSY || w->rcount == 0 || w->skipping)
         return;
     sandlet_inflight *f = held(w, 0);
-    if (sandlet_claim_revoke(w->claim, f->id)) {
-        take_back(w);
-        return;
-    }
-    if (!f->timeout)
-        return;
     uint64_t ran = uv_now(w->pool->srv->loop) - w->started;
-    if (ran >= f->timeout)
-        on_deadline(t);
-    else
+    if (!request_started(w)) {
+        if (ran < SANDLET_CLAIM_MS && (!f->timeout || ran < f->timeout)) {
+            /* A streamed body waits at the connection for the claim (the
+             * worker says nothing when it claims): look again soon. */
+            uv_timer_start(&w->deadline, on_claim_timer, 1, 0);
+            return;
+        }
+        if (sandlet_claim_revoke(w->claim, f->id)) {
+            take_back(w);
+            return;
+        }
+    }
+    if (f->timeout) {
+        if (ran >= f->timeout) {
+            time_out(w);
+            return;
+        }
         uv_timer_start(&w->deadline, on_deadline, f->timeout - ran, 0);
+    }
+    body_pump(w);
+}
+
+/* Taking a request back hands it to another worker; a claim seen starts
+ * a streamed body's pump. */
+static void on_claim_timer(uv_timer_t *t)
+{
+    sandlet_worker *w = t->data;
+    check_claim(w);
+    flush_after_timer(w->pool);
 }
 
 /* The worker's first held request is the one it serves now: its timeout
@@ -406,9 +458,13 @@ static void start_first(sandlet_worker *w)
     copy_str(w->reqline, sizeof(w->reqline), f->reqline);
     snprintf(w->servlet, sizeof(w->servlet), "%s%s", f->servlet->path,
              f->servlet->prefix ? "*" : "");
-    /* Whichever comes first: the claim's check or the timeout. */
+    /* Whichever comes first: the claim's check or the timeout; a streamed
+     * body's pump waits for the claim, so that one is looked for at once. */
+    w->claimed = false;
     unsigned first = f->timeout && f->timeout < SANDLET_CLAIM_MS ? f->timeout : SANDLET_CLAIM_MS;
-    uv_timer_start(&w->deadline, on_unclaimed, first, 0);
+    if (f->body_open)
+        first = 1;
+    uv_timer_start(&w->deadline, on_claim_timer, first, 0);
 }
 
 static void send_request(sandlet_worker *w, sandlet_conn *c)
@@ -422,7 +478,8 @@ static void send_request(sandlet_worker *w, sandlet_conn *c)
     sandlet_pool_link *l = sandlet_conn_pool_link(c);
     /* Before the frame can reach the worker. */
     sandlet_claim_offer(w->claim, id);
-    int rc = encode_request(w, c, &v, id);
+    size_t taken = 0;
+    int rc = encode_request(w, c, &v, id, &taken);
     if (rc < 0) {
         sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot hand %s to sandbox '%s'", v.reqline,
                           sandbox_name(w));
@@ -445,11 +502,14 @@ static void send_request(sandlet_worker *w, sandlet_conn *c)
         sandlet_conn_outcome(c, &status, &bytes, &f->started);
     }
     copy_str(f->reqline, sizeof(f->reqline), v.reqline);
+    f->body_open = v.body_open;
+    f->body_sent = taken;
     l->worker = w;
     w->state = W_BUSY;
     if (++w->rcount == 1)
         start_first(w);
     mark_dirty(w);
+    body_pump(w);
 }
 
 /* How often the queue is checked: a quarter of the limit, so a request
@@ -609,6 +669,8 @@ void sandlet_pool_forget(sandlet_conn *c)
             if (f->conn == c) {
                 f->conn = NULL;
                 f->discard = true;
+                /* Its body will not end: the servlet's reader says so. */
+                body_abort(w, f);
             }
         }
         /* Reading may have stopped for this very client; nobody else
@@ -629,6 +691,117 @@ void sandlet_pool_forget(sandlet_conn *c)
         }
     }
     sandlet_pool_link_reset(l);
+}
+
+/* ---- streamed request bodies --------------------------------------------- */
+
+/* Whether the worker has claimed the request it holds first (claim.h).
+ * Body bytes it was sent may be dropped from the connection only then:
+ * until a worker claims a request, the acceptor may take it back and hand
+ * it to another worker, which needs the whole of it again.  Once seen,
+ * remembered: a worker that scribbles on its word afterwards changes
+ * nothing. */
+static bool request_started(sandlet_worker *w)
+{
+    if (!w->claimed && w->rcount)
+        w->claimed = sandlet_claim_taken(w->claim, held(w, 0)->id);
+    return w->claimed;
+}
+
+/* Queues the body of w's first request that arrived since the last call
+ * as REQBODY frames (END once the client sent all of it), and drops it
+ * from the connection, including what the REQUEST carried.  Only once the
+ * worker started the request (request_started); until then the body
+ * stays at the connection and the window stops the client. */
+static void body_pump(sandlet_worker *w)
+{
+    if (w->rcount == 0 || !w->pipe_open)
+        return;
+    sandlet_inflight *f = held(w, 0);
+    if (!f->body_open || !f->conn || f->discard || !request_started(w))
+        return;
+    size_t len;
+    bool done;
+    if (f->body_sent) {
+        sandlet_conn_body_consume(f->conn, f->body_sent);
+        f->body_sent = 0;
+    }
+    const uint8_t *data = sandlet_conn_body(f->conn, &len, &done);
+    if (len == 0 && !done) {
+        /* What the REQUEST carried is dropped now that the worker has it:
+         * the window has room, and the client, stopped while it was
+         * full, may send again (no write follows here to say so). */
+        sandlet_conn_body_drained(f->conn);
+        return;
+    }
+    int rc = sandlet_wire_reqbody_encode(&w->out, f->id, data, len, done ? SANDLET_FRAME_END : 0);
+    if (rc < 0) {
+        /* The worker waits for bytes that cannot be queued: it goes, and
+         * its client hears 503. */
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot queue the body of %s for sandbox '%s'",
+                          f->reqline, sandbox_name(w));
+        kill_worker(w, 503);
+        return;
+    }
+    sandlet_conn_body_consume(f->conn, len);
+    if (done)
+        f->body_open = false;
+    /* The timeout bounds a servlet that stops taking its body (the
+     * window then stops the pump) and its run after the body's end; an
+     * upload longer than the timeout that keeps moving is no overrun. */
+    if (f->timeout && (len || done))
+        uv_timer_start(&w->deadline, on_deadline, f->timeout, 0);
+    mark_dirty(w);
+}
+
+/* The body of f (held by w) will not be complete: the worker gets an
+ * empty END|ABORT REQBODY, its servlet's reader an error. */
+static void body_abort(sandlet_worker *w, sandlet_inflight *f)
+{
+    if (!f->body_open || !w->pipe_open)
+        return;
+    f->body_open = false;
+    int rc = sandlet_wire_reqbody_encode(&w->out, f->id, NULL, 0,
+                                         SANDLET_FRAME_END | SANDLET_FRAME_ABORT);
+    if (rc < 0) {
+        /* It would wait for the body for ever: the supervisor ends it,
+         * and its exit report cleans up as for any death. */
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot end the body of %s for worker %d",
+                          f->reqline, (int)w->pid);
+        w->recycling = true;
+        sandlet_server_control(w->pool->srv, SANDLET_CTL_KILL, w->pool->id, w->slot, w->gen,
+                               SIGKILL);
+        return;
+    }
+    mark_dirty(w);
+}
+
+/* Queued bytes went to the worker's socketpair: its client may be read
+ * again (below the low-water mark), and once no body streams, buffers
+ * that grew for one are given back. */
+static void body_written(sandlet_worker *w)
+{
+    sandlet_inflight *f = w->rcount ? held(w, 0) : NULL;
+    if (f && f->conn && !f->discard)
+        sandlet_conn_body_drained(f->conn);
+    if (w->rcount && held(w, 0)->body_open)
+        return;
+    sandlet_buf_shrink(&w->out, SANDLET_BODY_WINDOW);
+    if (!w->writing)
+        sandlet_buf_shrink(&w->sending, SANDLET_BODY_WINDOW);
+}
+
+void sandlet_pool_body_more(sandlet_conn *c)
+{
+    sandlet_worker *w = sandlet_conn_pool_link(c)->worker;
+    if (w && w->rcount && held(w, 0)->conn == c)
+        body_pump(w);
+}
+
+size_t sandlet_pool_body_backlog(const sandlet_conn *c)
+{
+    const sandlet_worker *w = sandlet_conn_pool_link_const(c)->worker;
+    return w ? w->out.len + w->sending.len : 0;
 }
 
 /* ---- frames from workers ------------------------------------------------- */
@@ -764,6 +937,9 @@ static void request_finished(sandlet_worker *w)
      * write while handing over that client's next request). */
     if (w->rcount == 0 || !w->pipe_open)
         return;
+    /* Answered before its streamed body ended: the worker reads and drops
+     * the rest up to this abort before it takes another request. */
+    body_abort(w, held(w, 0));
     observe(w->pool, held(w, 0)->started);
     uv_timer_stop(&w->deadline);
     w->rfirst = (w->rfirst + 1) % depth(w);

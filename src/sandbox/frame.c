@@ -32,10 +32,16 @@ int sandlet_frame_header_decode(const uint8_t *buf, size_t len, sandlet_frame_hd
         return -EPROTO;
     if (out->type < SANDLET_FRAME_INIT || out->type > SANDLET_FRAME_LAST)
         return -EPROTO;
-    if (out->flags & ~SANDLET_FRAME_END)
+    if (out->flags & ~(SANDLET_FRAME_END | SANDLET_FRAME_ABORT))
         return -EPROTO;
     if (out->length > SANDLET_FRAME_MAX)
         return -EMSGSIZE;
+    /* ABORT means one thing only: an empty last REQBODY.  Anywhere else
+     * it would be a second way to end a message, for readers to disagree
+     * on. */
+    if ((out->flags & SANDLET_FRAME_ABORT) &&
+        (out->type != SANDLET_FRAME_REQBODY || !(out->flags & SANDLET_FRAME_END) || out->length))
+        return -EPROTO;
     return 0;
 }
 
@@ -338,6 +344,41 @@ int sandlet_wire_request_finish(sandlet_buf *b, size_t start, uint32_t id, const
         }
     }
     return rollback(b, start, rc);
+}
+
+int sandlet_wire_request_finish_open(sandlet_buf *b, size_t start, const uint8_t *body, size_t len,
+                                     size_t *taken)
+{
+    int rc = b->error;
+    *taken = 0;
+    if (rc == 0) {
+        size_t used = b->len - start - SANDLET_FRAME_HEADER;
+        size_t room = used < SANDLET_FRAME_MAX ? SANDLET_FRAME_MAX - used : 0;
+        size_t first = len < room ? len : room;
+        sandlet_buf_put(b, body, first);
+        rc = sandlet_frame_finish(b, start, 0);
+        if (rc == 0)
+            *taken = first;
+    }
+    return rollback(b, start, rc);
+}
+
+int sandlet_wire_reqbody_encode(sandlet_buf *b, uint32_t id, const uint8_t *body, size_t len,
+                                uint16_t flags)
+{
+    size_t mark = b->len;
+    int rc = 0;
+    if ((flags & SANDLET_FRAME_ABORT) && (len || !(flags & SANDLET_FRAME_END)))
+        return -EINVAL;
+    size_t off = 0;
+    do {
+        size_t n = len - off < SANDLET_FRAME_MAX ? len - off : SANDLET_FRAME_MAX;
+        size_t start = sandlet_frame_begin(b, SANDLET_FRAME_REQBODY, id);
+        sandlet_buf_put(b, body + off, n);
+        off += n;
+        rc = sandlet_frame_finish(b, start, off == len ? flags : 0);
+    } while (rc == 0 && off < len);
+    return rollback(b, mark, rc);
 }
 
 size_t sandlet_wire_response_begin(sandlet_buf *b, uint32_t id, const sandlet_wire_response *rs)

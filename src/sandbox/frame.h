@@ -9,7 +9,9 @@
  *   offset size field
  *   0      1    version   SANDLET_FRAME_VERSION; any other value is fatal
  *   1      1    type      enum sandlet_frame_type
- *   2      2    flags     SANDLET_FRAME_END: this frame ends its message
+ *   2      2    flags     SANDLET_FRAME_END: this frame ends its message;
+ *                         SANDLET_FRAME_ABORT (only with END, only on an
+ *                         empty REQBODY): the body ends unfinished
  *   4      4    id        request id chosen by the acceptor; 0 for INIT,
  *                         READY and FAIL
  *   8      4    length    payload bytes that follow, <= SANDLET_FRAME_MAX
@@ -51,7 +53,19 @@
  *            str peer, headers × (str name, str value); the rest of the
  *            payload is the first part of the body.  Without the END flag
  *            more body follows in REQBODY frames, the last one with END.
- *   REQBODY  (acceptor→worker) body bytes
+ *            A body larger than the acceptor's window
+ *            (SANDLET_BODY_WINDOW, loop/acceptor.h) is streamed: its
+ *            REQUEST leaves before the client has sent all of it, and the
+ *            REQBODY frames follow as the client's bytes arrive.  The
+ *            worker starts the servlet on such a REQUEST, which pulls the
+ *            REQBODY frames as it reads (sl_body_read).
+ *   REQBODY  (acceptor→worker) body bytes.  A streamed body always ends
+ *            with an END frame, even when its servlet answered before
+ *            reading it all (the worker reads and drops the rest up to
+ *            that END before it takes another REQUEST).  END|ABORT, empty:
+ *            the body will not be complete (the client stopped, timed
+ *            out, sent more than max-body-size, or the request was
+ *            answered already); the servlet's reader reports an error.
  *   RESPONSE (worker→acceptor) u16 status (200-599), u16 header count,
  *            u64 content length (SANDLET_LENGTH_UNKNOWN when streamed),
  *            headers × (str name, str value); the rest is the first part
@@ -89,8 +103,10 @@
 #define SANDLET_FRAME_VERSION 1
 #define SANDLET_FRAME_HEADER  12
 /* Largest payload; bodies larger than this travel in several frames. */
-#define SANDLET_FRAME_MAX      ((size_t)1 << 20)
-#define SANDLET_FRAME_END      0x0001u
+#define SANDLET_FRAME_MAX ((size_t)1 << 20)
+#define SANDLET_FRAME_END 0x0001u
+/* With END on an empty REQBODY: the body ends unfinished (see above). */
+#define SANDLET_FRAME_ABORT    0x0002u
 #define SANDLET_LENGTH_UNKNOWN UINT64_MAX
 /* Bytes of the session key that ends INIT (SANDLET_SESSION_KEY_LEN). */
 #define SANDLET_WIRE_KEY_LEN 32
@@ -214,6 +230,18 @@ void sandlet_wire_header_put(sandlet_buf *b, const char *name, size_t name_len, 
 int sandlet_wire_request_finish(sandlet_buf *b, size_t start, uint32_t id, const uint8_t *body,
                                 size_t len);
 int sandlet_wire_request_decode(const uint8_t *payload, size_t len, sandlet_wire_request *out);
+/* The REQUEST of a streamed body: instead of sandlet_wire_request_finish,
+ * puts as much of body as fits into the REQUEST (*taken bytes) and ends
+ * the frame without END; the rest follows with sandlet_wire_reqbody_encode.
+ * On error b is cut back to start and its error cleared. */
+int sandlet_wire_request_finish_open(sandlet_buf *b, size_t start, const uint8_t *body, size_t len,
+                                     size_t *taken);
+/* Appends len bytes of a streamed body as REQBODY frames (as many as the
+ * maximum needs, at least one); flags (END, END|ABORT with len 0, or 0)
+ * go on the last.  0, -EINVAL for ABORT without END or with bytes, or b's
+ * error; on error b is as it was. */
+int sandlet_wire_reqbody_encode(sandlet_buf *b, uint32_t id, const uint8_t *body, size_t len,
+                                uint16_t flags);
 
 /* RESPONSE: sandlet_wire_response_begin writes the frame header and the
  * fixed fields of rs (status, nheaders, content_length), then

@@ -57,11 +57,17 @@ static struct {
     loaded *servlets;    /* the configured servlets, then the pages */
     size_t nservlets;    /* both */
     sandlet_buf head;    /* scratch for the response head frame */
-    sandlet_buf reqhead; /* REQUEST payload of a request spread over frames */
-    sandlet_buf body;    /* its body, gathered from REQBODY frames */
+    sandlet_buf reqhead; /* REQUEST payload of a request whose body streams */
     uint32_t id;         /* request being served */
-    /* A request the acceptor took back before we claimed it: its REQBODY
-     * frames, already on their way, are dropped.  0: none (ids never are). */
+    /* A streamed body (REQUEST without END): REQBODY frames of id are to
+     * come (body_open); the piece handed to the servlet last is the frame
+     * at the front of in, body_consume bytes, dropped at the next pull. */
+    bool body_open;
+    bool body_broken; /* a frame that is no REQBODY of id: a protocol error */
+    size_t body_consume;
+    /* A request the acceptor took back before we claimed it.  It sends no
+     * REQBODY for one it took back (it streams a body only once the
+     * request is claimed); one on its way anyway is dropped.  0: none. */
     uint32_t skip;
     sandlet_claim *claim;    /* shared with the acceptor (claim.h) */
     sandlet_confine confine; /* applied around the loading of the servlets */
@@ -152,6 +158,61 @@ static int sink(void *ctx, const sandlet_lib_output *out)
             return 0;
         sandlet_wire_body_begin(&w.head, w.id);
     }
+}
+
+static int read_frame(sandlet_frame_hdr *h);
+
+/* The servlet's pull of a streamed body (sandlet_lib_body_pull): reads
+ * the next REQBODY frame of the request into in and hands out its bytes
+ * where they lie.  END|ABORT, or any other frame, ends the body as
+ * incomplete; the other frame also ends the worker after the request. */
+static int pull_body(void *ctx, const void **data, size_t *len)
+{
+    (void)ctx;
+    if (w.body_consume) {
+        sandlet_buf_consume(&w.in, w.body_consume);
+        w.body_consume = 0;
+    }
+    while (w.body_open) {
+        sandlet_frame_hdr h;
+        int rc = read_frame(&h);
+        if (rc <= 0 || h.type != SANDLET_FRAME_REQBODY || h.id != w.id) {
+            if (rc < 0)
+                sandlet_log_errno(SANDLET_LOG_ERROR, rc, "reading a request body");
+            w.body_open = false;
+            w.body_broken = true;
+            return -1;
+        }
+        w.body_consume = SANDLET_FRAME_HEADER + h.length;
+        if (h.flags & SANDLET_FRAME_END)
+            w.body_open = false;
+        if (h.flags & SANDLET_FRAME_ABORT)
+            return -1;
+        if (h.length) {
+            *data = w.in.data + SANDLET_FRAME_HEADER;
+            *len = h.length;
+            return 1;
+        }
+        sandlet_buf_consume(&w.in, w.body_consume);
+        w.body_consume = 0;
+    }
+    return 0;
+}
+
+/* After the servlet returned: the rest of its streamed body, which it
+ * did not read, is read and dropped up to its END, so that the next frame
+ * is the next request's.  False on a protocol error. */
+static bool body_skip(void)
+{
+    const void *data;
+    size_t len;
+    while (pull_body(NULL, &data, &len) > 0) {
+    }
+    if (w.body_consume) {
+        sandlet_buf_consume(&w.in, w.body_consume);
+        w.body_consume = 0;
+    }
+    return !w.body_broken;
 }
 
 /* READY, or FAIL with msg. */
@@ -611,8 +672,6 @@ static void request_wipe(sl_request *rq, sl_response *rs)
     w.in_dirty = w.in.len;
     sandlet_buf_wipe(&w.reqhead, 0, w.reqhead.len);
     sandlet_buf_reset(&w.reqhead);
-    sandlet_buf_wipe(&w.body, 0, w.body.len);
-    sandlet_buf_reset(&w.body);
     sandlet_lib_serve_end(rq, rs);
     wipe_stack();
 }
@@ -634,16 +693,13 @@ static bool next_wire_header(void *ctx, const char **name, const char **value)
     return true;
 }
 
-static int serve(const uint8_t *payload, size_t len, const uint8_t *body, size_t body_len,
-                 bool separate_body, sl_request *rq, sl_response *rs)
+/* Runs the request in payload; streamed: its body goes on in REQBODY
+ * frames, pulled while the servlet runs. */
+static int serve(const uint8_t *payload, size_t len, bool streamed, sl_request *rq, sl_response *rs)
 {
     sandlet_wire_request wr;
     if (sandlet_wire_request_decode(payload, len, &wr) < 0 || wr.servlet >= w.nservlets)
         return -EPROTO;
-    if (!separate_body) {
-        body = wr.body;
-        body_len = wr.body_len;
-    }
     wire_headers hs = {wr.headers, wr.nheaders};
     sandlet_lib_call call = {.method = wr.method,
                              .target = wr.target,
@@ -652,8 +708,9 @@ static int serve(const uint8_t *payload, size_t len, const uint8_t *body, size_t
                              .version = wr.http_major * 10 + wr.http_minor,
                              .next_header = next_wire_header,
                              .ctx = &hs,
-                             .body = body,
-                             .body_len = body_len};
+                             .body = wr.body,
+                             .body_len = wr.body_len,
+                             .body_pull = streamed ? pull_body : NULL};
     int result = 0, rc;
     if (w.servlets[wr.servlet].absent) {
         /* A page that failed to load here (the error log says why). */
@@ -735,8 +792,7 @@ int sandlet_worker_main(const char *sandbox, pid_t supervisor, bool write_blocke
     sandlet_buf_init(&w.in, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX + (size_t)64 * 1024);
     sandlet_buf_init(&w.head, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX);
     sandlet_buf_init(&w.reqhead, SANDLET_FRAME_MAX);
-    sandlet_buf_init(&w.body, 0);
-    w.in.wipe = w.head.wipe = w.reqhead.wipe = w.body.wipe = true;
+    w.in.wipe = w.head.wipe = w.reqhead.wipe = true;
 
     load_servlets(sandbox, write_blocked);
     if (send_simple(NULL) < 0)
@@ -746,7 +802,6 @@ int sandlet_worker_main(const char *sandbox, pid_t supervisor, bool write_blocke
     sl_response rs;
     sandlet_lib_request_init(&rq);
     sandlet_lib_response_init(&rs, &rq, sink, NULL);
-    bool gathering = false;
     int status = 0;
     for (;;) {
         sandlet_frame_hdr h;
@@ -760,49 +815,45 @@ int sandlet_worker_main(const char *sandbox, pid_t supervisor, bool write_blocke
         }
         const uint8_t *payload = w.in.data + SANDLET_FRAME_HEADER;
         bool end = h.flags & SANDLET_FRAME_END;
-        bool served = false;
-        if (h.type == SANDLET_FRAME_REQUEST && !gathering) {
+        if (h.type == SANDLET_FRAME_REQBODY && w.skip && h.id == w.skip) {
+            /* The rest of a request taken back: not ours. */
+            sandlet_buf_consume(&w.in, SANDLET_FRAME_HEADER + h.length);
+        } else if (h.type != SANDLET_FRAME_REQUEST) {
+            /* A REQBODY is only ever read by pull_body, inside a request. */
+            rc = -EPROTO;
+        } else if (!sandlet_claim_take(w.claim, h.id)) {
+            /* Written to us while we could not run (stopped, or not
+             * scheduled), and taken back since: serving it too would run
+             * it twice. */
+            w.skip = h.id;
+            sandlet_buf_consume(&w.in, SANDLET_FRAME_HEADER + h.length);
+            rc = send_skip(h.id);
+        } else if (end) {
             w.id = h.id;
             w.skip = 0;
-            if (!sandlet_claim_take(w.claim, h.id)) {
-                /* Written to us while we could not run (stopped, or not
-                 * scheduled), and taken back since: serving it too would
-                 * run it twice. */
-                w.skip = h.id;
-                rc = send_skip(h.id);
-            } else if (end) {
-                rc = serve(payload, h.length, NULL, 0, false, &rq, &rs);
-                served = true;
-            } else {
-                /* The body continues: keep the head aside while the
-                 * REQBODY frames arrive. */
-                sandlet_wire_request wr;
-                rc = sandlet_wire_request_decode(payload, h.length, &wr);
-                sandlet_buf_reset(&w.reqhead);
-                sandlet_buf_reset(&w.body);
-                if (rc == 0) {
-                    sandlet_buf_put(&w.reqhead, payload, h.length);
-                    sandlet_buf_put(&w.body, wr.body, wr.body_len);
-                    rc = w.reqhead.error ? w.reqhead.error : w.body.error;
-                }
-                gathering = true;
-            }
-        } else if (h.type == SANDLET_FRAME_REQBODY && !gathering && w.skip && h.id == w.skip) {
-            /* The rest of a request taken back: not ours. */
-        } else if (h.type == SANDLET_FRAME_REQBODY && gathering && h.id == w.id) {
-            sandlet_buf_put(&w.body, payload, h.length);
-            rc = w.body.error;
-            if (rc == 0 && end) {
-                gathering = false;
-                rc = serve(w.reqhead.data, w.reqhead.len, w.body.data, w.body.len, true, &rq, &rs);
-                served = true;
-            }
-        } else {
-            rc = -EPROTO;
-        }
-        sandlet_buf_consume(&w.in, SANDLET_FRAME_HEADER + h.length);
-        if (served)
+            rc = serve(payload, h.length, false, &rq, &rs);
+            sandlet_buf_consume(&w.in, SANDLET_FRAME_HEADER + h.length);
             request_wipe(&rq, &rs);
+        } else {
+            /* The body continues in REQBODY frames: the servlet starts now
+             * and pulls them as it reads (a large upload never sits here
+             * whole).  The head is kept aside, as in is reused for them. */
+            w.id = h.id;
+            w.skip = 0;
+            sandlet_buf_reset(&w.reqhead);
+            sandlet_buf_put(&w.reqhead, payload, h.length);
+            sandlet_buf_consume(&w.in, SANDLET_FRAME_HEADER + h.length);
+            rc = w.reqhead.error;
+            if (rc == 0) {
+                w.body_open = true;
+                w.body_broken = false;
+                w.body_consume = 0;
+                rc = serve(w.reqhead.data, w.reqhead.len, true, &rq, &rs);
+                if (!body_skip() && rc >= 0)
+                    rc = -EPROTO;
+            }
+            request_wipe(&rq, &rs);
+        }
         if (rc < 0) {
             sandlet_log_errno(SANDLET_LOG_ERROR, rc, "request %u (%s frame)", h.id,
                               sandlet_frame_type_name(h.type));

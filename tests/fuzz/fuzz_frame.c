@@ -149,6 +149,10 @@ static void decode_stream(const uint8_t *data, size_t size)
         if (rc < 0)
             return;
         invariant(h.length <= SANDLET_FRAME_MAX, "frame length above the maximum accepted");
+        invariant(
+            !(h.flags & SANDLET_FRAME_ABORT) ||
+                (h.type == SANDLET_FRAME_REQBODY && (h.flags & SANDLET_FRAME_END) && h.length == 0),
+            "ABORT accepted elsewhere than on an empty last REQBODY");
         uint8_t enc[SANDLET_FRAME_HEADER];
         sandlet_frame_header_encode(enc, &h);
         invariant(memcmp(enc, data + off, SANDLET_FRAME_HEADER) == 0,

@@ -15,6 +15,7 @@
 #include "harness.h"
 
 #include <signal.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,8 +36,9 @@ static int group_setup(void **state)
     snprintf(conf, sizeof(conf),
              "status-page /sandlet-status;\n"
              "sandbox main { workers 2; }\n"
-             "servlet /probe/* { library \"%s\"; sandbox main; }\n",
-             th_fixture("probe"));
+             "servlet /probe/* { library \"%s\"; sandbox main; }\n"
+             "servlet /up/* { library \"%s\"; sandbox main; }\n",
+             th_fixture("probe"), th_fixture("upload"));
     return th_start(&daemon_, conf, false);
 }
 
@@ -207,11 +209,60 @@ static void test_stopped_busy_worker(void **state)
     assert_false(th_log_contains(&daemon_, "broke the frame protocol"));
 }
 
+/* A request whose body streams (larger than the acceptor's 1 MiB window)
+ * waits at the connection until a worker claims it; offered to a stopped
+ * worker, it is taken back whole (nothing of its body went past the
+ * REQUEST frame) and another worker reads every byte.  Each worker is
+ * stopped in turn, as the acceptor offers the first request to the first
+ * idle worker. */
+static void test_streamed_body_moves_whole(void **state)
+{
+    (void)state;
+    enum { SIZE = 8 << 20 };
+    unsigned char *body = malloc(SIZE);
+    assert_non_null(body);
+    for (size_t i = 0; i < SIZE; i++)
+        body[i] = (unsigned char)(i * 131 + (i >> 13));
+    unsigned char digest[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256(digest, body, SIZE);
+    char want[crypto_hash_sha256_BYTES * 2 + 32];
+    sodium_bin2hex(want, sizeof(want), digest, sizeof(digest));
+    snprintf(want + strlen(want), sizeof(want) - strlen(want), " %d\n", SIZE);
+    pid_t pid[2];
+    worker_pids(pid);
+    long moved_before = metric("sandlet_requests_moved_total{sandbox=\"main\"} ");
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(kill(pid[i], SIGSTOP), 0);
+        th_conn *c = th_connect(daemon_.port, false);
+        assert_non_null(c);
+        char head[128];
+        snprintf(head, sizeof(head),
+                 "POST /up/read HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", SIZE);
+        unsigned long long t0 = th_now_ms();
+        assert_int_equal(th_send_str(c, head), 0);
+        assert_int_equal(th_send(c, body, SIZE), 0);
+        th_response r;
+        assert_int_equal(th_read(c, &r, false), 0);
+        unsigned long long took = th_now_ms() - t0;
+        assert_int_equal(kill(pid[i], SIGCONT), 0);
+        printf("8 MiB upload with worker %d of 2 stopped: %d in %llu ms\n", i + 1, r.status, took);
+        assert_int_equal(r.status, 200);
+        assert_string_equal(r.body, want);
+        assert_true(took < CLIENT_TIMEOUT_MS);
+        th_response_free(&r);
+        th_close(c);
+    }
+    assert_true(metric("sandlet_requests_moved_total{sandbox=\"main\"} ") > moved_before);
+    assert_false(th_log_contains(&daemon_, "broke the frame protocol"));
+    free(body);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stopped_idle_worker),
         cmocka_unit_test(test_stopped_busy_worker),
+        cmocka_unit_test(test_streamed_body_moves_whole),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -387,6 +387,44 @@ static void test_big_binary_page(void **state)
     assert_int_equal(th_stop(&d), 0);
 }
 
+/* A page's body streams like a servlet's (issue 20): 8 MiB reach the
+ * page through sl_body_read, the first request while the page is still
+ * being compiled (the request waits with a full window meanwhile). */
+static void test_streamed_body_page(void **state)
+{
+    (void)state;
+    put("up.csp", "<% char buf[65536]; ssize_t k; unsigned long long n = 0; "
+                  "unsigned h = 2166136261u;\n"
+                  "while ((k = sl_body_read(rq, buf, sizeof(buf))) > 0) {\n"
+                  "    for (ssize_t i = 0; i < k; i++)\n"
+                  "        h = (h ^ (unsigned char)buf[i]) * 16777619u;\n"
+                  "    n += (unsigned long long)k;\n"
+                  "}\n"
+                  "sl_printf(rs, \"got %llu %u %d\\n\", n, h, (int)k); %>");
+    enum { BIG = 8 * 1024 * 1024 };
+    unsigned char *body = malloc(BIG);
+    assert_non_null(body);
+    unsigned h = 2166136261u;
+    for (size_t i = 0; i < BIG; i++) {
+        body[i] = (unsigned char)((i * 2654435761u) >> 13);
+        h = (h ^ body[i]) * 16777619u;
+    }
+    char want[64];
+    snprintf(want, sizeof(want), "got %d %u 0\n", BIG, h);
+    th_daemon d;
+    start(&d, "max-body-size 64m;\npages / { }\n");
+    for (int i = 0; i < 2; i++) {
+        th_response r;
+        assert_int_equal(th_request(d.port, "POST", "/up.csp", NULL, body, BIG, &r), 0);
+        assert_int_equal(r.status, 200);
+        if (!strstr(r.body, want))
+            fail_msg("expected \"%s\" in %s", want, r.body);
+        th_response_free(&r);
+    }
+    free(body);
+    assert_int_equal(th_stop(&d), 0);
+}
+
 /* A page that crashes costs its request a 502; its worker comes back. */
 static void test_crashing_page(void **state)
 {
@@ -763,6 +801,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_page_sandbox, setup, teardown),
         cmocka_unit_test_setup_teardown(test_precompiled, setup, teardown),
         cmocka_unit_test_setup_teardown(test_big_binary_page, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_streamed_body_page, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crashing_page, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crash_names_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_include_outside, setup, teardown),

@@ -273,12 +273,41 @@ static void test_tiny_frames_discarded(void **state)
     th_response_free(&r);
 }
 
+/* The ABORT flag of streamed request bodies goes from the acceptor to a
+ * worker only: a worker that sends it (on an empty last REQBODY, which
+ * parses, or on a BODY, which does not) is killed, its client hears 502,
+ * and the neighbour stays fast. */
+static void test_abort_flag_from_worker(void **state)
+{
+    (void)state;
+    if (th_unconfined())
+        return;
+    static const char *const kinds[] = {"reqbody", "body"};
+    for (size_t i = 0; i < 2; i++) {
+        int before = log_count("broke the frame protocol");
+        char target[64];
+        snprintf(target, sizeof(target), "/iso?do=abortframe&kind=%s", kinds[i]);
+        unsigned long long t0 = th_now_ms();
+        th_response r;
+        get(target, NULL, &r);
+        assert_int_equal(r.status, 502);
+        th_response_free(&r);
+        assert_true(th_now_ms() - t0 < 1500);
+        assert_true(log_count_wait("broke the frame protocol", before, 3000));
+        assert_good_fast();
+        get("/iso?do=echo", "X-Secret: SECRET-again\r\n", &r);
+        assert_int_equal(r.status, 200);
+        th_response_free(&r);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_non_final_status),      cmocka_unit_test(test_no_read_ahead),
-        cmocka_unit_test(test_no_leftovers),          cmocka_unit_test(test_empty_frame_flood),
-        cmocka_unit_test(test_tiny_frames_discarded), cmocka_unit_test(test_unasked_skip),
+        cmocka_unit_test(test_non_final_status),       cmocka_unit_test(test_no_read_ahead),
+        cmocka_unit_test(test_no_leftovers),           cmocka_unit_test(test_empty_frame_flood),
+        cmocka_unit_test(test_tiny_frames_discarded),  cmocka_unit_test(test_unasked_skip),
+        cmocka_unit_test(test_abort_flag_from_worker),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -976,6 +976,126 @@ static void test_roundtrip_every_type(void **state)
 
 /* A message that does not fit leaves the queue it was appended to as it
  * was: the acceptor keeps the frames of other requests. */
+/* ABORT is valid on an empty last REQBODY only. */
+static void test_header_abort_flag(void **state)
+{
+    (void)state;
+    static const struct {
+        uint8_t type;
+        uint16_t flags;
+        uint32_t length;
+        int rc;
+    } cases[] = {
+        {SANDLET_FRAME_REQBODY, SANDLET_FRAME_END | SANDLET_FRAME_ABORT, 0, 0},
+        {SANDLET_FRAME_REQBODY, SANDLET_FRAME_ABORT, 0, -EPROTO},
+        {SANDLET_FRAME_REQBODY, SANDLET_FRAME_END | SANDLET_FRAME_ABORT, 1, -EPROTO},
+        {SANDLET_FRAME_REQUEST, SANDLET_FRAME_END | SANDLET_FRAME_ABORT, 0, -EPROTO},
+        {SANDLET_FRAME_BODY, SANDLET_FRAME_END | SANDLET_FRAME_ABORT, 0, -EPROTO},
+        {SANDLET_FRAME_RESPONSE, SANDLET_FRAME_END | SANDLET_FRAME_ABORT, 0, -EPROTO},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        sandlet_frame_hdr h = {SANDLET_FRAME_VERSION, cases[i].type, cases[i].flags, 9,
+                               cases[i].length};
+        uint8_t raw[SANDLET_FRAME_HEADER];
+        sandlet_frame_header_encode(raw, &h);
+        sandlet_frame_hdr out;
+        assert_int_equal(sandlet_frame_header_decode(raw, sizeof(raw), &out), cases[i].rc);
+    }
+}
+
+/* A streamed body: an open REQUEST with what fits, then REQBODY frames
+ * of at most the maximum, END on the last; the bytes come back in order. */
+static void test_request_open_and_reqbody(void **state)
+{
+    (void)state;
+    size_t total = 3 * SANDLET_FRAME_MAX + 77;
+    uint8_t *body = malloc(total);
+    assert_non_null(body);
+    for (size_t i = 0; i < total; i++)
+        body[i] = (uint8_t)(i * 7 + (i >> 12));
+    sandlet_buf b;
+    sandlet_buf_init(&b, 0);
+    sandlet_wire_request rq = {.servlet = 1,
+                               .http_major = 1,
+                               .http_minor = 1,
+                               .method = "PUT",
+                               .method_len = 3,
+                               .target = "/u",
+                               .target_len = 2,
+                               .peer = "p",
+                               .peer_len = 1};
+    size_t start = sandlet_wire_request_begin(&b, 5, &rq);
+    size_t taken = 0;
+    assert_int_equal(sandlet_wire_request_finish_open(&b, start, body, total, &taken), 0);
+    assert_true(taken > 0 && taken < SANDLET_FRAME_MAX);
+    assert_int_equal(b.len, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX);
+    assert_int_equal(sandlet_wire_reqbody_encode(&b, 5, body + taken, 1000, 0), 0);
+    assert_int_equal(sandlet_wire_reqbody_encode(&b, 5, body + taken + 1000, total - taken - 1000,
+                                                 SANDLET_FRAME_END),
+                     0);
+    assert_int_equal(sandlet_wire_reqbody_encode(&b, 5, NULL, 0, SANDLET_FRAME_ABORT), -EINVAL);
+    assert_int_equal(
+        sandlet_wire_reqbody_encode(&b, 5, body, 1, SANDLET_FRAME_END | SANDLET_FRAME_ABORT),
+        -EINVAL);
+    size_t off = 0, got = 0, frames = 0;
+    bool ended = false;
+    while (off < b.len) {
+        sandlet_frame_hdr h;
+        assert_int_equal(sandlet_frame_header_decode(b.data + off, b.len - off, &h), 0);
+        assert_false(ended);
+        const uint8_t *payload = b.data + off + SANDLET_FRAME_HEADER;
+        if (frames++ == 0) {
+            assert_int_equal(h.type, SANDLET_FRAME_REQUEST);
+            assert_int_equal(h.flags, 0);
+            sandlet_wire_request wr;
+            assert_int_equal(sandlet_wire_request_decode(payload, h.length, &wr), 0);
+            assert_int_equal(wr.body_len, taken);
+            assert_memory_equal(wr.body, body, taken);
+            got = taken;
+        } else {
+            assert_int_equal(h.type, SANDLET_FRAME_REQBODY);
+            assert_int_equal(h.id, 5);
+            assert_true(h.length > 0);
+            assert_memory_equal(payload, body + got, h.length);
+            got += h.length;
+            ended = h.flags & SANDLET_FRAME_END;
+        }
+        off += SANDLET_FRAME_HEADER + h.length;
+    }
+    assert_true(ended);
+    assert_int_equal(got, total);
+    /* The abort: one empty frame, END|ABORT, that decodes. */
+    sandlet_buf_reset(&b);
+    assert_int_equal(
+        sandlet_wire_reqbody_encode(&b, 6, NULL, 0, SANDLET_FRAME_END | SANDLET_FRAME_ABORT), 0);
+    sandlet_frame_hdr h;
+    assert_int_equal(b.len, SANDLET_FRAME_HEADER);
+    assert_int_equal(sandlet_frame_header_decode(b.data, b.len, &h), 0);
+    assert_int_equal(h.flags, SANDLET_FRAME_END | SANDLET_FRAME_ABORT);
+    sandlet_buf_free(&b);
+    free(body);
+}
+
+/* A buffer that grew for one large message gives its memory back once
+ * empty, and only then. */
+static void test_buf_shrink(void **state)
+{
+    (void)state;
+    sandlet_buf b;
+    sandlet_buf_init(&b, 0);
+    assert_int_equal(sandlet_buf_reserve(&b, 4096), 0);
+    b.len = 4096;
+    sandlet_buf_shrink(&b, 1024);
+    assert_non_null(b.data); /* not empty: kept */
+    sandlet_buf_reset(&b);
+    sandlet_buf_shrink(&b, 8192);
+    assert_non_null(b.data); /* small enough: kept */
+    sandlet_buf_shrink(&b, 1024);
+    assert_null(b.data);
+    assert_int_equal(b.cap, 0);
+    sandlet_buf_free(&b);
+}
+
 static void test_encode_rollback(void **state)
 {
     (void)state;
@@ -2095,6 +2215,9 @@ int main(void)
         cmocka_unit_test(test_frame_init_payload),
         cmocka_unit_test(test_roundtrip_every_type),
         cmocka_unit_test(test_encode_rollback),
+        cmocka_unit_test(test_header_abort_flag),
+        cmocka_unit_test(test_request_open_and_reqbody),
+        cmocka_unit_test(test_buf_shrink),
         cmocka_unit_test(test_frame_finish_limited_buf),
         cmocka_unit_test(test_request_known_bytes),
         cmocka_unit_test(test_request_roundtrip),

@@ -603,9 +603,127 @@ static void test_runnable(void **state)
     assert_string_equal(tiny, "GET, HEAD");
 }
 
+/* ---- streamed bodies (sl_body_read) ---------------------------------- */
+
+/* A driver's pull over fixed pieces, then 0, or -1 when it aborts; the
+ * piece handed out last is scribbled over at the next call, as a worker's
+ * frame buffer is reused. */
+typedef struct pieces {
+    const char *const *piece;
+    size_t n, next;
+    bool abort;
+    char scratch[64];
+    unsigned calls_after_end;
+} pieces;
+
+static int pull_pieces(void *ctx, const void **data, size_t *len)
+{
+    pieces *p = ctx;
+    memset(p->scratch, 'X', sizeof(p->scratch));
+    if (p->next == p->n) {
+        p->calls_after_end++;
+        return p->abort ? -1 : 0;
+    }
+    size_t l = strlen(p->piece[p->next]);
+    memcpy(p->scratch, p->piece[p->next++], l);
+    *data = p->scratch;
+    *len = l;
+    return 1;
+}
+
+static void test_body_read(void **state)
+{
+    fixture *f = *state;
+    static const char *const parts[] = {"llo, ", "", "wor", "ld"};
+    /* Whole (not streamed): read in pieces, then sl_body gives the rest. */
+    request(f, "POST", "/", NULL, "hello", 5);
+    char buf[16];
+    assert_int_equal(sl_body_read(&f->rq, buf, 2), 2);
+    size_t len;
+    const char *rest = sl_body(&f->rq, &len);
+    assert_int_equal(len, 3);
+    assert_memory_equal(rest, "llo", 3);
+    assert_int_equal(sl_body_read(&f->rq, buf, sizeof(buf)), 3);
+    assert_int_equal(sl_body_read(&f->rq, buf, sizeof(buf)), 0);
+    assert_int_equal(sl_body_read(&f->rq, buf, 0), 0);
+    assert_int_equal(sl_body_read(&f->rq, NULL, 1), -1);
+    assert_int_equal(errno, EINVAL);
+
+    /* Streamed: the first part, then the driver's pieces (an empty one
+     * among them), read 3 bytes at a time. */
+    pieces p = {parts, 4, 0, false, {0}, 0};
+    request(f, "POST", "/", NULL, "he", 2);
+    sandlet_lib_request_set_body_pull(&f->rq, pull_pieces, &p);
+    char got[32];
+    size_t n = 0;
+    ssize_t k;
+    while ((k = sl_body_read(&f->rq, got + n, 3)) > 0)
+        n += (size_t)k;
+    assert_int_equal(k, 0);
+    assert_int_equal(n, 12);
+    assert_memory_equal(got, "hello, world", 12);
+    assert_int_equal(p.calls_after_end, 1); /* not asked again after its end */
+    assert_int_equal(sl_body_read(&f->rq, got, 3), 0);
+    assert_int_equal(p.calls_after_end, 1);
+
+    /* sl_body on a streamed body, after a partial read: the rest, whole,
+     * in memory of its own (the driver's pieces are gone). */
+    p = (pieces){parts, 4, 0, false, {0}, 0};
+    request(f, "POST", "/", NULL, "he", 2);
+    sandlet_lib_request_set_body_pull(&f->rq, pull_pieces, &p);
+    assert_int_equal(sl_body_read(&f->rq, got, 1), 1);
+    rest = sl_body(&f->rq, &len);
+    assert_non_null(rest);
+    assert_int_equal(len, 11);
+    assert_memory_equal(rest, "ello, world", 11);
+    assert_ptr_equal(sl_body(&f->rq, &len), rest);
+
+    /* An aborted body: -1 ECONNABORTED, and sl_body never hands out the
+     * part that arrived as if it were the whole. */
+    p = (pieces){parts, 2, 0, true, {0}, 0};
+    request(f, "POST", "/", NULL, "he", 2);
+    sandlet_lib_request_set_body_pull(&f->rq, pull_pieces, &p);
+    n = 0;
+    while ((k = sl_body_read(&f->rq, got + n, 4)) > 0)
+        n += (size_t)k;
+    assert_int_equal(k, -1);
+    assert_int_equal(errno, ECONNABORTED);
+    assert_int_equal(n, 7);
+    assert_int_equal(sl_body_read(&f->rq, got, 4), -1);
+    p = (pieces){parts, 2, 0, true, {0}, 0};
+    request(f, "POST", "/", NULL, "he", 2);
+    sandlet_lib_request_set_body_pull(&f->rq, pull_pieces, &p);
+    errno = 0;
+    assert_null(sl_body(&f->rq, &len));
+    assert_int_equal(len, 0);
+    assert_int_equal(errno, ECONNABORTED);
+}
+
+/* A form body that streams: its parameters are there all the same. */
+static void test_body_streamed_form(void **state)
+{
+    fixture *f = *state;
+    static const char *const parts[] = {"=1&b", "=2", "&c=3"};
+    pieces p = {parts, 3, 0, false, {0}, 0};
+    request(f, "POST", "/?q=0", "application/x-www-form-urlencoded", "a", 1);
+    sandlet_lib_request_set_body_pull(&f->rq, pull_pieces, &p);
+    assert_string_equal(sl_param(&f->rq, "q", "-"), "0");
+    assert_string_equal(sl_param(&f->rq, "a", "-"), "1");
+    assert_string_equal(sl_param(&f->rq, "b", "-"), "2");
+    assert_string_equal(sl_param(&f->rq, "c", "-"), "3");
+    /* Aborted: the body adds nothing, the query stands. */
+    p = (pieces){parts, 2, 0, true, {0}, 0};
+    request(f, "POST", "/?q=0", "application/x-www-form-urlencoded", "a", 1);
+    sandlet_lib_request_set_body_pull(&f->rq, pull_pieces, &p);
+    assert_string_equal(sl_param(&f->rq, "q", "-"), "0");
+    assert_string_equal(sl_param(&f->rq, "a", "-"), "-");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_body_read, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_body_streamed_form, setup, teardown),
         cmocka_unit_test_setup_teardown(test_url_decoding, setup, teardown),
         cmocka_unit_test_setup_teardown(test_param_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_repeated_params, setup, teardown),
