@@ -252,10 +252,12 @@ struct sandlet_pool {
      * code that no longer starts leaves the old workers serving. */
     uint32_t pages_gen;
     bool canary; /* one stale worker was retired; its successor has not said READY */
-    /* Runs once per loop turn, after all I/O callbacks, while workers are
-     * dirty: everything handed to a worker in one turn leaves in one
-     * write. */
+    /* Run once per loop turn while workers are dirty, so that everything
+     * handed to a worker in one turn leaves in one write: the check after
+     * all I/O callbacks, the prepare after the timers and before the poll
+     * (which would otherwise first wait for the next event). */
     uv_check_t flush;
+    uv_prepare_t flush_early;
     unsigned ndirty;
     /* The last worker start failed (its servlet would not load or init)
      * and no worker is up: requests get 503 at once instead of waiting

@@ -162,9 +162,8 @@ static void flush_or_lose(sandlet_worker *w)
     }
 }
 
-static void flush_dirty(uv_check_t *h)
+static void flush_pool(sandlet_pool *p)
 {
-    sandlet_pool *p = h->data;
     /* A lost worker's requests go to the others, which may mark one seen
      * earlier in the pass dirty again: pass until none is.  Each pass
      * flushes or loses a worker, so this ends. */
@@ -179,7 +178,18 @@ static void flush_dirty(uv_check_t *h)
             body_written(w);
         }
     }
-    uv_check_stop(h);
+    uv_check_stop(&p->flush);
+    uv_prepare_stop(&p->flush_early);
+}
+
+static void flush_dirty(uv_check_t *h)
+{
+    flush_pool(h->data);
+}
+
+static void flush_dirty_early(uv_prepare_t *h)
+{
+    flush_pool(h->data);
 }
 
 /* Frames wait in w->out for the end of this loop turn. */
@@ -188,8 +198,10 @@ static void mark_dirty(sandlet_worker *w)
     if (w->dirty)
         return;
     w->dirty = true;
-    if (w->pool->ndirty++ == 0)
+    if (w->pool->ndirty++ == 0) {
         uv_check_start(&w->pool->flush, flush_dirty);
+        uv_prepare_start(&w->pool->flush_early, flush_dirty_early);
+    }
 }
 
 /* True when the cookie called name (len bytes) is the session cookie of a
@@ -331,15 +343,6 @@ static void copy_str(char *dst, size_t size, const char *src)
     dst[n] = '\0';
 }
 
-/* What a timer's callback queued for workers leaves now: timers run
- * before the loop polls, and flush_dirty (a check handle) only after the
- * poll, which would first wait for the next event, or the next timer. */
-static void flush_after_timer(sandlet_pool *p)
-{
-    if (p->ndirty)
-        flush_dirty(&p->flush);
-}
-
 static void time_out(sandlet_worker *w)
 {
     if (w->state != W_BUSY || w->rcount == 0)
@@ -353,12 +356,21 @@ static void time_out(sandlet_worker *w)
     kill_worker(w, 504);
 }
 
-/* Killing the worker may hand its queue's head to another. */
 static void on_deadline(uv_timer_t *t)
 {
+    time_out(t->data);
+}
+
+static void on_skip_overdue(uv_timer_t *t)
+{
     sandlet_worker *w = t->data;
-    time_out(w);
-    flush_after_timer(w->pool);
+    if (!w->skipping || !w->pipe_open)
+        return;
+    sandlet_error("worker %d of sandbox '%s' has not run since a request was taken back from it "
+                  "(stopped?) and is past that request's timeout; killing it",
+                  (int)w->pid, sandbox_name(w));
+    w->pool->timeouts++;
+    kill_worker(w, 0);
 }
 
 /* Puts c back at the front of p's queue: it was handed to a worker that
@@ -400,6 +412,13 @@ static void take_back(sandlet_worker *w)
     w->rfirst = (w->rfirst + 1) % depth(w);
     w->rcount--;
     w->reqline[0] = '\0';
+    /* A worker that never runs again (stopped for good, or hostile and
+     * silent) would hold its slot for ever: it is killed when the request
+     * taken back would have timed out. */
+    if (f->timeout) {
+        uint64_t ran = uv_now(p->srv->loop) - w->started;
+        uv_timer_start(&w->deadline, on_skip_overdue, f->timeout > ran ? f->timeout - ran : 1, 0);
+    }
     if (f->conn)
         queue_push_front(p, f->conn);
     sandlet_pool_submit(p, NULL);
@@ -438,13 +457,9 @@ static void check_claim(sandlet_worker *w)
     body_pump(w);
 }
 
-/* Taking a request back hands it to another worker; a claim seen starts
- * a streamed body's pump. */
 static void on_claim_timer(uv_timer_t *t)
 {
-    sandlet_worker *w = t->data;
-    check_claim(w);
-    flush_after_timer(w->pool);
+    check_claim(t->data);
 }
 
 /* The worker's first held request is the one it serves now: its timeout
@@ -598,7 +613,8 @@ static sandlet_worker *pick_worker(sandlet_pool *p, uint32_t gen)
     unsigned max = p->conf->max_requests;
     for (unsigned i = 0; i < p->nworkers; i++) {
         sandlet_worker *w = &p->workers[i];
-        if ((w->state != W_IDLE && w->state != W_BUSY) || !w->pipe_open || w->skipping)
+        if ((w->state != W_IDLE && w->state != W_BUSY) || !w->pipe_open || w->skipping ||
+            w->recycling)
             continue;
         if (w->pages_gen < gen)
             continue; /* started before the page's version: being replaced */
@@ -771,7 +787,7 @@ static void body_abort(sandlet_worker *w, sandlet_inflight *f)
         w->recycling = true;
         sandlet_server_control(w->pool->srv, SANDLET_CTL_KILL, w->pool->id, w->slot, w->gen,
                                SIGKILL);
-        return;
+        return; /* recycling: pick_worker gives it nothing more meanwhile */
     }
     mark_dirty(w);
 }
@@ -931,6 +947,8 @@ static void observe(sandlet_pool *p, uint64_t started)
         }
 }
 
+static void worker_free(sandlet_worker *w);
+
 static void request_finished(sandlet_worker *w)
 {
     /* Answering the client may have lost this worker meanwhile (a failed
@@ -946,6 +964,14 @@ static void request_finished(sandlet_worker *w)
     w->rcount--;
     w->served++;
     w->pool->served++;
+    worker_free(w);
+}
+
+/* The worker has nothing to do (its request answered, or the one taken
+ * back from it skipped): it is replaced when its code is out of date or
+ * it served max-requests, else it takes the next request. */
+static void worker_free(sandlet_worker *w)
+{
     unsigned max = w->pool->conf->max_requests;
     if (w->rcount == 0 && w->pages_gen < w->pool->pages_gen && may_replace(w->pool)) {
         w->pool->canary = true;
@@ -1039,14 +1065,19 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
             return false;
         }
         w->skipping = false;
-        if (w->rcount == 0) {
-            w->state = W_IDLE;
-            sandlet_pool_submit(w->pool, NULL);
-        }
+        uv_timer_stop(&w->deadline);
+        worker_free(w);
         return true;
     }
     if (w->state != W_BUSY || w->rcount == 0 || h->id != held(w, 0)->id) {
         violation(w, w->state == W_BUSY ? "frame for another request" : "frame while idle");
+        return false;
+    }
+    /* A worker claims a request before it answers it: an answer to one
+     * it did not claim could meet a second answer from the worker it is
+     * then handed to. */
+    if (!request_started(w)) {
+        violation(w, "answer to a request it has not claimed");
         return false;
     }
     sandlet_inflight *f = held(w, 0);
@@ -1489,6 +1520,8 @@ sandlet_pool *sandlet_pool_new(sandlet_server *srv, sandlet_confgen *g, size_t i
     p->qtimer.data = p;
     uv_check_init(srv->loop, &p->flush);
     p->flush.data = p;
+    uv_prepare_init(srv->loop, &p->flush_early);
+    p->flush_early.data = p;
     for (unsigned j = 0; j < p->nworkers; j++) {
         uv_timer_init(srv->loop, &p->workers[j].deadline);
         p->workers[j].deadline.data = &p->workers[j];
@@ -1548,12 +1581,15 @@ static void pool_maybe_gone(sandlet_pool *p)
         }
     sandlet_debug("sandbox '%s' (id %u), replaced by a reload, is done", p->conf->name, p->id);
     sandlet_workerlog_forget_pool(p->srv, p);
-    if (p->ndirty)
+    if (p->ndirty) {
         uv_check_stop(&p->flush);
+        uv_prepare_stop(&p->flush_early);
+    }
     uv_timer_stop(&p->qtimer);
-    p->closing = 2 + p->nworkers;
+    p->closing = 3 + p->nworkers;
     uv_close((uv_handle_t *)&p->qtimer, pool_handle_closed);
     uv_close((uv_handle_t *)&p->flush, pool_handle_closed);
+    uv_close((uv_handle_t *)&p->flush_early, pool_handle_closed);
     for (unsigned j = 0; j < p->nworkers; j++) {
         uv_timer_stop(&p->workers[j].deadline);
         uv_close((uv_handle_t *)&p->workers[j].deadline, pool_handle_closed);
@@ -1568,7 +1604,8 @@ static void drain(sandlet_pool *p)
     if (p->qhead) {
         bool coming = false;
         for (unsigned j = 0; j < p->nworkers && !coming; j++)
-            coming = p->workers[j].state != W_DOWN && p->workers[j].state != W_DYING;
+            coming = p->workers[j].state != W_DOWN && p->workers[j].state != W_DYING &&
+                     !p->workers[j].skipping; /* may never run again */
         if (coming)
             return;
         /* Nothing of the sandbox will start again (the supervisor
@@ -1602,6 +1639,8 @@ void sandlet_pools_stop(sandlet_server *srv)
             uv_close((uv_handle_t *)&p->qtimer, NULL);
         if (!uv_is_closing((uv_handle_t *)&p->flush))
             uv_close((uv_handle_t *)&p->flush, NULL);
+        if (!uv_is_closing((uv_handle_t *)&p->flush_early))
+            uv_close((uv_handle_t *)&p->flush_early, NULL);
         for (unsigned j = 0; p->workers && j < p->nworkers; j++) {
             sandlet_worker *w = &p->workers[j];
             /* Closing the socketpair is the worker's signal to run its

@@ -37,8 +37,15 @@ static int group_setup(void **state)
              "status-page /sandlet-status;\n"
              "sandbox main { workers 2; }\n"
              "servlet /probe/* { library \"%s\"; sandbox main; }\n"
-             "servlet /up/* { library \"%s\"; sandbox main; }\n",
-             th_fixture("probe"), th_fixture("upload"));
+             "servlet /up/* { library \"%s\"; sandbox main; }\n"
+             "sandbox solo { workers 1; timeout 1000; }\n"
+             "servlet /solo/* { library \"%s\"; sandbox solo; }\n"
+             "sandbox qa { workers 1; queue-timeout 400; }\n"
+             "servlet /qa/* { library \"%s\"; sandbox qa; }\n"
+             "sandbox qb { workers 1; }\n"
+             "servlet /qb/* { library \"%s\"; sandbox qb; }\n",
+             th_fixture("probe"), th_fixture("upload"), th_fixture("probe"), th_fixture("probe"),
+             th_fixture("probe"));
     return th_start(&daemon_, conf, false);
 }
 
@@ -257,12 +264,72 @@ static void test_streamed_body_moves_whole(void **state)
     free(body);
 }
 
+/* A worker that never runs again holds nothing (its request was taken
+ * back) but would hold its slot for ever: it is killed when the request
+ * taken back from it would have timed out, and its replacement serves.
+ * With one worker, that is the sandbox's only way back. */
+static void test_stopped_worker_replaced(void **state)
+{
+    (void)state;
+    th_response r;
+    assert_int_equal(th_request(daemon_.port, "GET", "/solo/pid", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    pid_t stopped = (pid_t)atol(r.body);
+    th_response_free(&r);
+    assert_int_equal(kill(stopped, SIGSTOP), 0);
+    unsigned long long t0 = th_now_ms();
+    assert_int_equal(th_request(daemon_.port, "GET", "/solo/pid", NULL, NULL, 0, &r), 0);
+    unsigned long long took = th_now_ms() - t0;
+    printf("the only worker stopped: answered %d by a new worker after %llu ms\n", r.status, took);
+    assert_int_equal(r.status, 200);
+    assert_true((pid_t)atol(r.body) != stopped);
+    assert_true(took >= 1000);
+    th_response_free(&r);
+    assert_true(th_log_contains(&daemon_, "has not run since a request was taken back"));
+    kill(stopped, SIGCONT); /* killed already: a no-op, or a zombie's */
+}
+
+/* A request a timer hands to a worker is written at once, not when the
+ * loop next wakes: here queue-timeout answers a pipelined request 503,
+ * and the client's next request goes to an idle worker of another
+ * sandbox from that timer.  Late, the claim check would take it back
+ * from a worker that never saw it. */
+static void test_timer_hands_over_at_once(void **state)
+{
+    (void)state;
+    long moved = metric("sandlet_requests_moved_total{sandbox=\"qb\"} ");
+    th_conn *busy = th_connect(daemon_.port, false);
+    assert_non_null(busy);
+    assert_int_equal(th_send_str(busy, "GET /qa/sleep?ms=1500 HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    usleep(100000);
+    th_conn *c = th_connect(daemon_.port, false);
+    assert_non_null(c);
+    assert_int_equal(th_send_str(c, "GET /qa/pid HTTP/1.1\r\nHost: x\r\n\r\n"
+                                    "GET /qb/pid HTTP/1.1\r\nHost: x\r\n\r\n"),
+                     0);
+    th_response r;
+    assert_int_equal(th_read(c, &r, false), 0);
+    assert_int_equal(r.status, 503);
+    th_response_free(&r);
+    assert_int_equal(th_read(c, &r, false), 0);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    th_close(c);
+    assert_int_equal(th_read(busy, &r, false), 0);
+    th_response_free(&r);
+    th_close(busy);
+    assert_int_equal(metric("sandlet_requests_moved_total{sandbox=\"qb\"} "), moved);
+    assert_false(th_log_contains(&daemon_, "sandbox 'qb' did not start"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stopped_idle_worker),
         cmocka_unit_test(test_stopped_busy_worker),
         cmocka_unit_test(test_streamed_body_moves_whole),
+        cmocka_unit_test(test_stopped_worker_replaced),
+        cmocka_unit_test(test_timer_hands_over_at_once),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
