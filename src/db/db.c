@@ -64,6 +64,9 @@ static struct {
     unsigned long resets;     /* connections made so far (server sessions) */
     char sqlstate[6];
     char error[256];
+    /* Why libpq could not be loaded at start: each request that asks for
+     * the database hears that (and its fix), not "no database". */
+    char load_error[256];
 } db;
 
 static void call_failed(const PGresult *r);
@@ -107,8 +110,10 @@ int sandlet_lib_db_open(const char *conninfo, const char *password, char *err, s
         return 0;
     /* The one place a worker loads libpq: only sandboxes with a database
      * pay for its libraries (pq.h). */
-    if (sandlet_lib_pq_load(err, errlen) < 0)
+    if (sandlet_lib_pq_load(err, errlen) < 0) {
+        snprintf(db.load_error, sizeof(db.load_error), "%s", err);
         return -1;
+    }
     /* Defaults first, the sandbox's string over them, the password last:
      * GSSAPI off (its credential lookup opens files a confined worker may
      * not) and a bounded connect. */
@@ -228,7 +233,9 @@ int sandlet_lib_db_request_end(void)
 static PGconn *connection(void)
 {
     if (!db.conn) {
-        set_error("08003", "this sandbox has no database (sandlet.conf: database \"CONNINFO\";)");
+        set_error("08003", db.load_error[0] ? db.load_error
+                                            : "this sandbox has no database (sandlet.conf: "
+                                              "database \"CONNINFO\";)");
         return NULL;
     }
     /* Once per request, before anything is sent: a server that restarted
