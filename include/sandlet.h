@@ -158,8 +158,8 @@ const char *sl_param_at(sl_request *rq, size_t i, const char **value, size_t *le
  * window) that is larger than 64 KiB is spooled to an unlinked temporary
  * file of the worker's, gone when the request ends: data is then a
  * read-only mapping of it (pages count to the worker's RSS as they are
- * touched), or NULL when the sandbox's memory limit leaves no address
- * space for it.  sl_file_read reads any file in constant memory.
+ * touched), or NULL when the request's mappings would pass a quarter of
+ * the sandbox's memory limit (128 MiB by default).  sl_file_read reads any file in constant memory.
  */
 typedef struct sl_file {
     const char *name;         /* the form field's name */

@@ -2819,8 +2819,6 @@ const char *sandlet_conf_restart_needed(const sandlet_conf *a, const sandlet_con
         return "session-secret-file";
     if (!same_str(a->page_cache, b->page_cache))
         return "page-cache";
-    if (!same_str(a->spool_dir, b->spool_dir))
-        return "spool-dir";
     if (!same_str(a->page_compiler, b->page_compiler))
         return "page-compiler";
     if (a->page_compile_timeout != b->page_compile_timeout)

@@ -87,6 +87,7 @@ struct sl_request {
      * unlinked file per request (-1: none yet), closed at the reset. */
     int spool_fd;
     uint64_t spool_end;
+    size_t spool_mapped; /* bytes of it mapped for sl_file.data */
     /* cookie.c: parsed lazily on first sl_cookie call. */
     sandlet_lib_header *cookies;
     size_t ncookies;
@@ -209,11 +210,11 @@ int sandlet_lib_file_push(sl_request *rq, size_t *cap, const sandlet_lib_file *f
 
 /* ---- spool.c ---------------------------------------------------------- */
 
-/* Where spool files are made: a directory descriptor the driver opened
- * before confinement (-1: none, large parts stay in memory).  named_ok:
- * the worker may create and unlink a named file (its files group), for a
- * filesystem without O_TMPFILE. */
-void sandlet_lib_spool_dir(int dirfd, bool named_ok);
+/* Where spool files are made: an absolute directory path, kept (not
+ * copied) for the process's life (NULL: none, large parts stay in
+ * memory).  named_ok: the worker may create and unlink a named file (its
+ * files group), for a filesystem without O_TMPFILE. */
+void sandlet_lib_spool_dir(const char *dir, bool named_ok);
 bool sandlet_lib_spool_enabled(void);
 /* Appends n bytes to rq's spool file, made on first use.  0 or -errno. */
 int sandlet_lib_spool_append(sl_request *rq, const void *p, size_t n);

@@ -21,20 +21,24 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
-static int spool_dirfd = -1;
+/* A path, not a descriptor: a worker holds no descriptor between
+ * requests but its own (test_privsep checks), and openat by path is what
+ * the base allowlist lets through with O_TMPFILE. */
+static const char *spool_path;
 static bool spool_named;
 
-void sandlet_lib_spool_dir(int dirfd, bool named_ok)
+void sandlet_lib_spool_dir(const char *dir, bool named_ok)
 {
-    spool_dirfd = dirfd;
+    spool_path = dir && *dir ? dir : NULL;
     spool_named = named_ok;
 }
 
 bool sandlet_lib_spool_enabled(void)
 {
-    return spool_dirfd >= 0;
+    return spool_path != NULL;
 }
 
 /* A named file, unlinked at once: for filesystems without O_TMPFILE.
@@ -52,13 +56,16 @@ static int open_named(void)
             name[5 + 2 * i] = hex[r[i] & 15];
         }
         name[sizeof(name) - 1] = '\0';
-        int fd =
-            openat(spool_dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        char path[PATH_MAX];
+        int n = snprintf(path, sizeof(path), "%s/%s", spool_path, name);
+        if (n < 0 || (size_t)n >= sizeof(path))
+            return -ENAMETOOLONG;
+        int fd = openat(AT_FDCWD, path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0 && errno == EEXIST)
             continue;
         if (fd < 0)
             return -errno;
-        if (unlinkat(spool_dirfd, name, 0) < 0) {
+        if (unlinkat(AT_FDCWD, path, 0) < 0) {
             int err = -errno;
             close(fd);
             return err;
@@ -70,11 +77,11 @@ static int open_named(void)
 
 static int spool_open(void)
 {
-    if (spool_dirfd < 0)
+    if (!spool_path)
         return -ENOENT;
     /* O_TMPFILE: the worker's allowlist lets openat through with this
      * flag only, so the base confinement can spool. */
-    int fd = openat(spool_dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    int fd = openat(AT_FDCWD, spool_path, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (fd >= 0)
         return fd;
     int err = errno;
@@ -134,17 +141,24 @@ int sandlet_lib_spool_part(sl_request *rq, sandlet_lib_file *f, uint64_t off, ui
         return 0;
     /* Mapped for servlets written against data: pages come in as they
      * are touched (and then count to RSS as file pages the kernel may
-     * drop); an address-space limit below the part leaves data NULL. */
+     * drop).  The mappings of a request take at most a quarter of the
+     * worker's address-space limit (the sandbox's memory), so that they
+     * never starve its malloc: past that, data is NULL. */
     long pg = sysconf(_SC_PAGESIZE);
     uint64_t base = pg > 0 ? off - off % (uint64_t)pg : off;
     size_t mlen = (size_t)(len + (off - base));
     if (mlen == 0)
+        return 0;
+    struct rlimit as;
+    if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY &&
+        (mlen > as.rlim_cur / 4 || rq->spool_mapped > as.rlim_cur / 4 - mlen))
         return 0;
     void *m = mmap(NULL, mlen, PROT_READ, MAP_PRIVATE, rq->spool_fd, (off_t)base);
     if (m == MAP_FAILED)
         return 0;
     f->map = m;
     f->map_len = mlen;
+    rq->spool_mapped += mlen;
     f->pub.data = (const uint8_t *)m + (off - base);
     return 0;
 }
@@ -162,6 +176,7 @@ void sandlet_lib_spool_reset(sl_request *rq)
         close(rq->spool_fd);
     rq->spool_fd = -1;
     rq->spool_end = 0;
+    rq->spool_mapped = 0;
 }
 
 /* The library's own record of f, or NULL when f is not one of rq's. */

@@ -310,10 +310,11 @@ static void confine_settings(const sandlet_wire_init *in, const char *sandbox, c
     c->write_blocked = write_blocked;
 }
 
-/* The upload spool: its directory is opened now, while the worker may
- * still open by path, and becomes writable under Landlock; spool files
- * are then made in it with O_TMPFILE, the one openat the base allowlist
- * has (lib/spool.c).  Without it large file parts stay in memory. */
+/* The upload spool: checked now, while the worker may still open by
+ * path, and made writable under Landlock; spool files are then made in it
+ * by path with O_TMPFILE, the one openat the base allowlist has
+ * (lib/spool.c).  No descriptor is kept: an idle worker holds only its
+ * own 0-5.  Without a spool large file parts stay in memory. */
 static void spool_settings(const sandlet_wire_init *in, const char *sandbox)
 {
     if (!in->spool || !in->spool[0])
@@ -325,8 +326,9 @@ static void spool_settings(const sandlet_wire_init *in, const char *sandbox)
                      sandbox, in->spool, strerror(errno));
         return;
     }
+    close(fd);
     w.confine.spool_path = in->spool;
-    sandlet_lib_spool_dir(fd, (in->syscalls & SANDLET_SYSCALLS_FILES) != 0);
+    sandlet_lib_spool_dir(in->spool, (in->syscalls & SANDLET_SYSCALLS_FILES) != 0);
 }
 
 /* Keeps the database part of INIT.  The password moves out of the INIT
