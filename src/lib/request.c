@@ -6,8 +6,9 @@
  * Strings point into the driver's buffer or into the request arena; this
  * file never keeps anything past a reset.  The body is read where the
  * driver put it; only a streamed body (pulled from the driver while the
- * servlet runs) is copied, and only when sl_body or a form needs it
- * whole.
+ * servlet runs) is copied, and only when sl_body or an urlencoded form
+ * needs it whole: a streamed multipart form goes through the incremental
+ * parser piece by piece (multipart.c, spool.c).
  */
 #include "config.h"
 
@@ -483,8 +484,9 @@ int sandlet_lib_params_parse(sl_request *rq)
     size_t cap = 0, fcap = 0;
     int r = parse_pairs(rq, rq->query, strlen(rq->query), &cap);
     const char *ct = sl_header(rq, "Content-Type");
-    /* A streamed form body is read whole first (as sl_body would); one
-     * that did not arrive whole contributes nothing. */
+    /* A streamed urlencoded body is read whole first (as sl_body would);
+     * a streamed multipart one is parsed as it arrives.  One that did not
+     * arrive whole contributes nothing. */
     if (r == 0 && ct && rq->body_more && content_type_is(rq, "application/x-www-form-urlencoded")) {
         int b = sandlet_lib_body_whole(rq);
         if (b == -ENOMEM)
