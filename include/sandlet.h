@@ -152,19 +152,33 @@ const char *sl_param_bytes(sl_request *rq, const char *name, size_t *len);
 /* value and len may be NULL. */
 const char *sl_param_at(sl_request *rq, size_t i, const char **value, size_t *len);
 
-/* A file sent in a multipart/form-data body (a part with a filename). */
+/*
+ * A file sent in a multipart/form-data body (a part with a filename).
+ * A file part of a body that streams (larger than the acceptor's 1 MiB
+ * window) that is larger than 64 KiB is spooled to an unlinked temporary
+ * file of the worker's, gone when the request ends: data is then a
+ * read-only mapping of it (pages count to the worker's RSS as they are
+ * touched), or NULL when the request's mappings would pass a quarter of
+ * the sandbox's memory limit (128 MiB by default).  sl_file_read reads any file in constant memory.
+ */
 typedef struct sl_file {
     const char *name;         /* the form field's name */
     const char *filename;     /* client's name, directories removed; may be "" */
     const char *content_type; /* as sent; "application/octet-stream" if none */
-    const void *data;         /* the bytes, binary-safe */
+    const void *data;         /* the bytes, binary-safe; may be NULL (see above) */
     size_t len;
 } sl_file;
 
 /* The first file sent for field name, or the i-th file (from 0); NULL when
- * there is none.  filename comes from the client: never use it as a path. */
+ * there is none (errno is then set when the form could not be read: EFBIG
+ * or ENOSPC spooling, ECONNABORTED, ENOMEM).  filename comes from the
+ * client: never use it as a path.  Parsing a streamed multipart body reads
+ * it: sl_body and sl_body_read then have nothing left. */
 const sl_file *sl_file_get(sl_request *rq, const char *name);
 const sl_file *sl_file_at(sl_request *rq, size_t i);
+/* Reads up to n bytes of f from offset off into buf: the bytes read, 0
+ * at (or past) its end, -1 with errno (EINVAL: f is not one of rq's). */
+ssize_t sl_file_read(sl_request *rq, const sl_file *f, void *buf, size_t n, size_t off);
 
 /* Raw request body; may contain NUL bytes.  *len receives its length.
  * A large body streams to the worker while the servlet runs: sl_body then

@@ -277,6 +277,11 @@ static const directive directives[] = {
      .kind = K_PATH,
      .usage = "DIR",
      .off = TOP(page_cache, char *)},
+    {.name = "spool-dir",
+     .ctx = CTX_TOP,
+     .kind = K_PATH,
+     .usage = "DIR",
+     .off = TOP(spool_dir, char *)},
     {.name = "page-compiler",
      .ctx = CTX_TOP,
      .kind = K_CUSTOM,
@@ -2328,6 +2333,11 @@ static int parse_text(const char *text, size_t len, const char *name, const char
         if (!ps.conf->page_cache)
             rc = nomem(&ps);
     }
+    if (rc == 0 && !ps.conf->spool_dir) {
+        ps.conf->spool_dir = dupn(SANDLET_DEFAULT_SPOOL_DIR, strlen(SANDLET_DEFAULT_SPOOL_DIR));
+        if (!ps.conf->spool_dir)
+            rc = nomem(&ps);
+    }
     for (size_t i = 0; i < ps.conf->nservlets; i++)
         free(ps.refs[i].name);
     free(ps.refs);
@@ -2517,6 +2527,7 @@ void sandlet_conf_free(sandlet_conf *conf)
         free(conf->pages[i].prefix);
     free(conf->pages);
     free(conf->page_cache);
+    free(conf->spool_dir);
     free(conf->page_compiler);
     free(conf->listens);
     free(conf->servlets);
@@ -2667,6 +2678,7 @@ sandlet_conf *sandlet_conf_plan(const sandlet_conf *conf)
      * mapping itself. */
     p->docroot = copy_str(conf->docroot, &bad);
     p->page_cache = copy_str(conf->page_cache, &bad);
+    p->spool_dir = copy_str(conf->spool_dir, &bad);
     p->page_compiler = copy_str(conf->page_compiler, &bad);
     p->page_compile_timeout = conf->page_compile_timeout;
     p->development = conf->development;

@@ -125,6 +125,8 @@
 #define SANDLET_LOCALSTATEDIR "/var"
 #endif
 #define SANDLET_DEFAULT_PAGE_CACHE SANDLET_LOCALSTATEDIR "/cache/sandlet"
+/* Large multipart file parts in flight: on disk, never tmpfs (/run). */
+#define SANDLET_DEFAULT_SPOOL_DIR SANDLET_LOCALSTATEDIR "/spool/sandlet"
 /* TCP ports a sandbox's database group may connect to. */
 #define SANDLET_MAX_DATABASE_PORTS 16
 /* A database's port when its conninfo names a TCP host but no port. */
@@ -270,6 +272,7 @@ typedef struct sandlet_conf {
     sandlet_pages_conf *pages;
     size_t npages;
     char *page_cache;              /* the cache root; one folder per sandbox */
+    char *spool_dir;               /* upload spool root; one folder per sandbox */
     char *page_compiler;           /* NULL: "page-compiler off" */
     int page_compiler_line;        /* of its line (0: the default), for -t */
     unsigned page_compile_timeout; /* ms of wall clock one compile may take */

@@ -2,11 +2,18 @@
  * multipart.c - multipart/form-data request bodies (RFC 7578): text parts
  * become parameters, parts with a filename become sl_file.
  *
+ * The parser is incremental: it is fed the body in pieces of any size
+ * (a streamed body's frames, or a whole body at once) and keeps bounded
+ * state between them: a part's header block (at most 8 KiB), a hold for
+ * a delimiter cut by a piece boundary (classify() bounds it), and the
+ * data of the current part, which for a file part of a streamed body is
+ * moved to the request's spool file (spool.c) past a threshold.
+ *
  * The body is untrusted and binary: every scan here is bounded by an
- * explicit end pointer (memchr/memmem, never strlen or strstr on the
- * body), file data are never copied, and a body that does not parse is
- * rejected whole rather than half-used.  Runs only when a servlet asks
- * for a parameter or a file.
+ * explicit length (memchr/memcmp, never strlen or strstr on the body),
+ * there is no recursion, and a body that does not parse is rejected whole
+ * rather than half-used.  Runs only when a servlet asks for a parameter
+ * or a file.
  */
 #include "config.h"
 
@@ -14,13 +21,11 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-/* RFC 2046 limits a boundary to 70 characters. */
-#define BOUNDARY_MAX 70
-/* Headers of one part; a browser sends two short lines. */
-#define PART_HEAD_MAX ((size_t)8 * 1024)
+#define BOUNDARY_MAX SANDLET_MP_BOUNDARY_MAX
 
 static bool is_ws(char c)
 {
@@ -219,131 +224,353 @@ static const char *base_name(const char *s)
     return b;
 }
 
-/* After a delimiter's boundary: optional blanks, then CRLF.  Returns
- * the start of the next line, or NULL when the line holds anything else. */
-static const uint8_t *delimiter_line_end(const uint8_t *p, const uint8_t *end)
+/* ---- the incremental parser ------------------------------------------- */
+
+enum mp_state { MP_PREAMBLE, MP_HEAD, MP_DATA, MP_DONE };
+
+/* What the bytes at the start of the hold say (classify()). */
+enum { NOT_DELIM, NEED_MORE, IS_DELIM };
+
+int sandlet_lib_mp_init(sandlet_lib_mp *mp, sl_request *rq, const char *boundary, size_t blen,
+                        size_t *param_cap, size_t *file_cap, bool spool)
 {
-    size_t left = (size_t)(end - p), i = 0;
-    while (i < left && (p[i] == ' ' || p[i] == '\t'))
-        i++;
-    /* cppcheck assumes the loop ran to left; blanks can stop it early. */
-    // cppcheck-suppress knownConditionTrueFalse
-    if (left - i < 2 || p[i] != '\r' || p[i + 1] != '\n')
-        return NULL;
-    return p + i + 2;
+    memset(mp, 0, sizeof(*mp));
+    if (blen == 0 || blen > SANDLET_MP_BOUNDARY_MAX)
+        return -EBADMSG;
+    mp->rq = rq;
+    mp->param_cap = param_cap;
+    mp->file_cap = file_cap;
+    mp->spool = spool;
+    memcpy(mp->delim, "\r\n--", 4);
+    memcpy(mp->delim + 4, boundary, blen);
+    mp->dlen = blen + 4;
+    /* Only the first delimiter may lack its CRLF, when it opens the body:
+     * a CRLF of our own in front of the body makes it an ordinary one,
+     * and at_start remembers that a body opening with the boundary must
+     * open with a whole delimiter line. */
+    mp->state = MP_PREAMBLE;
+    mp->hold[0] = '\r';
+    mp->hold[1] = '\n';
+    mp->hold_len = 2;
+    mp->skip = 2;
+    mp->at_start = true;
+    return 0;
 }
 
-static bool is_close(const uint8_t *p, const uint8_t *end)
+static void part_buf_free(sandlet_lib_mp *mp)
 {
-    return (size_t)(end - p) >= 2 && p[0] == '-' && p[1] == '-';
+    if (mp->buf)
+        explicit_bzero(mp->buf, mp->used); /* a client's bytes */
+    free(mp->buf);
+    mp->buf = NULL;
+    mp->used = mp->cap = 0;
+}
+
+void sandlet_lib_mp_release(sandlet_lib_mp *mp)
+{
+    part_buf_free(mp);
 }
 
 /*
- * Finds the next delimiter line at or after from: CRLF "--" boundary,
- * then either "--" (the close) or optional blanks and CRLF.  A match that
- * is followed by anything else is part of the data (the boundary merely
- * begins a line of it) and the search goes on.  Returns the position of
- * the CR, or NULL; *after receives the start of the next part (after the
- * line's CRLF) and *close whether this was the closing delimiter.
+ * Whether the n bytes at p (p[0] is '\r') begin a delimiter line: CRLF
+ * "--" boundary, then "--" (the close) or at most SANDLET_MP_PAD_MAX
+ * blanks and CRLF.  IS_DELIM sets *k to the line's length; NEED_MORE
+ * only while n is below that (never at the end of the body, eof).
  */
-static const uint8_t *find_delimiter(const uint8_t *from, const uint8_t *end, const uint8_t *delim,
-                                     size_t dlen, const uint8_t **after, bool *close)
+static int classify(const sandlet_lib_mp *mp, const uint8_t *p, size_t n, bool eof, size_t *k,
+                    bool *close)
 {
-    while (from < end) {
-        const uint8_t *d = memmem(from, (size_t)(end - from), delim, dlen);
-        if (!d)
-            return NULL;
-        const uint8_t *p = d + dlen;
-        if (is_close(p, end)) {
-            *after = p + 2;
-            *close = true;
-            return d;
-        }
-        if ((p = delimiter_line_end(p, end)) != NULL) {
-            *after = p;
-            *close = false;
-            return d;
-        }
-        from = d + 1;
+    size_t dlen = mp->dlen;
+    int more = eof ? NOT_DELIM : NEED_MORE;
+    if (memcmp(p, mp->delim, n < dlen ? n : dlen) != 0)
+        return NOT_DELIM;
+    if (n < dlen)
+        return more;
+    const uint8_t *q = p + dlen;
+    size_t rem = n - dlen;
+    if (rem == 0)
+        return more;
+    if (q[0] == '-') {
+        if (rem < 2)
+            return more;
+        if (q[1] != '-')
+            return NOT_DELIM;
+        *k = dlen + 2;
+        *close = true;
+        return IS_DELIM;
     }
-    return NULL;
+    size_t i = 0;
+    while (i < rem && (q[i] == ' ' || q[i] == '\t'))
+        i++;
+    if (i > SANDLET_MP_PAD_MAX)
+        return NOT_DELIM; /* bounds the hold: such a line is data */
+    if (i == rem)
+        return more;
+    if (q[i] != '\r')
+        return NOT_DELIM;
+    if (rem - i < 2)
+        return more;
+    if (q[i + 1] != '\n')
+        return NOT_DELIM;
+    *k = dlen + i + 2;
+    *close = false;
+    return IS_DELIM;
+}
+
+/* Grows the in-memory data of the current part to hold n more bytes. */
+static int buf_reserve(sandlet_lib_mp *mp, size_t n)
+{
+    if (n > SIZE_MAX - mp->used - 1)
+        return -ENOMEM;
+    if (mp->used + n <= mp->cap)
+        return 0;
+    size_t cap = mp->cap ? mp->cap : 4096;
+    while (cap < mp->used + n)
+        cap = cap > SIZE_MAX / 2 ? mp->used + n : cap * 2;
+    uint8_t *p = malloc(cap);
+    if (!p)
+        return -ENOMEM;
+    size_t used = mp->used;
+    if (used)
+        memcpy(p, mp->buf, used);
+    part_buf_free(mp);
+    mp->buf = p;
+    mp->used = used;
+    mp->cap = cap;
+    return 0;
+}
+
+/* Data of the current part: kept in memory, or for a file part past the
+ * threshold (when the body streams) appended to the request's spool file,
+ * where the part's bytes held so far go first. */
+static int part_data(sandlet_lib_mp *mp, const uint8_t *p, size_t n)
+{
+    if (mp->state != MP_DATA || !mp->name || n == 0)
+        return 0; /* the preamble, or a part nobody can ask for */
+    if (mp->spooled) {
+        mp->part_len += n;
+        return sandlet_lib_spool_append(mp->rq, p, n);
+    }
+    if (mp->filename && mp->spool && sandlet_lib_spool_enabled() &&
+        (n > SANDLET_SPOOL_THRESHOLD || mp->used > SANDLET_SPOOL_THRESHOLD - n)) {
+        int rc = sandlet_lib_spool_append(mp->rq, mp->buf, mp->used);
+        if (rc < 0)
+            return rc;
+        mp->spooled = true;
+        mp->spool_off = sandlet_lib_spool_end(mp->rq) - mp->used;
+        mp->part_len = mp->used + n;
+        part_buf_free(mp);
+        return sandlet_lib_spool_append(mp->rq, p, n);
+    }
+    int rc = buf_reserve(mp, n);
+    if (rc < 0)
+        return rc;
+    memcpy(mp->buf + mp->used, p, n);
+    mp->used += n;
+    return 0;
+}
+
+/* The current part ends: it becomes a parameter or a file. */
+static int part_end(sandlet_lib_mp *mp)
+{
+    sl_request *rq = mp->rq;
+    int rc = 0;
+    if (mp->name && mp->filename) {
+        sandlet_lib_file f = {
+            .pub = {.name = mp->name,
+                    .filename = base_name(mp->filename),
+                    .content_type = mp->type && *mp->type ? mp->type : "application/octet-stream"},
+        };
+        if (mp->spooled) {
+            rc = sandlet_lib_spool_part(rq, &f, mp->spool_off, mp->part_len);
+        } else {
+            uint8_t *d = sandlet_lib_arena_alloc(&rq->arena, mp->used ? mp->used : 1);
+            if (!d)
+                rc = -ENOMEM;
+            else if (mp->used)
+                memcpy(d, mp->buf, mp->used);
+            f.pub.data = d;
+            f.pub.len = mp->used;
+        }
+        if (rc == 0)
+            rc = sandlet_lib_file_push(rq, mp->file_cap, &f);
+    } else if (mp->name) {
+        char *v = arena_strndup(&rq->arena, mp->buf ? (const char *)mp->buf : "", mp->used);
+        if (!v)
+            rc = -ENOMEM;
+        else
+            rc = sandlet_lib_param_push(rq, mp->param_cap, mp->name, v, mp->used);
+    }
+    part_buf_free(mp);
+    mp->spooled = false;
+    mp->part_len = 0;
+    return rc;
+}
+
+/* A delimiter line was read whole. */
+static int on_delimiter(sandlet_lib_mp *mp, bool close)
+{
+    int rc = mp->state == MP_DATA ? part_end(mp) : 0;
+    if (rc < 0)
+        return rc;
+    mp->state = close ? MP_DONE : MP_HEAD;
+    mp->head_len = 0;
+    mp->name = mp->filename = mp->type = NULL;
+    return 0;
+}
+
+/* Hands the first n bytes of the hold on as data (but the skip bytes of
+ * our own CRLF, which are none) and moves the rest to its front. */
+static int hold_emit(sandlet_lib_mp *mp, size_t n)
+{
+    size_t s = mp->skip < n ? mp->skip : n;
+    int rc = part_data(mp, mp->hold + s, n - s);
+    mp->skip -= s;
+    memmove(mp->hold, mp->hold + n, mp->hold_len - n);
+    mp->hold_len -= n;
+    return rc;
+}
+
+/* Resolves what the hold (which starts with a CR) can say now.  A loop,
+ * not recursion: each turn either waits for more, ends at a delimiter,
+ * or gives at least one byte on as data. */
+static int hold_scan(sandlet_lib_mp *mp, bool eof)
+{
+    while (mp->hold_len) {
+        size_t k = 0;
+        bool close = false;
+        int c = classify(mp, mp->hold, mp->hold_len, eof, &k, &close);
+        if (c == NEED_MORE)
+            return 0;
+        bool first = mp->at_start;
+        mp->at_start = false;
+        if (c == IS_DELIM) {
+            /* Bytes come one at a time while the hold is used, so the
+             * line is the whole hold. */
+            if (k != mp->hold_len)
+                return -EBADMSG;
+            mp->hold_len = 0;
+            mp->skip = 0;
+            return on_delimiter(mp, close);
+        }
+        if (first && mp->hold_len >= mp->dlen && memcmp(mp->hold, mp->delim, mp->dlen) == 0)
+            return -EBADMSG; /* opens with the boundary, but no delimiter line */
+        const uint8_t *cr = memchr(mp->hold + 1, '\r', mp->hold_len - 1);
+        int rc = hold_emit(mp, cr ? (size_t)(cr - mp->hold) : mp->hold_len);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* One byte of a part's header block; the block ends at an empty line. */
+static int head_byte(sandlet_lib_mp *mp, uint8_t b)
+{
+    mp->head[mp->head_len++] = (char)b;
+    size_t n = mp->head_len;
+    size_t hend;
+    if (n == 2 && mp->head[0] == '\r' && mp->head[1] == '\n')
+        hend = 0; /* no headers at all */
+    else if (n >= 4 && memcmp(mp->head + n - 4, "\r\n\r\n", 4) == 0)
+        hend = n - 4;
+    else
+        return n >= sizeof(mp->head) ? -EBADMSG : 0; /* too large */
+    part_head ph = {NULL, NULL, NULL};
+    int rc = parse_part_head(&mp->rq->arena, mp->head, mp->head + hend, &ph);
+    if (rc < 0)
+        return rc;
+    mp->name = ph.name;
+    mp->filename = ph.filename;
+    mp->type = ph.type;
+    /* The data's search starts at the block's last CRLF: an empty part's
+     * delimiter shares it. */
+    mp->state = MP_DATA;
+    mp->hold[0] = '\r';
+    mp->hold[1] = '\n';
+    mp->hold_len = 2;
+    mp->skip = 2;
+    return 0;
+}
+
+int sandlet_lib_mp_feed(sandlet_lib_mp *mp, const uint8_t *p, size_t n)
+{
+    int rc = mp->err;
+    while (rc == 0 && n > 0) {
+        if (mp->state == MP_DONE)
+            break; /* the epilogue is ignored */
+        if (mp->state == MP_HEAD) {
+            rc = head_byte(mp, *p++);
+            n--;
+            continue;
+        }
+        if (mp->hold_len) {
+            if (mp->hold_len >= sizeof(mp->hold)) {
+                rc = -EBADMSG; /* classify() bounds the hold: never */
+                break;
+            }
+            mp->hold[mp->hold_len++] = *p++;
+            n--;
+            rc = hold_scan(mp, false);
+            continue;
+        }
+        /* The fast path through a file's bytes: up to the next CR all is
+         * data. */
+        const uint8_t *cr = memchr(p, '\r', n);
+        size_t d = cr ? (size_t)(cr - p) : n;
+        rc = part_data(mp, p, d);
+        p += d;
+        n -= d;
+        if (rc < 0 || n == 0)
+            break;
+        size_t k = 0;
+        bool close = false;
+        int c = classify(mp, p, n, false, &k, &close);
+        if (c == NOT_DELIM) {
+            rc = part_data(mp, p, 1);
+            p++;
+            n--;
+        } else if (c == IS_DELIM) {
+            p += k;
+            n -= k;
+            rc = on_delimiter(mp, close);
+        } else if (n < sizeof(mp->hold)) {
+            memcpy(mp->hold, p, n);
+            mp->hold_len = n;
+            mp->skip = 0;
+            n = 0;
+        } else {
+            rc = -EBADMSG; /* classify() bounds NEED_MORE: never */
+        }
+    }
+    mp->err = rc;
+    return rc;
+}
+
+int sandlet_lib_mp_finish(sandlet_lib_mp *mp)
+{
+    int rc = mp->err;
+    if (rc == 0 && mp->state != MP_HEAD && mp->state != MP_DONE)
+        rc = hold_scan(mp, true);
+    if (rc == 0 && mp->state != MP_DONE)
+        rc = -EBADMSG; /* no closing delimiter: truncated */
+    part_buf_free(mp);
+    mp->err = rc ? rc : -EALREADY;
+    return rc;
 }
 
 int sandlet_lib_multipart_parse(sl_request *rq, const uint8_t *body, size_t len,
                                 const char *boundary, size_t blen, size_t *param_cap,
                                 size_t *file_cap)
 {
-    if (blen == 0 || blen > BOUNDARY_MAX)
-        return -EBADMSG;
-    /* CRLF "--" boundary; only the first delimiter may lack the CRLF,
-     * when it opens the body. */
-    uint8_t delim[BOUNDARY_MAX + 4];
-    size_t dlen = blen + 4;
-    memcpy(delim, "\r\n--", 4);
-    memcpy(delim + 4, boundary, blen);
-    const uint8_t *end = body + len;
-    const uint8_t *part;
-    bool close = false;
-    if (len >= dlen - 2 && memcmp(body, delim + 2, dlen - 2) == 0) {
-        /* The body opens with the delimiter (no preamble, no CRLF before
-         * it): check the rest of its line here. */
-        const uint8_t *p = body + dlen - 2;
-        if (is_close(p, end))
-            return 0; /* an empty form */
-        if (!(part = delimiter_line_end(p, end)))
-            return -EBADMSG;
-    } else {
-        /* Skip a preamble. */
-        if (!find_delimiter(body, end, delim, dlen, &part, &close))
-            return -EBADMSG;
-        if (close)
-            return 0;
-    }
-    for (;;) {
-        /* Headers end at an empty line; a part may have none at all. */
-        const uint8_t *hend, *data;
-        if (end - part >= 2 && part[0] == '\r' && part[1] == '\n') {
-            hend = part;
-            data = part + 2;
-        } else {
-            size_t span = (size_t)(end - part);
-            if (span > PART_HEAD_MAX + 4)
-                span = PART_HEAD_MAX + 4;
-            hend = memmem(part, span, "\r\n\r\n", 4);
-            if (!hend)
-                return -EBADMSG; /* truncated, or headers too large */
-            data = hend + 4;
-        }
-        const uint8_t *next;
-        const uint8_t *d = find_delimiter(data - 2, end, delim, dlen, &next, &close);
-        /* data - 2: an empty part's data is followed directly by the
-         * delimiter, whose CRLF is the header block's last one. */
-        if (!d)
-            return -EBADMSG; /* no closing delimiter: truncated */
-        if (d < data)
-            d = data;
-        part_head ph = {NULL, NULL, NULL};
-        int rc = parse_part_head(&rq->arena, (const char *)part, (const char *)hend, &ph);
-        if (rc < 0)
-            return rc;
-        size_t dl = (size_t)(d - data);
-        if (ph.name && ph.filename) {
-            sl_file f = {
-                .name = ph.name,
-                .filename = base_name(ph.filename),
-                .content_type = ph.type && *ph.type ? ph.type : "application/octet-stream",
-                .data = data,
-                .len = dl,
-            };
-            if (sandlet_lib_file_push(rq, file_cap, &f) < 0)
-                return -ENOMEM;
-        } else if (ph.name) {
-            char *v = arena_strndup(&rq->arena, (const char *)data, dl);
-            if (!v || sandlet_lib_param_push(rq, param_cap, ph.name, v, dl) < 0)
-                return -ENOMEM;
-        }
-        if (close)
-            return 0;
-        part = next;
-    }
+    sandlet_lib_mp *mp = malloc(sizeof(*mp));
+    if (!mp)
+        return -ENOMEM;
+    int rc = sandlet_lib_mp_init(mp, rq, boundary, blen, param_cap, file_cap, false);
+    if (rc == 0)
+        rc = sandlet_lib_mp_feed(mp, body, len);
+    if (rc == 0)
+        rc = sandlet_lib_mp_finish(mp);
+    sandlet_lib_mp_release(mp);
+    free(mp);
+    return rc;
 }

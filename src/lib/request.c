@@ -6,8 +6,9 @@
  * Strings point into the driver's buffer or into the request arena; this
  * file never keeps anything past a reset.  The body is read where the
  * driver put it; only a streamed body (pulled from the driver while the
- * servlet runs) is copied, and only when sl_body or a form needs it
- * whole.
+ * servlet runs) is copied, and only when sl_body or an urlencoded form
+ * needs it whole: a streamed multipart form goes through the incremental
+ * parser piece by piece (multipart.c, spool.c).
  */
 #include "config.h"
 
@@ -23,6 +24,7 @@
 void sandlet_lib_request_init(sl_request *rq)
 {
     memset(rq, 0, sizeof(*rq));
+    rq->spool_fd = -1;
     sandlet_lib_arena_init(&rq->arena, 0);
     sandlet_lib_request_reset(rq);
 }
@@ -38,6 +40,8 @@ static void body_copy_free(sl_request *rq)
 
 void sandlet_lib_request_reset(sl_request *rq)
 {
+    /* The spooled files' list is in the arena: unmapped and closed first. */
+    sandlet_lib_spool_reset(rq);
     sandlet_lib_arena_reset(&rq->arena);
     body_copy_free(rq);
     rq->body_pull = NULL;
@@ -60,6 +64,7 @@ void sandlet_lib_request_reset(sl_request *rq)
     rq->files = NULL;
     rq->nfiles = 0;
     rq->params_parsed = false;
+    rq->form_error = 0;
     rq->cookies = NULL;
     rq->ncookies = 0;
     rq->cookies_parsed = false;
@@ -68,6 +73,7 @@ void sandlet_lib_request_reset(sl_request *rq)
 
 void sandlet_lib_request_free(sl_request *rq)
 {
+    sandlet_lib_spool_reset(rq);
     body_copy_free(rq);
     sandlet_lib_arena_free(&rq->arena);
 }
@@ -376,9 +382,9 @@ int sandlet_lib_param_push(sl_request *rq, size_t *cap, const char *name, const 
     return 0;
 }
 
-int sandlet_lib_file_push(sl_request *rq, size_t *cap, const sl_file *f)
+int sandlet_lib_file_push(sl_request *rq, size_t *cap, const sandlet_lib_file *f)
 {
-    sl_file *p = grow(&rq->arena, rq->files, rq->nfiles, cap, sizeof(*p));
+    sandlet_lib_file *p = grow(&rq->arena, rq->files, rq->nfiles, cap, sizeof(*p));
     if (!p)
         return -ENOMEM;
     rq->files = p;
@@ -433,6 +439,42 @@ static bool content_type_is(const sl_request *rq, const char *mt)
     return *ct == '\0' || *ct == ';';
 }
 
+/*
+ * A multipart body that streams is parsed as it arrives, in bounded
+ * memory: large file parts go to the spool file.  It is read only once,
+ * so any failure is final: the body then contributes nothing (as a
+ * malformed one), and form_error says why for sl_file_get's errno.
+ */
+static int multipart_streamed(sl_request *rq, const char *boundary, size_t blen, size_t *cap,
+                              size_t *fcap)
+{
+    size_t before = rq->nparams;
+    sandlet_lib_mp *mp = malloc(sizeof(*mp));
+    if (!mp)
+        return -ENOMEM; /* nothing read yet: retried on the next call */
+    int rc = sandlet_lib_mp_init(mp, rq, boundary, blen, cap, fcap, true);
+    if (rc == 0)
+        rc = sandlet_lib_mp_feed(mp, rq->body, rq->body_len);
+    int more = 0;
+    while (rc == 0 && (more = body_next(rq)) > 0)
+        rc = sandlet_lib_mp_feed(mp, rq->body, rq->body_len);
+    if (rc == 0 && more < 0)
+        rc = -ECONNABORTED;
+    if (rc == 0)
+        rc = sandlet_lib_mp_finish(mp);
+    sandlet_lib_mp_release(mp);
+    free(mp);
+    rq->body = NULL;
+    rq->body_len = 0;
+    if (rc < 0) {
+        rq->nparams = before;
+        sandlet_lib_spool_reset(rq);
+        rq->nfiles = 0;
+        rq->form_error = -rc;
+    }
+    return 0;
+}
+
 /* Parameters come from the query string first, then from a form body:
  * both are searched, so a servlet need not care how a form was sent. */
 int sandlet_lib_params_parse(sl_request *rq)
@@ -442,16 +484,27 @@ int sandlet_lib_params_parse(sl_request *rq)
     size_t cap = 0, fcap = 0;
     int r = parse_pairs(rq, rq->query, strlen(rq->query), &cap);
     const char *ct = sl_header(rq, "Content-Type");
-    /* A streamed form body is read whole first (as sl_body would); one
-     * that did not arrive whole contributes nothing. */
-    if (r == 0 && ct && rq->body_more &&
-        (content_type_is(rq, "application/x-www-form-urlencoded") ||
-         strncasecmp(ct, "multipart/form-data", 19) == 0)) {
+    /* A streamed urlencoded body is read whole first (as sl_body would);
+     * a streamed multipart one is parsed as it arrives.  One that did not
+     * arrive whole contributes nothing. */
+    if (r == 0 && ct && rq->body_more && content_type_is(rq, "application/x-www-form-urlencoded")) {
         int b = sandlet_lib_body_whole(rq);
         if (b == -ENOMEM)
             r = b;
     }
-    if (r == 0 && rq->body_len && ct) {
+    bool streamed = false;
+    if (r == 0 && ct && rq->body_more) {
+        const char *boundary;
+        size_t blen;
+        int b = sandlet_lib_multipart_boundary(&rq->arena, ct, &boundary, &blen);
+        if (b == -ENOMEM)
+            r = b;
+        else if (b == 0) {
+            streamed = true;
+            r = multipart_streamed(rq, boundary, blen, &cap, &fcap);
+        }
+    }
+    if (r == 0 && !streamed && rq->body_len && ct) {
         const char *boundary;
         size_t blen;
         int b;
@@ -537,16 +590,23 @@ const sl_file *sl_file_get(sl_request *rq, const char *name)
     if (!name || sandlet_lib_params_parse(rq) < 0)
         return NULL;
     for (size_t i = 0; i < rq->nfiles; i++)
-        if (strcmp(rq->files[i].name, name) == 0)
-            return &rq->files[i];
+        if (strcmp(rq->files[i].pub.name, name) == 0)
+            return &rq->files[i].pub;
+    if (rq->form_error)
+        errno = rq->form_error;
     return NULL;
 }
 
 const sl_file *sl_file_at(sl_request *rq, size_t i)
 {
-    if (sandlet_lib_params_parse(rq) < 0 || i >= rq->nfiles)
+    if (sandlet_lib_params_parse(rq) < 0)
         return NULL;
-    return &rq->files[i];
+    if (i >= rq->nfiles) {
+        if (rq->form_error)
+            errno = rq->form_error;
+        return NULL;
+    }
+    return &rq->files[i].pub;
 }
 
 /* RFC 3986 unreserved characters; spelled out rather than isalnum, which

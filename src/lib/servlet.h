@@ -79,9 +79,15 @@ struct sl_request {
     /* Parsed lazily on the first sl_param or sl_file call. */
     sandlet_lib_param *params;
     size_t nparams;
-    sl_file *files;
+    struct sandlet_lib_file *files;
     size_t nfiles;
     bool params_parsed;
+    int form_error; /* errno of a form that could not be read, or 0 */
+    /* spool.c: file parts of a streamed body past the threshold, in one
+     * unlinked file per request (-1: none yet), closed at the reset. */
+    int spool_fd;
+    uint64_t spool_end;
+    size_t spool_mapped; /* bytes of it mapped for sl_file.data */
     /* cookie.c: parsed lazily on first sl_cookie call. */
     sandlet_lib_header *cookies;
     size_t ncookies;
@@ -128,11 +134,70 @@ int sandlet_lib_params_parse(sl_request *rq);
 int sandlet_lib_multipart_boundary(sandlet_arena *a, const char *ct, const char **boundary,
                                    size_t *blen);
 
-/* Parses body (len bytes, never read past) as multipart/form-data with the
- * given boundary: text parts are appended to rq's parameters, file parts
- * to its files (param_cap and file_cap: their capacities so far).  All or
- * nothing: -EBADMSG for a malformed body (the caller drops what was
- * added), -ENOMEM.  File data point into body. */
+/* RFC 2046 limits a boundary to 70 characters. */
+#define SANDLET_MP_BOUNDARY_MAX 70
+/* Headers of one part; a browser sends two short lines. */
+#define SANDLET_MP_HEAD_MAX ((size_t)8 * 1024)
+/* Blanks allowed between a delimiter's boundary and its CRLF (RFC 2046's
+ * transport padding): they bound what a delimiter cut between two pieces
+ * holds back.  A longer line is data. */
+#define SANDLET_MP_PAD_MAX 128
+/* A file part of a streamed body larger than this moves from memory to
+ * the spool file (spool.c). */
+#define SANDLET_SPOOL_THRESHOLD ((size_t)64 * 1024)
+
+/* A file part as the library keeps it: pub is what sl_file_* hand out,
+ * first, so that a servlet's pointer leads back here. */
+typedef struct sandlet_lib_file {
+    sl_file pub;
+    bool spooled; /* its bytes are in the spool file, from spool_off */
+    uint64_t spool_off;
+    void *map; /* pub.data's read-only mapping, or NULL */
+    size_t map_len;
+} sandlet_lib_file;
+
+/* The incremental parser's state: a few KiB, whatever the body's size. */
+typedef struct sandlet_lib_mp {
+    sl_request *rq;
+    size_t *param_cap, *file_cap;
+    uint8_t delim[SANDLET_MP_BOUNDARY_MAX + 4]; /* CRLF "--" boundary */
+    size_t dlen;
+    int state;
+    int err;       /* sticky: once a feed failed, every later one does */
+    bool at_start; /* the first delimiter is not resolved yet */
+    bool spool;    /* large file parts may go to the spool file */
+    /* Bytes from a CR on that may be a delimiter; skip of them (our own
+     * CRLF in front of the body or of a part's data) are not data. */
+    uint8_t hold[SANDLET_MP_BOUNDARY_MAX + 4 + SANDLET_MP_PAD_MAX + 2];
+    size_t hold_len, skip;
+    char head[SANDLET_MP_HEAD_MAX + 4]; /* the current part's header block */
+    size_t head_len;
+    char *name, *filename, *type; /* the current part's, in the arena */
+    uint8_t *buf;                 /* its data while in memory (malloc'd) */
+    size_t used, cap;
+    bool spooled; /* its data went to the spool file, from spool_off */
+    uint64_t spool_off, part_len;
+} sandlet_lib_mp;
+
+/* Starts a parse of a body with the given boundary: text parts will be
+ * appended to rq's parameters, file parts to its files (param_cap and
+ * file_cap: their capacities so far).  spool: file parts past
+ * SANDLET_SPOOL_THRESHOLD may go to the spool file.  0 or -EBADMSG for a
+ * boundary of the wrong length. */
+int sandlet_lib_mp_init(sandlet_lib_mp *mp, sl_request *rq, const char *boundary, size_t blen,
+                        size_t *param_cap, size_t *file_cap, bool spool);
+/* The next n bytes of the body, cut anywhere.  0, -EBADMSG (malformed),
+ * -ENOMEM, or a spool file's write error (-EFBIG, -ENOSPC, ...); after an
+ * error every later call fails the same way. */
+int sandlet_lib_mp_feed(sandlet_lib_mp *mp, const uint8_t *p, size_t n);
+/* The body ended: 0, or -EBADMSG when it was not closed. */
+int sandlet_lib_mp_finish(sandlet_lib_mp *mp);
+/* Frees what the parse holds (never what it added to rq). */
+void sandlet_lib_mp_release(sandlet_lib_mp *mp);
+
+/* The whole body at once, through the same parser, never spooled.  All
+ * or nothing: -EBADMSG for a malformed body (the caller drops what was
+ * added), -ENOMEM.  File data are copies in the arena. */
 int sandlet_lib_multipart_parse(sl_request *rq, const uint8_t *body, size_t len,
                                 const char *boundary, size_t blen, size_t *param_cap,
                                 size_t *file_cap);
@@ -141,7 +206,25 @@ int sandlet_lib_multipart_parse(sl_request *rq, const uint8_t *body, size_t len,
  * doubling); 0 or -ENOMEM. */
 int sandlet_lib_param_push(sl_request *rq, size_t *cap, const char *name, const char *value,
                            size_t value_len);
-int sandlet_lib_file_push(sl_request *rq, size_t *cap, const sl_file *f);
+int sandlet_lib_file_push(sl_request *rq, size_t *cap, const sandlet_lib_file *f);
+
+/* ---- spool.c ---------------------------------------------------------- */
+
+/* Where spool files are made: an absolute directory path, kept (not
+ * copied) for the process's life (NULL: none, large parts stay in
+ * memory).  named_ok: the worker may create and unlink a named file (its
+ * files group), for a filesystem without O_TMPFILE. */
+void sandlet_lib_spool_dir(const char *dir, bool named_ok);
+bool sandlet_lib_spool_enabled(void);
+/* Appends n bytes to rq's spool file, made on first use.  0 or -errno. */
+int sandlet_lib_spool_append(sl_request *rq, const void *p, size_t n);
+uint64_t sandlet_lib_spool_end(const sl_request *rq);
+/* Makes f a spooled file of len bytes from off, mapped read-only for
+ * pub.data when the address space allows (else pub.data is NULL).  0. */
+int sandlet_lib_spool_part(sl_request *rq, sandlet_lib_file *f, uint64_t off, uint64_t len);
+/* Unmaps rq's spooled files and closes its spool file (which, unlinked,
+ * is then gone).  Before the arena that lists the files is reset. */
+void sandlet_lib_spool_reset(sl_request *rq);
 
 /* ---- response.c ------------------------------------------------------- */
 

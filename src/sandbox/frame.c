@@ -478,6 +478,7 @@ int sandlet_wire_init_encode(sandlet_buf *b, const sandlet_wire_init *in)
     put_cstr(b, in->database ? in->database : "");
     put_cstr(b, in->database_password ? in->database_password : "");
     sandlet_buf_put_u32(b, in->page_timeout);
+    put_cstr(b, in->spool ? in->spool : "");
     sandlet_buf_put(b, in->key, SANDLET_WIRE_KEY_LEN);
     return rollback(b, start, sandlet_frame_finish(b, start, SANDLET_FRAME_END));
 }
@@ -583,6 +584,7 @@ int sandlet_wire_init_decode(const uint8_t *payload, size_t len, sandlet_wire_in
     out->database = sandlet_read_str(&r, NULL);
     out->database_password = sandlet_read_str(&r, NULL);
     out->page_timeout = sandlet_read_u32(&r);
+    out->spool = sandlet_read_str(&r, NULL);
     /* The key comes last: the rest of the payload, exactly. */
     size_t keylen = 0;
     out->key = sandlet_read_rest(&r, &keylen);

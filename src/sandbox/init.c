@@ -18,7 +18,7 @@ _Static_assert(SANDLET_WIRE_KEY_LEN == SANDLET_SESSION_KEY_LEN, "INIT carries on
 
 int sandlet_init_encode(sandlet_buf *b, const sandlet_conf *conf, size_t sandbox, bool confine,
                         uint32_t uid, uint32_t gid, const uint8_t *key,
-                        const sandlet_init_pages *pages)
+                        const sandlet_init_pages *pages, const char *spool)
 {
     if (sandbox >= conf->nsandboxes)
         return -EINVAL;
@@ -93,6 +93,7 @@ int sandlet_init_encode(sandlet_buf *b, const sandlet_conf *conf, size_t sandbox
         .database = sb->database,
         .database_password = sb->database_password,
         .page_timeout = sb->timeout,
+        .spool = spool,
         .key = key,
     };
     rc = sandlet_wire_init_encode(b, &in);

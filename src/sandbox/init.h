@@ -25,11 +25,12 @@ typedef struct sandlet_init_pages {
 
 /* Appends sandbox's INIT frame to b.  uid and gid are what the worker
  * already runs as (UINT32_MAX: unchanged), key the sandbox's session key
- * (SANDLET_SESSION_KEY_LEN bytes), pages its compiled pages (or NULL).
+ * (SANDLET_SESSION_KEY_LEN bytes), pages its compiled pages (or NULL),
+ * spool the sandbox's upload spool directory (NULL: none).
  * Returns 0 or -errno (-EMSGSIZE when the frame would exceed
  * SANDLET_FRAME_MAX). */
 int sandlet_init_encode(sandlet_buf *b, const sandlet_conf *conf, size_t sandbox, bool confine,
                         uint32_t uid, uint32_t gid, const uint8_t *key,
-                        const sandlet_init_pages *pages);
+                        const sandlet_init_pages *pages, const char *spool);
 
 #endif /* SANDLET_INIT_H */

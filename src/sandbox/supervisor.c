@@ -34,6 +34,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <sodium.h>
@@ -135,6 +136,7 @@ struct box {
     sandlet_id ident;
     uint8_t key[SANDLET_SESSION_KEY_LEN];
     bool write_blocked; /* over its write quota */
+    bool spool_said;    /* its spool could not be made: said once */
     slot *slots;
     size_t nslots;
     sstore *store; /* NULL: no memory sessions */
@@ -534,6 +536,76 @@ static void spawn_failed(slot *s, int err)
     schedule_restart(s);
 }
 
+/* mkdir -p of the spool root: 0711, so that each sandbox's user can reach
+ * its own folder below it but list nobody's. */
+static int spool_root(const char *path)
+{
+    char tmp[PATH_MAX];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof(tmp))
+        return -ENAMETOOLONG;
+    memcpy(tmp, path, n + 1);
+    for (char *p = tmp + 1;; p++) {
+        if (*p && *p != '/')
+            continue;
+        char c = *p;
+        *p = '\0';
+        if (mkdir(tmp, c ? 0755 : 0711) < 0 && errno != EEXIST)
+            return -errno;
+        if (!c)
+            break;
+        *p = c;
+    }
+    return 0;
+}
+
+/*
+ * The sandbox's upload spool, SPOOL-DIR/SANDBOX, made (again at each
+ * worker start: an operator may have cleaned it) as a directory of the
+ * sandbox's user alone, mode 0700: no other sandbox can enter it, and the
+ * worker adds it to its Landlock rules.  Nothing is ever named in it
+ * (lib/spool.c makes O_TMPFILE files), so it is never cleaned here.  NULL
+ * when it cannot be made: the worker then keeps large file parts in
+ * memory, as without a spool, and the reason is said once.
+ */
+static const char *spool_dir(box *x, char *buf, size_t len)
+{
+    const char *root = x->plan->conf->spool_dir;
+    int rc = -EINVAL;
+    int fd = -1;
+    if (!root || !*root)
+        return NULL;
+    int n = snprintf(buf, len, "%s/%s", root, x->sb->name);
+    if (n < 0 || (size_t)n >= len)
+        rc = -ENAMETOOLONG;
+    else if ((rc = spool_root(root)) == 0 && mkdir(buf, 0700) < 0 && errno != EEXIST)
+        rc = -errno;
+    else if ((fd = open(buf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        rc = -errno;
+    if (fd >= 0) {
+        struct stat st;
+        uid_t uid = x->ident.uid == UINT32_MAX ? geteuid() : (uid_t)x->ident.uid;
+        gid_t gid = x->ident.gid == UINT32_MAX ? getegid() : (gid_t)x->ident.gid;
+        if (fstat(fd, &st) < 0)
+            rc = -errno;
+        else if (st.st_uid != uid && (geteuid() != 0 || fchown(fd, uid, gid) < 0))
+            rc = geteuid() != 0 ? -EPERM : -errno; /* someone else's: never used */
+        else if ((st.st_mode & 07777) != 0700 && fchmod(fd, 0700) < 0)
+            rc = -errno;
+        close(fd);
+    }
+    if (rc == 0)
+        return buf;
+    if (!x->spool_said)
+        sandlet_log_errno(SANDLET_LOG_WARN, rc,
+                          "sandbox '%s': no upload spool in '%s' (set 'spool-dir DIR;' to a "
+                          "directory sandletd may create): large multipart file parts stay in "
+                          "worker memory",
+                          x->sb->name, buf);
+    x->spool_said = true;
+    return NULL;
+}
+
 /* Writes the INIT frame into the worker's end of its channel before the
  * worker or the acceptor hold it: what the worker loads is ours to say. */
 static int write_init(slot *s, int fd)
@@ -543,8 +615,10 @@ static int write_init(slot *s, int fd)
     b.wipe = true; /* it holds the sandbox's session key */
     box *x = s->box;
     sandlet_init_pages own;
-    int rc = sandlet_init_encode(&b, x->plan->conf, x->index, sv.confine, x->ident.uid,
-                                 x->ident.gid, x->key, box_pages(x, &own));
+    char spool[PATH_MAX];
+    int rc =
+        sandlet_init_encode(&b, x->plan->conf, x->index, sv.confine, x->ident.uid, x->ident.gid,
+                            x->key, box_pages(x, &own), spool_dir(x, spool, sizeof(spool)));
     if (rc == 0) {
         /* The frame must fit the socket's buffer: the worker has not
          * started, and the supervisor never blocks on a worker. */

@@ -29,6 +29,7 @@
 #include "sandbox/session_store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sodium.h>
 #include <stdarg.h>
@@ -309,6 +310,27 @@ static void confine_settings(const sandlet_wire_init *in, const char *sandbox, c
     c->write_blocked = write_blocked;
 }
 
+/* The upload spool: checked now, while the worker may still open by
+ * path, and made writable under Landlock; spool files are then made in it
+ * by path with O_TMPFILE, the one openat the base allowlist has
+ * (lib/spool.c).  No descriptor is kept: an idle worker holds only its
+ * own 0-5.  Without a spool large file parts stay in memory. */
+static void spool_settings(const sandlet_wire_init *in, const char *sandbox)
+{
+    if (!in->spool || !in->spool[0])
+        return;
+    int fd = open(in->spool, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        sandlet_warn("sandbox '%s': cannot open the upload spool '%s' (%s): large multipart "
+                     "file parts stay in memory",
+                     sandbox, in->spool, strerror(errno));
+        return;
+    }
+    close(fd);
+    w.confine.spool_path = in->spool;
+    sandlet_lib_spool_dir(in->spool, (in->syscalls & SANDLET_SYSCALLS_FILES) != 0);
+}
+
 /* Keeps the database part of INIT.  The password moves out of the INIT
  * buffer, which servlets' parameters point into for the worker's life. */
 static void database_settings(const sandlet_wire_init *in)
@@ -531,6 +553,7 @@ static void load_servlets(const char *sandbox, bool write_blocked)
         libs[nread++] = s->lines;
     }
     confine_settings(&in, sandbox, libs, nread, write_blocked);
+    spool_settings(&in, sandbox);
     if (in.npages && (rc = sandlet_crash_init(in.npages)) < 0)
         sandlet_warn("sandbox '%s': crash reports of pages are off: %s", sandbox, strerror(-rc));
     session_settings(&in, sandbox);

@@ -167,6 +167,10 @@ int th_start_with(th_daemon *d, const char *conf_body, bool ipv6, void (*in_chil
     if (!f)
         return -1;
     fprintf(f, "listen 127.0.0.1:0;\n%s%s", ipv6 ? "listen [::1]:0;\n" : "", conf_body);
+    /* Uploads spool under the test's own folder (the default, under
+     * /var, is root's to make). */
+    if (!strstr(conf_body, "spool-dir"))
+        fprintf(f, "spool-dir %s/spool;\n", d->dir);
     fclose(f);
     const char *exe = getenv("SANDLETD");
     if (!exe)

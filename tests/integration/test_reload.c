@@ -69,6 +69,9 @@ static void write_conf(const char *text)
     int fd = open(d.conf, O_WRONLY | O_TRUNC | O_CLOEXEC);
     assert_true(fd >= 0);
     assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    /* As th_start does: the spool in the test's folder, not under /var. */
+    if (!strstr(text, "spool-dir"))
+        dprintf(fd, "spool-dir %s/spool;\n", d.dir);
     close(fd);
 }
 

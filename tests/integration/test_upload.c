@@ -12,6 +12,12 @@
  * pid) and of the workers (the supervisor's children) while the bytes
  * flow.  SANDLET_TEST_UPLOAD_BYTES shrinks the 1 GiB uploads for slow
  * (sanitizer) builds.  This file never holds an upload in memory.
+ *
+ * The same stream as the file part of a multipart form (with a small text
+ * field before it) checks the spool: the servlet reads the part with
+ * sl_file_read while the worker's VmRSS is sampled and its descriptors
+ * (readable: that sandbox keeps core dumps, so stays dumpable) are looked
+ * at for the spool file, which must be gone afterwards.
  */
 #include "config.h"
 
@@ -23,6 +29,7 @@
 
 #include "harness.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -47,6 +54,11 @@
 #define ACCEPTOR_MANY_KB (96L * 1024)
 /* A worker whose servlet reads with sl_body_read holds a frame or two. */
 #define WORKER_KB (32L * 1024)
+/* A worker that spools a 1 GiB file part and reads it back with
+ * sl_file_read: the parser's few KiB, a frame or two, the servlet's
+ * 64 KiB buffer.  Reading it into memory (sl_body, as before) would be
+ * 1 GiB. */
+#define SPOOL_WORKER_KB (32L * 1024)
 /* After the uploads, the acceptor is back within this of its idle VmRSS. */
 #define IDLE_SLACK_KB (8L * 1024)
 /* Under the sanitizers the daemon's memory is ASan's (shadow, quarantine,
@@ -72,7 +84,7 @@ static long idle_kb;
 
 static const char *conf(void)
 {
-    static char c[2048];
+    static char c[4096];
     const char *lib = th_build_path("tests/fixtures/.libs/upload.so");
     snprintf(c, sizeof(c),
              "max-body-size 1g;\n"
@@ -87,8 +99,14 @@ static const char *conf(void)
              /* sl_body's whole copies are another sandbox's: the bound
               * on the workers above is for sl_body_read. */
              "sandbox whole { workers 1; }\n"
-             "servlet /whole/* { library \"%s\"; sandbox whole; }\n",
-             BODY_TIMEOUT_MS, SERVLET_TIMEOUT_MS, lib, lib, lib, lib);
+             "servlet /whole/* { library \"%s\"; sandbox whole; }\n"
+             /* Dumpable, so that the test may read its /proc/PID/fd. */
+             "sandbox sp { workers 1; core-dumps on; timeout %d; }\n"
+             "servlet /sp/* { library \"%s\"; sandbox sp; }\n"
+             /* The spool file is a file the worker writes: max-file-size. */
+             "sandbox spf { workers 1; max-file-size 8m; }\n"
+             "servlet /spf/* { library \"%s\"; sandbox spf; }\n",
+             BODY_TIMEOUT_MS, SERVLET_TIMEOUT_MS, lib, lib, lib, lib, SERVLET_TIMEOUT_MS, lib, lib);
     return c;
 }
 
@@ -112,7 +130,35 @@ static long status_kb(pid_t pid, const char *field)
 typedef struct peaks {
     long acceptor, worker; /* largest VmRSS seen, KiB */
     unsigned samples;
+    unsigned spool_seen; /* samples in which a worker held a spool file */
 } peaks;
+
+/* The spool folder of sandbox sp: the harness puts spool-dir under the
+ * daemon's folder. */
+static char spool_dir[512];
+
+/* How many of pid's descriptors are files in the spool folder (O_TMPFILE
+ * files show as "DIR/#INODE (deleted)"). */
+static int spool_fds(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+    DIR *dir = opendir(path);
+    int n = 0;
+    for (struct dirent *e; dir && (e = readdir(dir)) != NULL;) {
+        char link[600], target[1024];
+        snprintf(link, sizeof(link), "%s/%s", path, e->d_name);
+        ssize_t k = readlink(link, target, sizeof(target) - 1);
+        if (k <= 0)
+            continue;
+        target[k] = '\0';
+        size_t sl = strlen(spool_dir);
+        n += strncmp(target, spool_dir, sl) == 0 && target[sl] == '/';
+    }
+    if (dir)
+        closedir(dir);
+    return n;
+}
 
 static void sample(peaks *p)
 {
@@ -134,6 +180,8 @@ static void sample(peaks *p)
             long k = status_kb(w[j], "VmRSS");
             if (k > p->worker)
                 p->worker = k;
+            if (spool_dir[0] && spool_fds(w[j]) > 0)
+                p->spool_seen++;
         }
     }
     p->samples++;
@@ -163,7 +211,8 @@ typedef struct upload {
     uint64_t stop_at; /* stop sending (not closing) after this many; 0: never */
     bool close_at_stop;
     bool chunked;
-    uint64_t sent; /* body bytes produced */
+    const char *prefix, *suffix; /* multipart framing around the bytes, or NULL */
+    uint64_t sent;               /* body bytes produced */
     uint64_t block;
     bool head_done, tail_done, stopped;
     uint8_t *out; /* wire bytes to send */
@@ -176,7 +225,18 @@ typedef struct upload {
     unsigned long long done_ms;
 } upload;
 
+static int upload_start_mp(upload *u, const char *path, uint64_t total, bool chunked,
+                           const char *prefix, const char *suffix);
+
 static int upload_start(upload *u, const char *path, uint64_t total, bool chunked)
+{
+    return upload_start_mp(u, path, total, chunked, NULL, NULL);
+}
+
+/* An upload whose body is prefix, the total bytes, suffix (as chunks of
+ * their own when chunked); the digest covers the bytes only. */
+static int upload_start_mp(upload *u, const char *path, uint64_t total, bool chunked,
+                           const char *prefix, const char *suffix)
 {
     memset(u, 0, sizeof(*u));
     th_conn *c = th_connect(d.port, false);
@@ -187,15 +247,32 @@ static int upload_start(upload *u, const char *path, uint64_t total, bool chunke
     fcntl(u->fd, F_SETFL, fcntl(u->fd, F_GETFL) | O_NONBLOCK);
     u->total = total;
     u->chunked = chunked;
+    u->prefix = prefix;
+    u->suffix = suffix;
+    size_t pl = prefix ? strlen(prefix) : 0, sfl = suffix ? strlen(suffix) : 0;
     u->out = malloc(MIB + 64);
     if (!u->out)
         return -1;
     crypto_hash_sha256_init(&u->sha);
     char len[64];
-    snprintf(len, sizeof(len), "Content-Length: %llu\r\n", (unsigned long long)total);
-    u->out_len =
-        (size_t)snprintf((char *)u->out, MIB, "POST %s HTTP/1.1\r\nHost: t\r\n%s%s\r\n", path,
-                         chunked ? "Transfer-Encoding: chunked\r\n" : len, "Connection: close\r\n");
+    snprintf(len, sizeof(len), "Content-Length: %llu\r\n", (unsigned long long)(total + pl + sfl));
+    char ct[128] = "";
+    if (prefix)
+        snprintf(ct, sizeof(ct), "Content-Type: multipart/form-data; boundary=%s\r\n",
+                 "sandlet-spool-test-7f3c9a21");
+    u->out_len = (size_t)snprintf((char *)u->out, MIB, "POST %s HTTP/1.1\r\nHost: t\r\n%s%s%s\r\n",
+                                  path, chunked ? "Transfer-Encoding: chunked\r\n" : len, ct,
+                                  "Connection: close\r\n");
+    if (prefix && chunked)
+        u->out_len += (size_t)snprintf((char *)u->out + u->out_len, 32, "%zx\r\n", pl);
+    if (prefix) {
+        memcpy(u->out + u->out_len, prefix, pl);
+        u->out_len += pl;
+    }
+    if (prefix && chunked) {
+        memcpy(u->out + u->out_len, "\r\n", 2);
+        u->out_len += 2;
+    }
     return 0;
 }
 
@@ -203,10 +280,24 @@ static int upload_start(upload *u, const char *path, uint64_t total, bool chunke
 static bool refill(upload *u)
 {
     if (u->sent == u->total) {
-        if (u->tail_done || !u->chunked)
+        if (u->tail_done || (!u->chunked && !u->suffix))
             return false;
-        memcpy(u->out, "0\r\n\r\n", 5);
-        u->out_len = 5;
+        size_t o = 0, sl = u->suffix ? strlen(u->suffix) : 0;
+        if (sl && u->chunked)
+            o += (size_t)snprintf((char *)u->out, 32, "%zx\r\n", sl);
+        if (sl) {
+            memcpy(u->out + o, u->suffix, sl);
+            o += sl;
+        }
+        if (sl && u->chunked) {
+            memcpy(u->out + o, "\r\n", 2);
+            o += 2;
+        }
+        if (u->chunked) {
+            memcpy(u->out + o, "0\r\n\r\n", 5);
+            o += 5;
+        }
+        u->out_len = o;
         u->out_off = 0;
         u->tail_done = true;
         return true;
@@ -363,6 +454,126 @@ static void one_big(const char *path, bool chunked)
     upload_free(&u);
     assert_true(pk.acceptor > 0 && pk.acceptor < ACCEPTOR_ONE_KB + SAN_EXTRA_KB);
     assert_true(pk.worker > 0 && pk.worker < WORKER_KB + SAN_EXTRA_KB);
+}
+
+/* Names in the spool folder of sandbox sp (none: its files are unnamed). */
+static int spool_names(void)
+{
+    DIR *dir = opendir(spool_dir);
+    if (!dir)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(dir)) != NULL;)
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(dir);
+    return n;
+}
+
+static const char mp_prefix[] =
+    "--sandlet-spool-test-7f3c9a21\r\n"
+    "Content-Disposition: form-data; name=\"note\"\r\n\r\n"
+    "hello\r\n"
+    "--sandlet-spool-test-7f3c9a21\r\n"
+    "Content-Disposition: form-data; name=\"f\"; filename=\"big.bin\"\r\n"
+    "Content-Type: application/octet-stream\r\n\r\n";
+static const char mp_suffix[] = "\r\n--sandlet-spool-test-7f3c9a21--\r\n";
+
+/* The worker of sandbox sp (its only one). */
+static pid_t sp_worker(void)
+{
+    pid_t sup[4], w[16];
+    int ns = th_children_of(d.pid, sup, 4);
+    for (int i = 0; i < ns; i++) {
+        int n = th_children_of(sup[i], w, 16);
+        for (int j = 0; j < n; j++) {
+            char path[64];
+            snprintf(path, sizeof(path), "/proc/%d/comm", (int)w[j]);
+            char *comm = th_slurp(path, NULL);
+            bool sp = comm && strncmp(comm, "sl-sp", 5) == 0;
+            free(comm);
+            if (sp)
+                return w[j];
+        }
+    }
+    return -1;
+}
+
+/* A 1 GiB multipart form, a text field and a file part, to a servlet
+ * that reads the part with sl_file_read and hashes it: the part is
+ * spooled (a spool descriptor is seen in the worker while it streams),
+ * the worker's VmRSS stays under SPOOL_WORKER_KB, and afterwards the
+ * worker holds no spool file and the spool folder has no name in it. */
+static void one_spooled(bool chunked)
+{
+    upload u;
+    peaks pk = {0};
+    /* The whole body is big (max-body-size 1g): the part is a little less. */
+    uint64_t part = big - (sizeof(mp_prefix) - 1) - (sizeof(mp_suffix) - 1);
+    assert_int_equal(upload_start_mp(&u, "/sp/file", part, chunked, mp_prefix, mp_suffix), 0);
+    unsigned long long t0 = th_now_ms();
+    assert_int_equal(run(&u, 1, &pk, 600000), 0);
+    unsigned long long ms = th_now_ms() - t0;
+    pid_t w = sp_worker();
+    int after = w > 0 ? spool_fds(w) : -1;
+    int names = spool_names();
+    printf("  multipart file part of %llu MiB %s: %llu ms (%.0f MiB/s); worker VmRSS peak %ld KiB, "
+           "acceptor %ld KiB; spool file seen in %u of %u samples; after: %d spool descriptors, "
+           "%d names in %s; data mapped: %s\n",
+           (unsigned long long)(part / MIB), chunked ? "chunked" : "with Content-Length", ms,
+           ms ? (double)big / MIB * 1000.0 / (double)ms : 0.0, pk.worker, pk.acceptor,
+           pk.spool_seen, pk.samples, after, names, spool_dir,
+           strstr(u.resp, "X-Mapped: yes") ? "yes" : "no");
+    check_digest(&u);
+    upload_free(&u);
+    assert_true(pk.spool_seen > 0);
+    assert_int_equal(after, 0);
+    assert_int_equal(names, 0);
+    assert_true(pk.worker > 0 && pk.worker < SPOOL_WORKER_KB + SAN_EXTRA_KB);
+    assert_true(pk.acceptor > 0 && pk.acceptor < ACCEPTOR_ONE_KB + SAN_EXTRA_KB);
+}
+
+static void test_spool_content_length(void **state)
+{
+    (void)state;
+    one_spooled(false);
+}
+
+static void test_spool_chunked(void **state)
+{
+    (void)state;
+    one_spooled(true);
+}
+
+/* A small form on the same servlet: in memory, as always. */
+static void test_spool_small_form(void **state)
+{
+    (void)state;
+    upload u;
+    assert_int_equal(upload_start_mp(&u, "/sp/file", 1000, false, mp_prefix, mp_suffix), 0);
+    assert_int_equal(run(&u, 1, NULL, 10000), 0);
+    check_digest(&u);
+    upload_free(&u);
+}
+
+/* A file part past the sandbox's max-file-size (RLIMIT_FSIZE, which
+ * bounds the spool file too): no file, errno EFBIG, and the worker lives
+ * on (SIGXFSZ is ignored) to serve the next form. */
+static void test_spool_file_size(void **state)
+{
+    (void)state;
+    upload u;
+    assert_int_equal(upload_start_mp(&u, "/spf/file", 16 * MIB, false, mp_prefix, mp_suffix), 0);
+    assert_int_equal(run(&u, 1, NULL, 30000), 0);
+    printf("  16 MiB file part under max-file-size 8m: %d %s", status_of(&u), body_of(&u));
+    assert_int_equal(status_of(&u), 400);
+    char want[32];
+    snprintf(want, sizeof(want), "no file %d\n", EFBIG);
+    assert_string_equal(body_of(&u), want);
+    upload_free(&u);
+    assert_int_equal(upload_start_mp(&u, "/spf/file", 4 * MIB, false, mp_prefix, mp_suffix), 0);
+    assert_int_equal(run(&u, 1, NULL, 30000), 0);
+    check_digest(&u);
+    upload_free(&u);
 }
 
 static void test_big_content_length(void **state)
@@ -552,6 +763,7 @@ static int group_setup(void **state)
         big = 64 * MIB;
     if (th_start(&d, conf(), false) < 0)
         return -1;
+    snprintf(spool_dir, sizeof(spool_dir), "%s/spool/sp", d.dir);
     /* Idle: after a first request of each kind, as the daemon serves. */
     upload u;
     if (upload_start(&u, "/many/read", 100, false) < 0 || run(&u, 1, NULL, 10000) < 0)
@@ -578,6 +790,10 @@ int main(void)
         cmocka_unit_test(test_slow_worker_is_no_timeout),
         cmocka_unit_test(test_hung_servlet_times_out),
         cmocka_unit_test(test_too_large_midway),
+        cmocka_unit_test(test_spool_small_form),
+        cmocka_unit_test(test_spool_file_size),
+        cmocka_unit_test(test_spool_content_length),
+        cmocka_unit_test(test_spool_chunked),
         cmocka_unit_test(test_big_content_length),
         cmocka_unit_test(test_big_chunked),
         cmocka_unit_test(test_concurrent),

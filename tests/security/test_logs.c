@@ -290,7 +290,8 @@ static void test_stderr_unread(void **state)
     snprintf(conf, sizeof(conf), "%s/sandlet.conf", dir);
     FILE *f = fopen(conf, "w");
     assert_non_null(f);
-    fprintf(f, "listen 127.0.0.1:0;\n%s", conf_body());
+    /* The spool in the test's folder: nothing left under /var. */
+    fprintf(f, "listen 127.0.0.1:0;\nspool-dir %s/spool;\n%s", dir, conf_body());
     fclose(f);
     int p[2];
     assert_int_equal(pipe2(p, O_CLOEXEC), 0);
@@ -413,7 +414,7 @@ static char *refused(const char *dir, const char *conf_extra)
     FILE *f = fopen(conf, "w");
     if (!f)
         return NULL;
-    fprintf(f, "listen 127.0.0.1:0;\n%s%s", conf_extra, conf_body());
+    fprintf(f, "listen 127.0.0.1:0;\nspool-dir %s/spool;\n%s%s", dir, conf_extra, conf_body());
     fclose(f);
     pid_t pid = fork();
     if (pid == 0) {

@@ -220,11 +220,13 @@ static int group_setup(void **state)
     /* Sandbox a: no user (a uid of its own when root); b: nobody. */
     fprintf(f,
             "listen 127.0.0.1:0;\n"
+            /* Not the default under /var: a test leaves nothing there. */
+            "spool-dir %s/spool;\n"
             "sandbox a { workers 2; sessions memory; }\n"
             "sandbox b { workers 3; %s }\n"
             "servlet /a/* { library \"%s\"; sandbox a; }\n"
             "servlet /b/* { library \"%s\"; sandbox b; }\n",
-            root() ? "user nobody; group nogroup;" : "",
+            fa.dir, root() ? "user nobody; group nogroup;" : "",
             th_build_path("tests/fixtures/.libs/probe.so"),
             th_build_path("tests/fixtures/.libs/probe.so"));
     fclose(f);

@@ -1541,6 +1541,7 @@ static void test_pages(void **state)
                                "pages /admin { sandbox admin; }\n"
                                "sandbox admin { workers 1; }\n"
                                "page-cache /tmp/pc;\npage-compiler off;\n"
+                               "spool-dir /tmp/spool;\n"
                                "development on;\npage-compile-timeout 5000;\n",
                                "/etc/sandlet");
     assert_int_equal(c->npages, 2);
@@ -1562,12 +1563,14 @@ static void test_pages(void **state)
     assert_int_equal(p->npages, 2);
     assert_string_equal(p->pages[1].prefix, "/admin/");
     assert_true(p->sandboxes[admin].pages);
+    assert_string_equal(p->spool_dir, "/tmp/spool"); /* the supervisor's plan has it */
     sandlet_conf_free(p);
     sandlet_conf_free(c);
 
     c = parse_ok("docroot /srv/www;\npages /shop/ { }\n", "/etc/sandlet");
     assert_string_equal(c->page_compiler, "cc");
     assert_string_equal(c->page_cache, SANDLET_DEFAULT_PAGE_CACHE);
+    assert_string_equal(c->spool_dir, SANDLET_DEFAULT_SPOOL_DIR);
     assert_null(sandlet_conf_pages_for(c, "x.csp"));
     assert_false(c->development);
     sandlet_conf_free(c);

@@ -554,6 +554,13 @@ static void do_open_shadow(void)
     open("/etc/shadow", O_RDONLY);
 }
 
+/* The base set's openat is O_TMPFILE only (the upload spool): creating
+ * a named file is still the files group's. */
+static void do_open_creat(void)
+{
+    openat(AT_FDCWD, "/tmp/sandlet-confine-creat", O_RDWR | O_CREAT | O_EXCL, 0600);
+}
+
 static void do_stat_path(void)
 {
     struct stat st;
@@ -681,6 +688,7 @@ static const forbidden forbidden_cases[] = {
     {"tgkill", SANDLET_SC_ALL, do_tgkill_parent},
     {"setuid", SANDLET_SC_ALL, do_setuid},
     {"openat", 0, do_open_shadow},
+    {"openat", 0, do_open_creat},
     {"newfstatat", 0, do_stat_path},
     {"mmap", SANDLET_SC_ALL, do_mmap_wx},
     {"mprotect", SANDLET_SC_ALL, do_mprotect_wx},

@@ -753,6 +753,7 @@ static sandlet_wire_init sample_init(void)
         .database = "host=/run/postgresql dbname=shop",
         .database_password = "s3cret pw",
         .page_timeout = 4000,
+        .spool = "/var/spool/sandlet/default",
         .key = sample_key,
     };
 }
@@ -819,6 +820,7 @@ static void test_frame_init_payload(void **state)
     assert_string_equal(sandlet_read_str(&r, NULL), "host=/run/postgresql dbname=shop");
     assert_string_equal(sandlet_read_str(&r, NULL), "s3cret pw");
     assert_int_equal(sandlet_read_u32(&r), 4000);
+    assert_string_equal(sandlet_read_str(&r, NULL), "/var/spool/sandlet/default");
     size_t keylen;
     const uint8_t *key = sandlet_read_rest(&r, &keylen);
     assert_int_equal(keylen, SANDLET_WIRE_KEY_LEN);
@@ -865,6 +867,7 @@ static void test_frame_init_payload(void **state)
     assert_string_equal(out.database, in.database);
     assert_string_equal(out.database_password, in.database_password);
     assert_int_equal(out.page_timeout, 4000);
+    assert_string_equal(out.spool, "/var/spool/sandlet/default");
     assert_int_equal(out.servlets[0].timeout, 30000);
     assert_memory_equal(out.key, sample_key, SANDLET_WIRE_KEY_LEN);
     sandlet_wire_init_free(&out);

@@ -3,7 +3,9 @@
  * through libsandlet: parameters (query, urlencoded, multipart), files,
  * repeated headers, redirects, URL encoding and per-method dispatch.
  *
- * Multipart bodies are fed from exactly-sized heap copies, so that the
+ * Multipart bodies are fed from exactly-sized heap copies (a streamed one
+ * in pieces cut at every offset), and large file parts are spooled to a
+ * temporary directory of the test's own, so that the
  * sanitizer builds catch any read past a body's end; this file must never
  * hand libsandlet a NUL-terminated body it could lean on.
  */
@@ -17,10 +19,13 @@
 
 #include "lib/servlet.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* What the sink received for one response. */
 typedef struct capture {
@@ -394,10 +399,8 @@ static void test_multipart_fuzz(void **state)
     for (size_t len = 0; len <= n; len++) {
         request(f, "POST", "/", ct, mp_body, len);
         size_t files = 0;
-        for (const sl_file *fl; (fl = sl_file_at(&f->rq, files)) != NULL; files++) {
-            const char *d = fl->data;
-            assert_true(d >= (const char *)f->body && d + fl->len <= (const char *)f->body + len);
-        }
+        for (const sl_file *fl; (fl = sl_file_at(&f->rq, files)) != NULL; files++)
+            assert_true(fl->data && fl->len <= len);
         /* Only the whole body (up to the close) is a complete form. */
         if (len < n - strlen(CRLF "epilogue"))
             assert_int_equal(files, 0);
@@ -417,8 +420,7 @@ static void test_multipart_fuzz(void **state)
                 const sl_file *fl = sl_file_at(&f->rq, k);
                 if (!fl)
                     break;
-                const char *d = fl->data;
-                assert_true(d >= (const char *)f->body && d + fl->len <= (const char *)f->body + n);
+                assert_true(fl->data && fl->len <= n);
                 assert_non_null(fl->filename);
                 assert_non_null(fl->content_type);
             }
@@ -719,6 +721,158 @@ static void test_body_streamed_form(void **state)
     assert_string_equal(sl_param(&f->rq, "a", "-"), "-");
 }
 
+/* ---- a streamed multipart body, cut anywhere ---------------------------- */
+
+/* Pulls an exactly-sized copy of each piece: step bytes at a time from at
+ * (the first piece, before at, is the request's own body). */
+typedef struct cuts {
+    const char *b;
+    size_t len, at, step;
+    char *copy;
+} cuts;
+
+static int pull_cuts(void *ctx, const void **data, size_t *len)
+{
+    cuts *c = ctx;
+    free(c->copy);
+    c->copy = NULL;
+    if (c->at == c->len)
+        return 0;
+    size_t n = c->len - c->at < c->step ? c->len - c->at : c->step;
+    c->copy = malloc(n);
+    assert_non_null(c->copy);
+    memcpy(c->copy, c->b + c->at, n);
+    c->at += n;
+    *data = c->copy;
+    *len = n;
+    return 1;
+}
+
+static void streamed(fixture *f, const char *target, const char *ct, cuts *c, size_t first)
+{
+    request(f, "POST", target, ct, c->b, first);
+    c->at = first;
+    sandlet_lib_request_set_body_pull(&f->rq, pull_cuts, c);
+}
+
+/* The browser-like form through the incremental parser: cut once at every
+ * offset, then cut into pieces of every size from 1 byte up. */
+static void test_multipart_pieces(void **state)
+{
+    fixture *f = *state;
+    const char *ct = "multipart/form-data; boundary=XyZ";
+    size_t n = sizeof(mp_body) - 1;
+    for (size_t first = 0; first <= n; first++) {
+        cuts c = {mp_body, n, 0, n, NULL};
+        streamed(f, "/u?q=1", ct, &c, first);
+        check_mp_form(f);
+        free(c.copy);
+    }
+    for (size_t step = 1; step <= n; step++) {
+        cuts c = {mp_body, n, 0, step, NULL};
+        streamed(f, "/u?q=1", ct, &c, 0);
+        check_mp_form(f);
+        free(c.copy);
+    }
+    /* Truncated anywhere: nothing, and never a crash. */
+    for (size_t len = 0; len < n - strlen(CRLF "epilogue"); len++) {
+        cuts c = {mp_body, len, 0, 3, NULL};
+        streamed(f, "/u?q=1", ct, &c, 0);
+        assert_null(sl_file_at(&f->rq, 0));
+        assert_string_equal(sl_param(&f->rq, "q", NULL), "1");
+        free(c.copy);
+    }
+}
+
+static size_t dir_entries(const char *path)
+{
+    DIR *d = opendir(path);
+    assert_non_null(d);
+    size_t n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    return n;
+}
+
+/* A streamed file part past the threshold goes to an unlinked file in the
+ * spool directory, readable by sl_file_read and through data; a small one
+ * stays in memory; the spool file is closed at the reset and the
+ * directory stays empty throughout. */
+static void test_multipart_spool(void **state)
+{
+    fixture *f = *state;
+    char dir[] = "/tmp/sl-spool-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    sandlet_lib_spool_dir(dir, false);
+
+    size_t big = 3 * SANDLET_SPOOL_THRESHOLD + 123;
+    static const char head[] =
+        "--b" CRLF "Content-Disposition: form-data; name=t" CRLF CRLF "text" CRLF "--b" CRLF
+        "Content-Disposition: form-data; name=big; filename=x" CRLF CRLF;
+    static const char mid[] =
+        CRLF "--b" CRLF "Content-Disposition: form-data; name=small; filename=y" CRLF CRLF
+             "tiny" CRLF "--b--" CRLF;
+    size_t hl = sizeof(head) - 1, ml = sizeof(mid) - 1, n = hl + big + ml;
+    char *body = malloc(n);
+    assert_non_null(body);
+    memcpy(body, head, hl);
+    for (size_t i = 0; i < big; i++) /* CRs and dashes, never a delimiter */
+        body[hl + i] = "\r\n--a-\r\n-b"[i % 11];
+    memcpy(body + hl + big, mid, ml);
+    static const size_t steps[] = {1, 7, 4093, 65536, 1 << 20};
+    for (size_t s = 0; s < sizeof(steps) / sizeof(steps[0]); s++) {
+        cuts c = {body, n, 0, steps[s], NULL};
+        streamed(f, "/", "multipart/form-data; boundary=b", &c, 100);
+        assert_string_equal(sl_param(&f->rq, "t", NULL), "text");
+        const sl_file *a = sl_file_get(&f->rq, "big");
+        assert_non_null(a);
+        assert_int_equal(a->len, big);
+        assert_true(f->rq.files[0].spooled);
+        assert_true(f->rq.spool_fd >= 0);
+        assert_non_null(a->data);
+        assert_memory_equal(a->data, body + hl, big);
+        char buf[5000];
+        size_t at = 0;
+        for (ssize_t r; (r = sl_file_read(&f->rq, a, buf, sizeof(buf), at)) > 0; at += (size_t)r)
+            assert_memory_equal(buf, body + hl + at, (size_t)r);
+        assert_int_equal(at, big);
+        const sl_file *b = sl_file_get(&f->rq, "small");
+        assert_non_null(b);
+        assert_false(f->rq.files[1].spooled);
+        assert_int_equal(sl_file_read(&f->rq, b, buf, sizeof(buf), 1), 3);
+        assert_memory_equal(buf, "iny", 3);
+        assert_int_equal(sl_file_read(&f->rq, b, buf, sizeof(buf), 4), 0);
+        sl_file fake = *b;
+        assert_int_equal(sl_file_read(&f->rq, &fake, buf, 1, 0), -1);
+        assert_int_equal(errno, EINVAL);
+        assert_int_equal(dir_entries(dir), 0); /* O_TMPFILE: never a name */
+        int fd = f->rq.spool_fd;
+        free(c.copy);
+        sandlet_lib_request_reset(&f->rq);
+        assert_int_equal(f->rq.spool_fd, -1);
+        assert_int_equal(fcntl(fd, F_GETFD), -1); /* closed: the file is gone */
+    }
+    /* The same body whole (not streamed) is never spooled. */
+    request(f, "POST", "/", "multipart/form-data; boundary=b", body, n);
+    const sl_file *a = sl_file_get(&f->rq, "big");
+    assert_non_null(a);
+    assert_false(f->rq.files[0].spooled);
+    assert_int_equal(f->rq.spool_fd, -1);
+    /* Without a spool directory a streamed part stays in memory, as before. */
+    sandlet_lib_spool_dir(NULL, false);
+    cuts c = {body, n, 0, 4096, NULL};
+    streamed(f, "/", "multipart/form-data; boundary=b", &c, 0);
+    a = sl_file_get(&f->rq, "big");
+    assert_non_null(a);
+    assert_false(f->rq.files[0].spooled);
+    assert_memory_equal(a->data, body + hl, big);
+    free(c.copy);
+    sandlet_lib_request_reset(&f->rq);
+    free(body);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -734,6 +888,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_multipart_malformed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_multipart_huge_headers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_multipart_fuzz, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_multipart_pieces, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_multipart_spool, setup, teardown),
         cmocka_unit_test_setup_teardown(test_url_encode, setup, teardown),
         cmocka_unit_test_setup_teardown(test_redirect, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dispatch, setup, teardown),
