@@ -559,6 +559,26 @@ static int spool_root(const char *path)
     return 0;
 }
 
+/* A spool root others may write (/tmp, say) would let anyone plant the
+ * folder a sandbox's uploads go to before we make it: refused, and said
+ * once with the fix. */
+static int spool_root_private(const char *root, bool say)
+{
+    struct stat st;
+    if (stat(root, &st) < 0)
+        return -errno;
+    if (!S_ISDIR(st.st_mode))
+        return -ENOTDIR;
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        if (say)
+            sandlet_warn("spool-dir '%s' is writable by others (mode %04o): no upload spool; "
+                         "chmod 0711 '%s', or name a folder of its own",
+                         root, (unsigned)(st.st_mode & 07777), root);
+        return -EPERM;
+    }
+    return 0;
+}
+
 /*
  * The sandbox's upload spool, SPOOL-DIR/SANDBOX, made (again at each
  * worker start: an operator may have cleaned it) as a directory of the
@@ -571,16 +591,17 @@ static int spool_root(const char *path)
 static const char *spool_dir(box *x, char *buf, size_t len)
 {
     const char *root = x->plan->conf->spool_dir;
-    int rc = -EINVAL;
+    int rc;
     int fd = -1;
     if (!root || !*root)
         return NULL;
     int n = snprintf(buf, len, "%s/%s", root, x->sb->name);
     if (n < 0 || (size_t)n >= len)
         rc = -ENAMETOOLONG;
-    else if ((rc = spool_root(root)) == 0 && mkdir(buf, 0700) < 0 && errno != EEXIST)
+    else if ((rc = spool_root(root)) == 0 && (rc = spool_root_private(root, !x->spool_said)) == 0 &&
+             mkdir(buf, 0700) < 0 && errno != EEXIST)
         rc = -errno;
-    else if ((fd = open(buf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+    else if (rc == 0 && (fd = open(buf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
         rc = -errno;
     if (fd >= 0) {
         struct stat st;

@@ -562,6 +562,31 @@ static void test_spool_small_form(void **state)
 /* A file part past the sandbox's max-file-size (RLIMIT_FSIZE, which
  * bounds the spool file too): no file, errno EFBIG, and the worker lives
  * on (SIGXFSZ is ignored) to serve the next form. */
+/* A spool-dir that others may write (/tmp, say) would let anyone plant a
+ * sandbox's upload folder before the supervisor makes it: refused, said
+ * with the fix, and nothing is made in it. */
+static void test_spool_root_others_write(void **state)
+{
+    (void)state;
+    char dir[64];
+    assert_int_equal(th_tempdir(dir, sizeof(dir), "spool-open", 01777), 0);
+    char conf[1024];
+    snprintf(conf, sizeof(conf),
+             "spool-dir %s;\n"
+             "sandbox open { workers 1; }\n"
+             "servlet /open/* { library \"%s\"; sandbox open; }\n",
+             dir, th_build_path("tests/fixtures/.libs/upload.so"));
+    th_daemon d;
+    assert_int_equal(th_start(&d, conf, false), 0);
+    assert_true(th_log_wait(&d, "is writable by others", 5000));
+    assert_true(th_log_contains(&d, "chmod 0711"));
+    char sub[128];
+    snprintf(sub, sizeof(sub), "%s/open", dir);
+    assert_int_equal(access(sub, F_OK), -1);
+    assert_int_equal(th_stop(&d), 0);
+    rmdir(dir);
+}
+
 static void test_spool_file_size(void **state)
 {
     (void)state;
@@ -796,6 +821,7 @@ int main(void)
         cmocka_unit_test(test_too_large_midway),
         cmocka_unit_test(test_spool_small_form),
         cmocka_unit_test(test_spool_file_size),
+        cmocka_unit_test(test_spool_root_others_write),
         cmocka_unit_test(test_spool_content_length),
         cmocka_unit_test(test_spool_chunked),
         cmocka_unit_test(test_big_content_length),
