@@ -518,7 +518,13 @@ static void one_spooled(bool chunked)
     assert_int_equal(run(&u, 1, &pk, 600000), 0);
     unsigned long long ms = th_now_ms() - t0;
     pid_t w = sp_worker();
+    /* The worker closes the spool file when it resets the request, just
+     * after its answer's last frame: allow it a moment. */
     int after = w > 0 ? spool_fds(w) : -1;
+    for (int i = 0; i < 100 && after > 0; i++) {
+        usleep(20000);
+        after = spool_fds(w);
+    }
     int names = spool_names();
     printf("  multipart file part of %llu MiB %s: %llu ms (%.0f MiB/s); worker VmRSS peak %ld KiB, "
            "acceptor %ld KiB; spool file seen in %u of %u samples; after: %d spool descriptors, "
@@ -576,20 +582,23 @@ static void test_spool_root_others_write(void **state)
              "sandbox open { workers 1; }\n"
              "servlet /open/* { library \"%s\"; sandbox open; }\n",
              dir, th_build_path("tests/fixtures/.libs/upload.so"));
-    th_daemon d;
-    assert_int_equal(th_start(&d, conf, false), 0);
-    assert_true(th_log_wait(&d, "is writable by others", 5000));
-    assert_true(th_log_contains(&d, "chmod 0711"));
+    th_daemon other;
+    assert_int_equal(th_start(&other, conf, false), 0);
+    assert_true(th_log_wait(&other, "is writable by others", 5000));
+    assert_true(th_log_contains(&other, "chmod 0711"));
     char sub[128];
     snprintf(sub, sizeof(sub), "%s/open", dir);
     assert_int_equal(access(sub, F_OK), -1);
-    assert_int_equal(th_stop(&d), 0);
+    assert_int_equal(th_stop(&other), 0);
     rmdir(dir);
 }
 
 static void test_spool_file_size(void **state)
 {
     (void)state;
+    /* max-file-size is a limit the worker sets as it confines itself. */
+    if (th_confinement_off("max-file-size on a spool file"))
+        return;
     upload u;
     assert_int_equal(upload_start_mp(&u, "/spf/file", 16 * MIB, false, mp_prefix, mp_suffix), 0);
     assert_int_equal(run(&u, 1, NULL, 30000), 0);
