@@ -17,6 +17,7 @@
  *   session-secret-file /etc/sandlet/session.key;  # stable session keys
  *   sandbox shop {
  *       workers 4;                  # 1..256, default 2
+ *       max-workers 8;              # grow up to 8 under load; default = workers
  *       queue 256;                  # waiting requests, 0..65535, default 1024
  *       queue-timeout 5000;         # ms a request may wait, then 503; default 10000
  *       timeout 30000;              # ms a request may run, then kill + 504;
@@ -157,6 +158,9 @@ typedef struct sandlet_listen_conf {
 typedef struct sandlet_sandbox_conf {
     char *name;
     unsigned workers;
+    /* workers..max_workers: slots started only when the acceptor asks
+     * (SANDLET_CTL_GROW) and retired when idle; == workers when unset. */
+    unsigned max_workers;
     unsigned queue;
     /* Confinement: NULL/0 fields keep the default. */
     char *user;      /* default: the daemon's user */
