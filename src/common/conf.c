@@ -344,6 +344,16 @@ static const directive directives[] = {
      .off = SB(max_workers, unsigned),
      .min = 1,
      .max = SANDLET_MAX_WORKERS},
+    /* The acceptor's alone (pool.c): a reload applies it to the pool it
+     * keeps, so sandlet_conf_sandbox_same need not compare it. */
+    {.name = "worker-idle-timeout",
+     .ctx = CTX_SANDBOX,
+     .kind = K_UINT,
+     .usage = "MS",
+     .off = SB(worker_idle_timeout, unsigned),
+     .min = 1,
+     .max = MS_MAX,
+     .def = SANDLET_DEFAULT_WORKER_IDLE_TIMEOUT},
     {.name = "queue",
      .ctx = CTX_SANDBOX,
      .kind = K_UINT,

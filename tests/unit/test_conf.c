@@ -1169,7 +1169,7 @@ static const struct bad_case bad_cases[] = {
     {"servlet /x {\n  param color #fff;\n}\n", 2, 15,
      "'#' starts a comment: put a value that holds one in quotes"},
     {"sandbox a {\n  threads 2;\n}\n", 2, 3,
-     "(expected workers, max-workers, queue, queue-timeout, pipeline, user,"},
+     "(expected workers, max-workers, worker-idle-timeout, queue, queue-timeout, pipeline, user,"},
     {"sandbox a {\n  pipeline 0;\n}\n", 2, 12, "'pipeline 0' out of range (expected 1..256)"},
     {"sandbox a {\n  syscalls network;\n}\n", 2, 12, "unknown system-call group 'network'"},
     {"sandbox a {\n  core-dumps maybe;\n}\n", 2, 14, "(expected on or off)"},
