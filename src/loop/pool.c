@@ -7,10 +7,12 @@
  * checks; a frame that is malformed, unexpected or for another request is
  * the worker's death (the supervisor kills it), never the acceptor's.
  * This file never parses HTTP and never forks: starting and killing
- * processes is the supervisor's job.  The supervisor decides how many
- * workers there are and what they load, and hands each one over (its
- * channel, with INIT already written); this side can only ask for a
- * worker's death over the control socket, or close its channel.
+ * processes is the supervisor's job.  The supervisor decides what workers
+ * load and starts each one, and hands it over (its channel, with INIT
+ * already written); this side can only ask for a worker's death over the
+ * control socket, close its channel, or ask for the worker of an extra
+ * slot (GROW, within max-workers, which the supervisor enforces) when
+ * requests wait (maybe_grow).
  */
 #include "config.h"
 
