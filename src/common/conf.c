@@ -2139,6 +2139,8 @@ static int resolve_sandboxes(parser *ps)
             }
             dflt = c->nsandboxes - 1;
             c->sandboxes[dflt].max_file_size = 0; /* writes no files, see close_sandbox */
+            /* A fixed pool, as close_sandbox makes an unset max-workers. */
+            c->sandboxes[dflt].max_workers = c->sandboxes[dflt].workers;
         }
         c->servlets[i].sandbox = dflt;
     }
