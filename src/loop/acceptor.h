@@ -256,6 +256,7 @@ struct sandlet_pool {
     uint64_t grow_after; /* no GROW before this uv_now: an extra failed to start */
     uv_timer_t idle;     /* retires idle extras; runs while one is up */
     uint64_t grown;      /* extra workers started, for the status page */
+    uint64_t maxed_at;   /* uv_now of the last "all max-workers busy" warning */
     sandlet_conn *qhead, *qtail;
     size_t queued;
     uv_timer_t qtimer;  /* expires requests that waited too long */

@@ -688,6 +688,8 @@ void sandlet_pool_submit(sandlet_pool *p, sandlet_conn *c)
  * this; a worker's start takes milliseconds, its init a few seconds at
  * most. */
 #define GROW_STUCK_MS 60000u
+/* At most one "all max-workers are busy" warning a minute per pool. */
+#define MAXED_WARN_MS 60000u
 
 static bool extra(const sandlet_worker *w)
 {
@@ -716,8 +718,10 @@ static void maybe_grow(sandlet_pool *p)
     }
     if (now < p->grow_after)
         return;
+    bool all_up = true;
     for (unsigned i = p->conf->workers; i < p->nworkers; i++) {
         const sandlet_worker *w = &p->workers[i];
+        all_up &= (w->state == W_IDLE || w->state == W_BUSY) && w->pipe_open;
         if (w->state != W_DOWN || w->pipe_open || w->next_channel >= 0)
             continue;
         p->growing = true;
@@ -728,6 +732,15 @@ static void maybe_grow(sandlet_pool *p)
                       p->conf->name, p->queued, i, p->conf->max_workers);
         sandlet_server_control(p->srv, SANDLET_CTL_GROW, p->id, i, 0, 0);
         return;
+    }
+    /* Every slot runs a worker and requests still wait: the operator
+     * should hear it (as php-fpm says it reached pm.max_children), but
+     * once a minute, not once a request. */
+    if (all_up && (p->maxed_at == 0 || now - p->maxed_at >= MAXED_WARN_MS)) {
+        p->maxed_at = now;
+        sandlet_warn("sandbox '%s' has all its max-workers %u workers and %zu request(s) wait; "
+                     "raise max-workers in %s if the machine has room",
+                     p->conf->name, p->nworkers, p->queued, p->srv->conf->file);
     }
 }
 

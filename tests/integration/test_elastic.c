@@ -139,6 +139,9 @@ static void test_grows(void **state)
     printf("# 5 x 300 ms on 3 workers up: %llu ms\n", took);
     assert_true(metric("sandlet_ready_workers{sandbox=\"el\"} ") <= 3);
     assert_int_equal(metric("sandlet_workers_grown_total{sandbox=\"el\"} "), 2);
+    /* The operator hears that the pool is at its bound. */
+    assert_true(th_log_wait(&daemon_, "sandbox 'el' has all its max-workers 3 workers", 2000));
+    assert_true(th_log_contains(&daemon_, "raise max-workers in "));
 }
 
 /* Idle for worker-idle-timeout, the extras leave; the first worker stays.
