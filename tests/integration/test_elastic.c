@@ -29,21 +29,28 @@ static th_daemon daemon_;
  * be retired; the rule is the same at any length. */
 #define IDLE_MS 800
 
-static int group_setup(void **state)
+/* The file's body: el's idle limit and mix's max-workers vary (reload). */
+static void make_conf(char *conf, size_t len, int el_idle, int mix_max)
 {
-    (void)state;
-    th_prepare();
-    static char conf[2048];
-    snprintf(conf, sizeof(conf),
+    snprintf(conf, len,
              "status-page /sandlet-status;\n"
              "sandbox el { workers 1; max-workers 3; worker-idle-timeout %d; }\n"
              "servlet /el/* { library \"%s\"; sandbox el; }\n"
              "sandbox fixed { workers 1; }\n"
              "servlet /fx/* { library \"%s\"; sandbox fixed; }\n"
              /* The bench's mixed row with room to grow. */
-             "sandbox mix { workers 2; max-workers 8; worker-idle-timeout %d; }\n"
+             "sandbox mix { workers 2; max-workers %d; worker-idle-timeout %d; }\n"
              "servlet /mix/* { library \"%s\"; sandbox mix; }\n",
-             IDLE_MS, th_fixture("probe"), th_fixture("probe"), IDLE_MS, th_fixture("probe"));
+             el_idle, th_fixture("probe"), th_fixture("probe"), mix_max, IDLE_MS,
+             th_fixture("probe"));
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    th_prepare();
+    static char conf[2048];
+    make_conf(conf, sizeof(conf), IDLE_MS, 8);
     return th_start(&daemon_, conf, false);
 }
 
@@ -240,13 +247,47 @@ static void test_mixed(void **state)
     assert_true(worst < 1000);
 }
 
+/* A reload keeps a pool whose sandbox only changed worker-idle-timeout
+ * (an acceptor setting), extras and all, and replaces one whose
+ * max-workers changed; neither crashes or leaks a worker. */
+static void test_reload(void **state)
+{
+    (void)state;
+    pid_t pid[3];
+    burst("/el/sleep?ms=300", 3, pid);
+    assert_true(distinct(pid, 3));
+    char body[2048];
+    make_conf(body, sizeof(body), 2 * IDLE_MS, 4);
+    FILE *f = fopen(daemon_.conf, "w");
+    assert_non_null(f);
+    fprintf(f, "listen 127.0.0.1:0;\n%sspool-dir %s/spool;\n", body, daemon_.dir);
+    fclose(f);
+    assert_int_equal(kill(daemon_.pid, SIGHUP), 0);
+    assert_true(th_log_wait(&daemon_, "applied: 2 sandbox(es) kept", 10000));
+    assert_true(metric_wait("sandlet_max_workers{sandbox=\"mix\"} ", 4, 5000));
+    assert_int_equal(metric("sandlet_max_workers{sandbox=\"el\"} "), 3);
+    /* el's extras, kept, go after the new limit; the old mix pool's
+     * workers were closed and the new one runs its two. */
+    assert_true(metric_wait("sandlet_ready_workers{sandbox=\"el\"} ", 1, 8 * IDLE_MS + 2000));
+    assert_true(metric_wait("sandlet_ready_workers{sandbox=\"mix\"} ", 2, 5000));
+    assert_int_equal(metric("sandlet_worker_crashes_total{sandbox=\"el\"} "), 0);
+    burst("/el/sleep?ms=300", 3, pid);
+    assert_true(distinct(pid, 3));
+    pid_t mp[4];
+    unsigned long long took = burst("/mix/sleep?ms=400", 4, mp);
+    assert_true(took < 1000);
+    assert_true(distinct(mp, 4));
+    /* Growing and shrinking, across a reload, is no protocol trouble. */
+    assert_false(th_log_contains(&daemon_, "refused a control message"));
+    assert_false(th_log_contains(&daemon_, "unknown or incomplete worker"));
+    assert_false(th_log_contains(&daemon_, "did not start the extra worker"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_grows),
-        cmocka_unit_test(test_shrinks),
-        cmocka_unit_test(test_fixed),
-        cmocka_unit_test(test_mixed),
+        cmocka_unit_test(test_grows), cmocka_unit_test(test_shrinks), cmocka_unit_test(test_fixed),
+        cmocka_unit_test(test_mixed), cmocka_unit_test(test_reload),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
