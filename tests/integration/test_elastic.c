@@ -40,9 +40,12 @@ static void make_conf(char *conf, size_t len, int el_idle, int mix_max)
              "servlet /fx/* { library \"%s\"; sandbox fixed; }\n"
              /* The bench's mixed row with room to grow. */
              "sandbox mix { workers 2; max-workers %d; worker-idle-timeout %d; }\n"
-             "servlet /mix/* { library \"%s\"; sandbox mix; }\n",
+             "servlet /mix/* { library \"%s\"; sandbox mix; }\n"
+             /* max-requests recycles extras too; they are not restarted. */
+             "sandbox rc { workers 1; max-workers 2; max-requests 3; worker-idle-timeout %d; }\n"
+             "servlet /rc/* { library \"%s\"; sandbox rc; }\n",
              el_idle, th_fixture("probe"), th_fixture("probe"), mix_max, IDLE_MS,
-             th_fixture("probe"));
+             th_fixture("probe"), IDLE_MS, th_fixture("probe"));
 }
 
 static int group_setup(void **state)
@@ -247,6 +250,24 @@ static void test_mixed(void **state)
     assert_true(worst < 1000);
 }
 
+/* max-requests 3 on workers 1, max-workers 2: bursts of two grow the
+ * pool, both workers are recycled after their third request, and only
+ * the first is started again by the supervisor; the next burst grows it
+ * again.  No crash, no request lost. */
+static void test_max_requests(void **state)
+{
+    (void)state;
+    assert_true(metric_wait("sandlet_ready_workers{sandbox=\"rc\"} ", 1, 10000));
+    for (int round = 0; round < 6; round++) {
+        pid_t pid[2];
+        burst("/rc/sleep?ms=200", 2, pid);
+        assert_true(distinct(pid, 2));
+    }
+    assert_int_equal(metric("sandlet_worker_crashes_total{sandbox=\"rc\"} "), 0);
+    assert_true(metric("sandlet_workers_grown_total{sandbox=\"rc\"} ") >= 2);
+    assert_true(metric_wait("sandlet_ready_workers{sandbox=\"rc\"} ", 1, 4 * IDLE_MS + 2000));
+}
+
 /* A reload keeps a pool whose sandbox only changed worker-idle-timeout
  * (an acceptor setting), extras and all, and replaces one whose
  * max-workers changed; neither crashes or leaks a worker. */
@@ -263,7 +284,7 @@ static void test_reload(void **state)
     fprintf(f, "listen 127.0.0.1:0;\n%sspool-dir %s/spool;\n", body, daemon_.dir);
     fclose(f);
     assert_int_equal(kill(daemon_.pid, SIGHUP), 0);
-    assert_true(th_log_wait(&daemon_, "applied: 2 sandbox(es) kept", 10000));
+    assert_true(th_log_wait(&daemon_, "applied: 3 sandbox(es) kept", 10000));
     assert_true(metric_wait("sandlet_max_workers{sandbox=\"mix\"} ", 4, 5000));
     assert_int_equal(metric("sandlet_max_workers{sandbox=\"el\"} "), 3);
     /* el's extras, kept, go after the new limit; the old mix pool's
@@ -286,8 +307,9 @@ static void test_reload(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_grows), cmocka_unit_test(test_shrinks), cmocka_unit_test(test_fixed),
-        cmocka_unit_test(test_mixed), cmocka_unit_test(test_reload),
+        cmocka_unit_test(test_grows),        cmocka_unit_test(test_shrinks),
+        cmocka_unit_test(test_fixed),        cmocka_unit_test(test_mixed),
+        cmocka_unit_test(test_max_requests), cmocka_unit_test(test_reload),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
