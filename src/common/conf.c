@@ -334,6 +334,26 @@ static const directive directives[] = {
      .min = 1,
      .max = SANDLET_MAX_WORKERS,
      .def = SANDLET_DEFAULT_WORKERS},
+    /* The pool may grow past workers up to this under load (pool.c asks
+     * the supervisor for one more worker at a time); 0, no line, means
+     * "the same as workers" (close_sandbox), today's fixed pool. */
+    {.name = "max-workers",
+     .ctx = CTX_SANDBOX,
+     .kind = K_UINT,
+     .usage = "N",
+     .off = SB(max_workers, unsigned),
+     .min = 1,
+     .max = SANDLET_MAX_WORKERS},
+    /* The acceptor's alone (pool.c): a reload applies it to the pool it
+     * keeps, so sandlet_conf_sandbox_same need not compare it. */
+    {.name = "worker-idle-timeout",
+     .ctx = CTX_SANDBOX,
+     .kind = K_UINT,
+     .usage = "MS",
+     .off = SB(worker_idle_timeout, unsigned),
+     .min = 1,
+     .max = MS_MAX,
+     .def = SANDLET_DEFAULT_WORKER_IDLE_TIMEOUT},
     {.name = "queue",
      .ctx = CTX_SANDBOX,
      .kind = K_UINT,
@@ -1452,6 +1472,15 @@ static int parse_size(const char *s, size_t max, size_t *out)
 static int close_sandbox(parser *ps, const token *dir)
 {
     sandlet_sandbox_conf *sb = &ps->conf->sandboxes[ps->cur];
+    if (!sb->max_workers)
+        sb->max_workers = sb->workers;
+    if (sb->max_workers < sb->workers) {
+        char sh[SHOWN_MAX];
+        return fail(ps, seen_line(ps, CTX_SANDBOX, "max-workers"), 1,
+                    "sandbox '%s': max-workers %u is below workers %u (the pool grows from "
+                    "workers up to max-workers; raise max-workers to at least %u, or remove it)",
+                    shown(sh, sizeof(sh), sb->name), sb->max_workers, sb->workers, sb->workers);
+    }
     /* A sandbox that can write no file gets no default file-size limit:
      * the only regular file it writes is the error log it inherited as
      * standard error, and a limit would silence it once the log grew
@@ -2110,6 +2139,8 @@ static int resolve_sandboxes(parser *ps)
             }
             dflt = c->nsandboxes - 1;
             c->sandboxes[dflt].max_file_size = 0; /* writes no files, see close_sandbox */
+            /* A fixed pool, as close_sandbox makes an unset max-workers. */
+            c->sandboxes[dflt].max_workers = c->sandboxes[dflt].workers;
         }
         c->servlets[i].sandbox = dflt;
     }
@@ -2595,6 +2626,7 @@ static void plan_sandbox(sandlet_sandbox_conf *d, const sandlet_sandbox_conf *s,
 {
     *d = (sandlet_sandbox_conf){
         .workers = s->workers,
+        .max_workers = s->max_workers,
         .nreadable = s->readable ? s->nreadable : 0,
         .nwritable = s->writable ? s->nwritable : 0,
         .memory_mib = s->memory_mib,
@@ -2778,7 +2810,8 @@ static bool same_servlet(const sandlet_servlet_conf *x, const sandlet_servlet_co
 bool sandlet_conf_sandbox_same(const sandlet_conf *a, size_t i, const sandlet_conf *b, size_t j)
 {
     const sandlet_sandbox_conf *x = &a->sandboxes[i], *y = &b->sandboxes[j];
-    if (!same_str(x->name, y->name) || x->workers != y->workers || !same_str(x->user, y->user) ||
+    if (!same_str(x->name, y->name) || x->workers != y->workers ||
+        x->max_workers != y->max_workers || !same_str(x->user, y->user) ||
         !same_str(x->group, y->group) ||
         !same_list(x->readable, x->nreadable, y->readable, y->nreadable) ||
         !same_list(x->writable, x->nwritable, y->writable, y->nwritable) ||

@@ -17,6 +17,8 @@
  *   session-secret-file /etc/sandlet/session.key;  # stable session keys
  *   sandbox shop {
  *       workers 4;                  # 1..256, default 2
+ *       max-workers 8;              # grow up to 8 under load; default = workers
+ *       worker-idle-timeout 10000;  # ms an extra worker may idle; default 10000
  *       queue 256;                  # waiting requests, 0..65535, default 1024
  *       queue-timeout 5000;         # ms a request may wait, then 503; default 10000
  *       timeout 30000;              # ms a request may run, then kill + 504;
@@ -72,6 +74,12 @@
 #define SANDLET_MAX_WORKERS           256
 #define SANDLET_DEFAULT_QUEUE         1024
 #define SANDLET_DEFAULT_QUEUE_TIMEOUT 10000
+/* How long a worker above `workers` (max-workers) may sit idle before it
+ * is retired: long enough that a pool under steady or bursty load keeps
+ * its extra workers between bursts (a worker start costs an exec, the
+ * servlets' init and a confinement, tens of milliseconds), short enough
+ * that their memory goes back soon after the load does. */
+#define SANDLET_DEFAULT_WORKER_IDLE_TIMEOUT 10000
 /* The range the obsolete "pipeline" directive still accepts (and then
  * ignores, see sandlet.conf(5)): a worker holds one request at a time. */
 #define SANDLET_MAX_PIPELINE 256
@@ -157,6 +165,10 @@ typedef struct sandlet_listen_conf {
 typedef struct sandlet_sandbox_conf {
     char *name;
     unsigned workers;
+    /* workers..max_workers: slots started only when the acceptor asks
+     * (SANDLET_CTL_GROW) and retired when idle; == workers when unset. */
+    unsigned max_workers;
+    unsigned worker_idle_timeout; /* ms an extra worker may idle, then retired */
     unsigned queue;
     /* Confinement: NULL/0 fields keep the default. */
     char *user;      /* default: the daemon's user */

@@ -221,10 +221,11 @@ struct sandlet_worker {
     char servlet[96];
     uv_timer_t deadline; /* the first request's timeout */
     bool timed_out;
-    uint64_t started;   /* uv_now when the first request became first */
-    uint64_t served;    /* by this incarnation, for max-requests */
-    uint32_t pages_gen; /* the pages generation its INIT carried */
-    bool retired;       /* replaced on purpose (retire()): its exit is no news */
+    uint64_t started;    /* uv_now when the first request became first */
+    uint64_t served;     /* by this incarnation, for max-requests */
+    uint32_t pages_gen;  /* the pages generation its INIT carried */
+    bool retired;        /* replaced on purpose (retire()): its exit is no news */
+    uint64_t idle_since; /* uv_now when it last became idle (extras retire on it) */
 };
 
 /* The request-duration histogram's upper bounds, in microseconds (+Inf
@@ -240,8 +241,22 @@ struct sandlet_pool {
     sandlet_pool *next;               /* the server's list */
     bool retired;                     /* a reload changed or removed its sandbox */
     unsigned closing;                 /* handles still closing once it is empty */
+    /* max-workers slots: the first conf->workers always run (the
+     * supervisor restarts them); the others ("extras") are W_DOWN until a
+     * waiting request makes the pool ask for one (GROW), and retired after
+     * worker-idle-timeout idle. */
     unsigned nworkers;
     sandlet_worker *workers;
+    /* A GROW was sent for extra slot grow_slot at grow_at and its worker
+     * has not said READY (or failed) yet: at most one at a time, so a
+     * burst grows the pool by one worker per start, not all at once. */
+    bool growing;
+    unsigned grow_slot;
+    uint64_t grow_at;
+    uint64_t grow_after; /* no GROW before this uv_now: an extra failed to start */
+    uv_timer_t idle;     /* retires idle extras; runs while one is up */
+    uint64_t grown;      /* extra workers started, for the status page */
+    uint64_t maxed_at;   /* uv_now of the last "all max-workers busy" warning */
     sandlet_conn *qhead, *qtail;
     size_t queued;
     uv_timer_t qtimer;  /* expires requests that waited too long */

@@ -7,10 +7,12 @@
  * checks; a frame that is malformed, unexpected or for another request is
  * the worker's death (the supervisor kills it), never the acceptor's.
  * This file never parses HTTP and never forks: starting and killing
- * processes is the supervisor's job.  The supervisor decides how many
- * workers there are and what they load, and hands each one over (its
- * channel, with INIT already written); this side can only ask for a
- * worker's death over the control socket, or close its channel.
+ * processes is the supervisor's job.  The supervisor decides what workers
+ * load and starts each one, and hands it over (its channel, with INIT
+ * already written); this side can only ask for a worker's death over the
+ * control socket, close its channel, or ask for the worker of an extra
+ * slot (GROW, within max-workers, which the supervisor enforces) when
+ * requests wait (maybe_grow).
  */
 #include "config.h"
 
@@ -51,6 +53,8 @@ static void body_abort(sandlet_worker *w, sandlet_inflight *f);
 static void drain(sandlet_pool *p);
 static void pool_maybe_gone(sandlet_pool *p);
 static void retire(sandlet_worker *w, const char *why);
+static void maybe_grow(sandlet_pool *p);
+static void idle_watch(sandlet_pool *p);
 
 static const char *sandbox_name(const sandlet_worker *w)
 {
@@ -670,6 +674,129 @@ void sandlet_pool_submit(sandlet_pool *p, sandlet_conn *c)
     while (p->qhead && (w = pick_worker(p, needs(p->qhead))))
         send_request(w, queue_pop(p));
     drain(p);
+    maybe_grow(p);
+}
+
+/* ---- growing and shrinking (max-workers) ---------------------------------- */
+
+/* After an extra worker failed to start, how long the pool waits before
+ * it asks for one again: a servlet whose init fails in an extra would
+ * otherwise be started again for every request that waits. */
+#define GROW_BACKOFF_MS 1000u
+/* A GROW the supervisor never answered (it refused it: the sandbox was
+ * retired by a reload meanwhile) stops blocking the next one after
+ * this; a worker's start takes milliseconds, its init a few seconds at
+ * most. */
+#define GROW_STUCK_MS 60000u
+/* At most one "all max-workers are busy" warning a minute per pool. */
+#define MAXED_WARN_MS 60000u
+
+static bool extra(const sandlet_worker *w)
+{
+    return w->slot >= w->pool->conf->workers;
+}
+
+/* A request waits in the queue because no worker is free: when the pool
+ * may grow (max-workers), ask the supervisor for the worker of one extra
+ * slot that is down.  One GROW at a time per pool: the next is asked for
+ * only once that worker said READY (and requests still wait), so a burst
+ * grows the pool one worker per start instead of to max-workers at once,
+ * and a pool whose extras cannot start asks for one at a time. */
+static void maybe_grow(sandlet_pool *p)
+{
+    if (!p->qhead || p->failing || p->retired || p->srv->stopping ||
+        p->nworkers <= p->conf->workers)
+        return;
+    uint64_t now = uv_now(p->srv->loop);
+    if (p->growing) {
+        if (now - p->grow_at < GROW_STUCK_MS)
+            return;
+        sandlet_warn("sandbox '%s': the supervisor did not start the extra worker %u asked for "
+                     "%u ms ago; asking again",
+                     p->conf->name, p->grow_slot, GROW_STUCK_MS);
+        p->growing = false;
+    }
+    if (now < p->grow_after)
+        return;
+    bool all_up = true;
+    for (unsigned i = p->conf->workers; i < p->nworkers; i++) {
+        const sandlet_worker *w = &p->workers[i];
+        all_up &= (w->state == W_IDLE || w->state == W_BUSY) && w->pipe_open;
+        if (w->state != W_DOWN || w->pipe_open || w->next_channel >= 0)
+            continue;
+        p->growing = true;
+        p->grow_slot = i;
+        p->grow_at = now;
+        sandlet_debug("sandbox '%s': %zu request(s) wait and no worker is free; starting extra "
+                      "worker %u (max-workers %u)",
+                      p->conf->name, p->queued, i, p->conf->max_workers);
+        sandlet_server_control(p->srv, SANDLET_CTL_GROW, p->id, i, 0, 0);
+        return;
+    }
+    /* Every slot runs a worker and requests still wait: the operator
+     * should hear it (as php-fpm says it reached pm.max_children), but
+     * once a minute, not once a request. */
+    if (all_up && (p->maxed_at == 0 || now - p->maxed_at >= MAXED_WARN_MS)) {
+        p->maxed_at = now;
+        sandlet_warn("sandbox '%s' has all its max-workers %u workers and %zu request(s) wait; "
+                     "raise max-workers in %s if the machine has room",
+                     p->conf->name, p->nworkers, p->queued, p->srv->conf->file);
+    }
+}
+
+/* The GROW for w's slot is answered: its worker is up, or it failed. */
+static void grow_done(sandlet_worker *w, bool failed)
+{
+    sandlet_pool *p = w->pool;
+    if (!p->growing || p->grow_slot != w->slot)
+        return;
+    p->growing = false;
+    if (failed)
+        p->grow_after = uv_now(p->srv->loop) + GROW_BACKOFF_MS;
+}
+
+/* How often idle extras are looked at: a quarter of the idle limit, so
+ * one is retired at most 1.25 times worker-idle-timeout after its last
+ * request. */
+static uint64_t idle_tick(const sandlet_pool *p)
+{
+    unsigned t = p->conf->worker_idle_timeout;
+    return t >= 4 ? t / 4 : 1;
+}
+
+/* Retires the extras idle for worker-idle-timeout: closing the channel
+ * makes the worker run its servlets' destroy and exit 0, and the
+ * supervisor does not start an extra slot again until asked (GROW).
+ * Stops once no extra is up or coming. */
+static void on_idle(uv_timer_t *t)
+{
+    sandlet_pool *p = t->data;
+    uint64_t now = uv_now(p->srv->loop);
+    bool any = false;
+    for (unsigned i = p->conf->workers; i < p->nworkers; i++) {
+        sandlet_worker *w = &p->workers[i];
+        if (w->state == W_IDLE && w->rcount == 0 && w->pipe_open && !w->skipping &&
+            now - w->idle_since >= p->conf->worker_idle_timeout) {
+            sandlet_debug("worker %d of sandbox '%s' (extra slot %u) was idle for %u ms "
+                          "(worker-idle-timeout); retiring it",
+                          (int)w->pid, p->conf->name, w->slot, p->conf->worker_idle_timeout);
+            close_pipe(w);
+            w->reqline[0] = '\0';
+            w->state = W_DYING;
+            w->retired = true;
+            continue;
+        }
+        any |= w->state != W_DOWN && w->state != W_DYING;
+    }
+    if (!any)
+        uv_timer_stop(&p->idle);
+}
+
+/* An extra worker is up: make sure someone watches it idle. */
+static void idle_watch(sandlet_pool *p)
+{
+    if (!uv_is_active((uv_handle_t *)&p->idle) && !p->srv->stopping)
+        uv_timer_start(&p->idle, on_idle, idle_tick(p), idle_tick(p));
 }
 
 void sandlet_pool_forget(sandlet_conn *c)
@@ -895,16 +1022,25 @@ static bool fresh_up(const sandlet_pool *p)
  * that a slow init costs a quarter of the capacity, not all of it. */
 static bool may_replace(sandlet_pool *p)
 {
-    unsigned up = 0;
-    for (unsigned i = 0; i < p->nworkers; i++)
-        up += worker_up(&p->workers[i]);
+    /* The pool's size now: its workers up, and those not up that count
+     * (a normal slot being restarted, an extra starting or leaving); an
+     * extra slot that is down is no capacity missing. */
+    unsigned up = 0, out = 0;
+    for (unsigned i = 0; i < p->nworkers; i++) {
+        const sandlet_worker *w = &p->workers[i];
+        if (worker_up(w))
+            up++;
+        else if (!extra(w) || w->state != W_DOWN)
+            out++;
+    }
+    unsigned size = up + out;
     if (fresh_up(p)) {
-        unsigned wave = p->nworkers / 4 ? p->nworkers / 4 : 1;
-        return p->nworkers - up < wave;
+        unsigned wave = size / 4 ? size / 4 : 1;
+        return out < wave;
     }
     if (p->canary)
         return false;
-    return up >= 2 || p->nworkers == 1;
+    return up >= 2 || size == 1;
 }
 
 /* Replaces the idle stale workers that may go now. */
@@ -998,6 +1134,7 @@ static void worker_free(sandlet_worker *w)
     } else {
         w->reqline[0] = '\0';
         w->state = W_IDLE;
+        w->idle_since = uv_now(w->pool->srv->loop);
     }
     sandlet_pool_submit(w->pool, NULL);
 }
@@ -1009,7 +1146,12 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
     if (w->state == W_STARTING) {
         if (h->type == SANDLET_FRAME_READY) {
             w->state = W_IDLE;
+            w->idle_since = uv_now(w->pool->srv->loop);
             w->pool->failing = false;
+            if (extra(w)) {
+                grow_done(w, false);
+                idle_watch(w->pool);
+            }
             /* The supervisor's back-off is for workers that cannot start. */
             sandlet_server_control(w->pool->srv, SANDLET_CTL_READY, w->pool->id, w->slot, w->gen,
                                    0);
@@ -1048,7 +1190,9 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
                 w->pool->failing = true;
                 fail_queue(w->pool);
             }
-            /* It exits; the supervisor backs off its restart. */
+            /* It exits; the supervisor backs off its restart (an extra
+             * slot's is not restarted: the pool backs off its GROW). */
+            grow_done(w, true);
             close_pipe(w);
             w->state = W_DYING;
             return false;
@@ -1325,6 +1469,9 @@ static void worker_exited(sandlet_worker *w, const sandlet_ctl *m)
         sandlet_error("worker %d of sandbox '%s' exited with status %d%s%s%s%s", (int)m->pid,
                       sandbox_name(w), m->status, busy ? " while serving " : "",
                       busy ? w->servlet : "", busy ? ": " : "", busy ? w->reqline : "");
+    } else if (w->retired && extra(w)) {
+        sandlet_debug("worker %d of sandbox '%s' (extra slot %u) left", (int)m->pid,
+                      sandbox_name(w), w->slot);
     } else if (w->retired) {
         sandlet_debug("worker %d of sandbox '%s' was replaced", (int)m->pid, sandbox_name(w));
     } else {
@@ -1334,11 +1481,16 @@ static void worker_exited(sandlet_worker *w, const sandlet_ctl *m)
         w->pool->crashes++;
     if (!w->recycling && m->signal == SIGSYS)
         w->pool->seccomp_kills++;
+    /* An extra that died before READY failed its start. */
+    grow_done(w, true);
     worker_lost(w);
     w->state = W_DOWN;
     w->pid = 0;
     w->reqline[0] = '\0';
     drain(w->pool);
+    /* An extra slot is not restarted by the supervisor: when requests
+     * still wait, the pool asks for one itself. */
+    maybe_grow(w->pool);
 }
 
 void sandlet_pool_worker(sandlet_server *srv, const sandlet_ctl *m, int channel, int output,
@@ -1393,7 +1545,10 @@ static void take_worker(sandlet_worker *w, const sandlet_ctl *m, int channel, in
 {
     sandlet_pool *p = w->pool;
     sandlet_server *srv = p->srv;
-    if (w->gen > 0)
+    /* An extra's start is growth, not a restart. */
+    if (extra(w))
+        p->grown++;
+    else if (w->gen > 0)
         p->restarts++;
     w->gen = m->gen;
     w->pid = m->pid;
@@ -1446,6 +1601,9 @@ void sandlet_pool_control(sandlet_server *srv, const sandlet_ctl *m)
         return;
     }
     sandlet_worker *w = &p->workers[m->slot];
+    /* A failed start never had a generation the acceptor saw. */
+    if (m->type == SANDLET_CTL_SPAWN_FAILED && extra(w) && w->state == W_DOWN)
+        grow_done(w, true);
     if (m->gen != w->gen)
         return; /* about an earlier incarnation of this slot */
     switch (m->type) {
@@ -1494,7 +1652,7 @@ sandlet_pool *sandlet_pool_new(sandlet_server *srv, sandlet_confgen *g, size_t i
     p->conf = &g->conf->sandboxes[index];
     p->id = p->conf->id;
     p->nservlets = g->nservlets[index];
-    p->nworkers = p->conf->workers;
+    p->nworkers = p->conf->max_workers > p->conf->workers ? p->conf->max_workers : p->conf->workers;
     p->workers = calloc(p->nworkers ? p->nworkers : 1, sizeof(*p->workers));
     if (!p->workers) {
         pool_free(p);
@@ -1522,6 +1680,8 @@ sandlet_pool *sandlet_pool_new(sandlet_server *srv, sandlet_confgen *g, size_t i
     p->flush.data = p;
     uv_prepare_init(srv->loop, &p->flush_early);
     p->flush_early.data = p;
+    uv_timer_init(srv->loop, &p->idle);
+    p->idle.data = p;
     for (unsigned j = 0; j < p->nworkers; j++) {
         uv_timer_init(srv->loop, &p->workers[j].deadline);
         p->workers[j].deadline.data = &p->workers[j];
@@ -1540,6 +1700,9 @@ void sandlet_pool_rebase(sandlet_pool *p, sandlet_confgen *g, size_t index)
     /* queue-timeout may have changed: the check's period follows it. */
     if (uv_is_active((uv_handle_t *)&p->qtimer))
         uv_timer_start(&p->qtimer, queue_expire, tick(p), tick(p));
+    /* So may worker-idle-timeout. */
+    if (uv_is_active((uv_handle_t *)&p->idle))
+        uv_timer_start(&p->idle, on_idle, idle_tick(p), idle_tick(p));
 }
 
 int sandlet_pools_start(sandlet_server *srv)
@@ -1559,6 +1722,16 @@ static void pool_handle_closed(uv_handle_t *h)
     sandlet_pool *p = h->data;
     if (h->type == UV_TIMER && h != (uv_handle_t *)&p->qtimer)
         p = ((sandlet_worker *)h->data)->pool;
+    if (--p->closing == 0)
+        pool_free(p);
+}
+
+/* The idle timer's data is its pool, not a worker as for the other
+ * timers but qtimer: its own callback, rather than one more address to
+ * tell apart in pool_handle_closed. */
+static void idle_closed(uv_handle_t *h)
+{
+    sandlet_pool *p = h->data;
     if (--p->closing == 0)
         pool_free(p);
 }
@@ -1586,8 +1759,10 @@ static void pool_maybe_gone(sandlet_pool *p)
         uv_prepare_stop(&p->flush_early);
     }
     uv_timer_stop(&p->qtimer);
-    p->closing = 3 + p->nworkers;
+    uv_timer_stop(&p->idle);
+    p->closing = 4 + p->nworkers;
     uv_close((uv_handle_t *)&p->qtimer, pool_handle_closed);
+    uv_close((uv_handle_t *)&p->idle, idle_closed);
     uv_close((uv_handle_t *)&p->flush, pool_handle_closed);
     uv_close((uv_handle_t *)&p->flush_early, pool_handle_closed);
     for (unsigned j = 0; j < p->nworkers; j++) {
@@ -1641,6 +1816,8 @@ void sandlet_pools_stop(sandlet_server *srv)
             uv_close((uv_handle_t *)&p->flush, NULL);
         if (!uv_is_closing((uv_handle_t *)&p->flush_early))
             uv_close((uv_handle_t *)&p->flush_early, NULL);
+        if (!uv_is_closing((uv_handle_t *)&p->idle))
+            uv_close((uv_handle_t *)&p->idle, NULL);
         for (unsigned j = 0; p->workers && j < p->nworkers; j++) {
             sandlet_worker *w = &p->workers[j];
             /* Closing the socketpair is the worker's signal to run its

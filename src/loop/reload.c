@@ -283,7 +283,9 @@ int sandlet_reload_apply(sandlet_server *srv, int fd)
     size_t kept = 0, made = 0, retired = 0;
     for (size_t i = 0; i < conf->nsandboxes; i++) {
         sandlet_pool *p = sandlet_pool_find(srv, conf->sandboxes[i].id);
-        if (p && !p->retired && p->nworkers == conf->sandboxes[i].workers) {
+        const sandlet_sandbox_conf *sb = &conf->sandboxes[i];
+        unsigned slots = sb->max_workers > sb->workers ? sb->max_workers : sb->workers;
+        if (p && !p->retired && p->nworkers == slots && p->conf->workers == sb->workers) {
             sandlet_pool_rebase(p, g, i);
             g->pool_of[i] = p;
             kept++;

@@ -20,7 +20,9 @@
 static unsigned count(const sandlet_pool *p, enum sandlet_worker_state st)
 {
     unsigned n = 0;
-    for (unsigned i = 0; i < p->conf->workers; i++)
+    /* Every slot, extras (max-workers) included: a down extra counts as
+     * no state but W_DOWN. */
+    for (unsigned i = 0; i < p->nworkers; i++)
         n += p->workers[i].state == st;
     return n;
 }
@@ -58,6 +60,8 @@ static void metric(sandlet_buf *b, const char *name, const char *help, const cha
         case 7: v = p->seccomp_kills; break;
         case 8: v = p->rejected; break;
         case 10: v = p->moved; break;
+        case 11: v = p->nworkers; break;
+        case 12: v = p->grown; break;
         default: v = 0; break;
         }
         n = snprintf(line, sizeof(line), "sandlet_%s{sandbox=\"", name);
@@ -124,6 +128,8 @@ void sandlet_status_serve(sandlet_conn *c)
     sandlet_buf_init(&b, 1u << 20);
     if (prom) {
         metric(&b, "workers", "Worker processes configured.", "gauge", srv, 0);
+        metric(&b, "max_workers", "Workers the pool may grow to under load (max-workers).", "gauge",
+               srv, 11);
         metric(&b, "ready_workers", "Workers started and ready (idle or busy).", "gauge", srv, 9);
         metric(&b, "busy_workers", "Workers serving a request now.", "gauge", srv, 1);
         metric(&b, "queued_requests", "Requests waiting for a worker.", "gauge", srv, 2);
@@ -139,24 +145,27 @@ void sandlet_status_serve(sandlet_conn *c)
         metric(&b, "requests_moved_total",
                "Requests taken back from a worker that did not start them and handed to another.",
                "counter", srv, 10);
+        metric(&b, "workers_grown_total",
+               "Workers started above workers because requests waited (max-workers).", "counter",
+               srv, 12);
         durations(&b, srv);
     } else {
         char line[512];
-        int n =
-            snprintf(line, sizeof(line),
-                     "sandlet %s: %zu connections\n\n%-16s %7s %5s %6s "
-                     "%10s %8s %7s %8s %7s %8s %6s\n",
-                     PACKAGE_VERSION, srv->nconns, "sandbox", "workers", "busy", "queued", "served",
-                     "restarts", "crashes", "timeouts", "seccomp", "rejected", "moved");
+        int n = snprintf(line, sizeof(line),
+                         "sandlet %s: %zu connections\n\n%-16s %7s %5s %6s "
+                         "%10s %8s %7s %8s %7s %8s %6s %4s %4s\n",
+                         PACKAGE_VERSION, srv->nconns, "sandbox", "workers", "busy", "queued",
+                         "served", "restarts", "crashes", "timeouts", "seccomp", "rejected",
+                         "moved", "up", "max");
         sandlet_buf_put(&b, line, (size_t)n);
         for (size_t i = 0; i < srv->conf->nsandboxes; i++) {
             const sandlet_pool *p = srv->gen->pool_of[i];
             n = snprintf(line, sizeof(line),
                          "%-16s %7u %5u %6zu %10" PRIu64 " %8" PRIu64 " %7" PRIu64 " %8" PRIu64
-                         " %7" PRIu64 " %8" PRIu64 " %6" PRIu64 "\n",
+                         " %7" PRIu64 " %8" PRIu64 " %6" PRIu64 " %4u %4u\n",
                          p->conf->name, p->conf->workers, count(p, W_BUSY), p->queued, p->served,
                          p->restarts, p->crashes, p->timeouts, p->seccomp_kills, p->rejected,
-                         p->moved);
+                         p->moved, count(p, W_IDLE) + count(p, W_BUSY), p->nworkers);
             sandlet_buf_put(&b, line, (size_t)n);
         }
     }

@@ -13,10 +13,15 @@
  * started (READY: its slot's crash-loop back-off resets; once per
  * generation, and it can only make restarts faster, which KILL can too),
  * and pass on a reload request (RELOAD, rate-limited: the supervisor reads
- * the configuration itself).  The supervisor
- * treats every message from the acceptor as hostile: wrong size, unknown
+ * the configuration itself), and ask for the worker of an extra slot
+ * (GROW: slots from workers up to max-workers run a worker only while
+ * the acceptor's queue needs one; the supervisor never restarts them, and
+ * the acceptor retires them by closing their channel when idle).  The
+ * supervisor treats every message from the acceptor as hostile: wrong size, unknown
  * type, attached descriptors or an empty message are refused, KILL only
- * reaches a live child of that generation, REOPEN is rate-limited.
+ * reaches a live child of that generation, REOPEN is rate-limited, GROW
+ * starts a worker only in an extra slot of a live sandbox that has none
+ * (so never more than max-workers of a sandbox).
  * Neither side ever drops a message on a full socket: both queue
  * (sandlet_ctl_queue) and retry when the socket is writable.
  */
@@ -42,6 +47,8 @@ enum sandlet_ctl_type {
     SANDLET_CTL_LISTEN,       /* supervisor→acceptor: slot = index among the next CONF's
                                * listen lines; fd: that address's bound socket */
     SANDLET_CTL_CONF,         /* supervisor→acceptor: a reload's configuration (fd, below) */
+    SANDLET_CTL_GROW,         /* acceptor→supervisor: start the worker of extra slot (sandbox,
+                               * slot), workers <= slot < max-workers */
 };
 
 /* A page's path relative to the docroot, NUL included, in PAGE_CHECK and

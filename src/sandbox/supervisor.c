@@ -458,9 +458,18 @@ static void on_restart(uv_timer_t *t)
     spawn(t->data);
 }
 
+/* Slots from workers up to max-workers ("extra") run a worker only
+ * while the acceptor wants one (GROW): it retires them when idle, and a
+ * worker of one that exits, for whatever reason, is not started again
+ * until the acceptor asks. */
+static bool extra_slot(const slot *s)
+{
+    return s->index >= s->box->sb->workers;
+}
+
 static void schedule_restart(slot *s)
 {
-    if (sv.closing || s->box->retired)
+    if (sv.closing || s->box->retired || extra_slot(s))
         return;
     uint64_t delay = 0;
     if (s->failures > 1) {
@@ -772,6 +781,35 @@ static slot *find_slot(const sandlet_ctl *m)
         return NULL;
     }
     return &b->slots[m->slot];
+}
+
+/* GROW: the acceptor wants the worker of an extra slot started (its
+ * requests wait and every worker is busy).  Hostile like any message:
+ * only a slot in [workers, max-workers) of a live sandbox, and only one
+ * that has no worker, so that nothing the acceptor sends can make more
+ * than max-workers workers of a sandbox exist. */
+static void grow(const sandlet_ctl *m)
+{
+    slot *s = find_slot(m);
+    if (!s)
+        return;
+    box *b = s->box;
+    if (b->retired) {
+        refuse("GROW for worker %u/%u of sandbox '%s', which a reload retired", m->sandbox, m->slot,
+               b->sb->name);
+        return;
+    }
+    if (!extra_slot(s)) {
+        refuse("GROW for worker %u/%u of sandbox '%s', which is not an extra slot (%u..%zu)",
+               m->sandbox, m->slot, b->sb->name, b->sb->workers, b->nslots - 1);
+        return;
+    }
+    if (s->live) {
+        refuse("GROW for worker %u/%u of sandbox '%s', which already has a live worker", m->sandbox,
+               m->slot, b->sb->name);
+        return;
+    }
+    spawn(s);
 }
 
 static void kill_child(const sandlet_ctl *m)
@@ -1288,6 +1326,7 @@ static void on_ctl(uv_poll_t *p, int status, int events)
         case SANDLET_CTL_READY: worker_ready(&m); break;
         case SANDLET_CTL_PAGE_CHECK: sandlet_pages_check(&m); break;
         case SANDLET_CTL_RELOAD: reload(); break;
+        case SANDLET_CTL_GROW: grow(&m); break;
         case SANDLET_CTL_SPAWN: refuse("SPAWN: workers are started by the supervisor alone"); break;
         default: refuse("unknown type %u", m.type); break;
         }
@@ -1496,15 +1535,17 @@ static box *box_make(plan *p, size_t index, uint32_t id, box *from)
 {
     const sandlet_sandbox_conf *sb = &p->conf->sandboxes[index];
     box *b = calloc(1, sizeof(*b));
-    slot *slots = calloc(sb->workers ? sb->workers : 1, sizeof(*slots));
+    /* A slot per worker it may ever have; those past workers start only
+     * on GROW. */
+    unsigned nslots = sb->max_workers > sb->workers ? sb->max_workers : sb->workers;
+    slot *slots = calloc(nslots ? nslots : 1, sizeof(*slots));
     if (!b || !slots) {
         sandlet_error("out of memory preparing sandbox '%s'", sb->name);
         free(b);
         free(slots);
         return NULL;
     }
-    *b =
-        (box){.id = id, .plan = p, .index = index, .sb = sb, .slots = slots, .nslots = sb->workers};
+    *b = (box){.id = id, .plan = p, .index = index, .sb = sb, .slots = slots, .nslots = nslots};
     p->refs++;
     for (size_t j = 0; j < b->nslots; j++)
         slots[j] = (slot){.box = b, .index = (uint32_t)j};
@@ -1530,7 +1571,8 @@ static void box_start(box *b)
         b->slots[i].restart.data = &b->slots[i];
     }
     for (size_t i = 0; i < b->nslots; i++)
-        spawn(&b->slots[i]);
+        if (!extra_slot(&b->slots[i]))
+            spawn(&b->slots[i]);
 }
 
 static void secret_hash(const sandlet_conf *conf, unsigned char out[32])

@@ -95,6 +95,12 @@ static const err_case cases[] = {
     /* Numbers and units. */
     {"workers 0", "sandbox a {\n  workers 0;\n}\n", 1,
      "2:11:", "'workers 0' out of range (expected 1..256)", 0},
+    {"max-workers below workers", "sandbox a {\n  workers 4;\n  max-workers 2;\n}\n", 1, "3:1:",
+     "max-workers 2 is below workers 4 (the pool grows from workers up to max-workers; raise "
+     "max-workers to at least 4, or remove it)",
+     0},
+    {"max-workers 1000", "sandbox a {\n  max-workers 1000;\n}\n", 1, "2:15:", "(expected 1..256",
+     0},
     {"workers 1000", "sandbox a {\n  workers 1000;\n}\n", 1, "2:11:", "(expected 1..256", 0},
     {"memory with a unit", "sandbox a {\n  memory 12q;\n}\n", 1,
      "2:10:", "expected MiB as a decimal number 16..1048576 without a unit, or unlimited", 0},

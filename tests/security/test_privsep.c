@@ -223,7 +223,8 @@ static int group_setup(void **state)
             /* Not the default under /var: a test leaves nothing there. */
             "spool-dir %s/spool;\n"
             "sandbox a { workers 2; sessions memory; }\n"
-            "sandbox b { workers 3; %s }\n"
+            /* b may grow to 4: slot 3 runs a worker only on GROW. */
+            "sandbox b { workers 3; max-workers 4; %s }\n"
             "servlet /a/* { library \"%s\"; sandbox a; }\n"
             "servlet /b/* { library \"%s\"; sandbox b; }\n",
             fa.dir, root() ? "user nobody; group nogroup;" : "",
@@ -405,10 +406,11 @@ static void check_worker(const seen *w)
 
 static void assert_count_ok(void)
 {
-    /* Never more live children than the configuration's 2 + 3. */
+    /* Never more live children than the configuration's 2 + 4 (b's
+     * max-workers). */
     int n = children_of_supervisor();
     assert_true(n >= 0);
-    assert_true(n <= 5);
+    assert_true(n <= 6);
 }
 
 static void test_starts_configured_workers(void **state)
@@ -555,6 +557,79 @@ static void test_kill_rules(void **state)
     assert_int_not_equal(w->pid, old);
     expect_ready(w);
     check_worker(w);
+    assert_int_equal(children_of_supervisor(), 5);
+}
+
+/* Reads the supervisor's log from offset from on; the caller frees. */
+static char *log_since(off_t from)
+{
+    size_t len = 0;
+    char *all = th_slurp(fa.log, &len);
+    assert_non_null(all);
+    if ((size_t)from > len)
+        from = (off_t)len;
+    memmove(all, all + from, len - (size_t)from + 1);
+    return all;
+}
+
+/* GROW starts the worker of an extra slot (b's slot 3: workers 3,
+ * max-workers 4) and nothing else: a normal slot, a slot out of range, an
+ * unknown sandbox and a slot that already has a worker are refused and
+ * logged, and a burst of GROWs starts one worker.  An extra worker whose
+ * channel is closed exits and is not restarted. */
+static void test_grow(void **state)
+{
+    (void)state;
+    unsigned spawned0 = fa.spawned, exited0 = fa.exited;
+    struct stat st0;
+    assert_int_equal(stat(fa.log, &st0), 0);
+    send_msg(SANDLET_CTL_GROW, 1, 2, 0, 0, NULL, 0); /* a normal slot, live */
+    send_msg(SANDLET_CTL_GROW, 0, 0, 0, 0, NULL, 0); /* a normal slot of a */
+    send_msg(SANDLET_CTL_GROW, 0, 2, 0, 0, NULL, 0); /* a: max-workers 2 */
+    send_msg(SANDLET_CTL_GROW, 1, 4, 0, 0, NULL, 0); /* past b's max-workers */
+    send_msg(SANDLET_CTL_GROW, 7, 3, 0, 0, NULL, 0); /* no such sandbox */
+    send_msg(SANDLET_CTL_GROW, 1, UINT32_MAX, 0, 0, NULL, 0);
+    pump(500);
+    assert_int_equal(fa.spawned, spawned0);
+    assert_int_equal(children_of_supervisor(), 5);
+    char *log = log_since(st0.st_size);
+    assert_non_null(strstr(log, "GROW for worker 1/2 of sandbox 'b', which is not an extra slot"));
+    assert_non_null(strstr(log, "GROW for worker 0/0 of sandbox 'a', which is not an extra slot"));
+    assert_non_null(strstr(log, "type 15 for worker 0/2, which does not exist"));
+    assert_non_null(strstr(log, "type 15 for worker 1/4, which does not exist"));
+    assert_non_null(strstr(log, "type 15 for worker 7/3, which does not exist"));
+    free(log);
+    /* The valid one, sent 20 times at once: one worker. */
+    assert_null(find(1, 3));
+    for (int i = 0; i < 20; i++)
+        send_msg(SANDLET_CTL_GROW, 1, 3, 0, 0, NULL, 0);
+    unsigned long long end = th_now_ms() + 10000;
+    while (!find(1, 3) && th_now_ms() < end)
+        pump(100);
+    pump(500);
+    assert_int_equal(fa.spawned, spawned0 + 1);
+    assert_int_equal(children_of_supervisor(), 6);
+    seen *w = find(1, 3);
+    assert_non_null(w);
+    expect_ready(w);
+    check_worker(w);
+    log = log_since(st0.st_size);
+    assert_non_null(strstr(log, "which already has a live worker"));
+    free(log);
+    /* Retired as the acceptor retires an idle extra: its channel closed.
+     * It exits 0, is reported, and its slot stays empty. */
+    pid_t pid = w->pid;
+    close(w->channel);
+    close(w->output);
+    *w = fa.workers[--fa.nworkers];
+    end = th_now_ms() + 10000;
+    while (fa.exited == exited0 && th_now_ms() < end)
+        pump(100);
+    assert_int_equal(fa.exited, exited0 + 1);
+    assert_true(kill(pid, 0) < 0);
+    pump(1000);
+    assert_null(find(1, 3));
+    assert_int_equal(fa.spawned, spawned0 + 1);
     assert_int_equal(children_of_supervisor(), 5);
 }
 
@@ -900,6 +975,7 @@ int main(void)
         cmocka_unit_test(test_forged_spawn),
         cmocka_unit_test(test_garbage),
         cmocka_unit_test(test_kill_rules),
+        cmocka_unit_test(test_grow),
         cmocka_unit_test(test_lingering_socket),
         cmocka_unit_test(test_flood),
         cmocka_unit_test(test_acceptor_gone),

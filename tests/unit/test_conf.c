@@ -116,6 +116,11 @@ static void test_full_example(void **state)
     assert_string_equal(c->sandboxes[3].name, SANDLET_DEFAULT_SANDBOX);
     assert_int_equal(c->sandboxes[3].workers, SANDLET_DEFAULT_WORKERS);
     assert_int_equal(c->sandboxes[3].queue, SANDLET_DEFAULT_QUEUE);
+    /* No max-workers: a fixed pool, whatever workers is (the implicit
+     * default sandbox included). */
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal(c->sandboxes[i].max_workers, c->sandboxes[i].workers);
+    assert_int_equal(c->sandboxes[0].worker_idle_timeout, SANDLET_DEFAULT_WORKER_IDLE_TIMEOUT);
 
     assert_int_equal(c->nservlets, 3);
     const sandlet_servlet_conf *s = &c->servlets[0];
@@ -775,6 +780,19 @@ static void test_reload_rules(void **state)
          "servlet /x { library x.so; sandbox a; param p 1; }\n"
          "servlet /y { library y.so; sandbox b; }\n",
          false, true, NULL},
+        /* max-workers equal to workers is the default; worker-idle-timeout
+         * is the acceptor's (a kept pool takes the new value) */
+        {"docroot /srv;\nsandbox a { workers 2; max-workers 2; memory 256; }\n"
+         "sandbox b { workers 1; worker-idle-timeout 500; }\n"
+         "servlet /x { library x.so; sandbox a; param p 1; }\n"
+         "servlet /y { library y.so; sandbox b; }\n",
+         true, true, NULL},
+        /* a pool that may grow is another sandbox to the supervisor */
+        {"docroot /srv;\nsandbox a { workers 2; max-workers 4; memory 256; }\n"
+         "sandbox b { workers 1; }\n"
+         "servlet /x { library x.so; sandbox a; param p 1; }\n"
+         "servlet /y { library y.so; sandbox b; }\n",
+         false, true, NULL},
         {"docroot /srv;\nsandbox a { workers 2; memory 256; }\nsandbox b { workers 1; }\n"
          "servlet /x { library x.so; sandbox a; param p 2; }\n"
          "servlet /y { library y.so; sandbox b; }\n",
@@ -1169,7 +1187,7 @@ static const struct bad_case bad_cases[] = {
     {"servlet /x {\n  param color #fff;\n}\n", 2, 15,
      "'#' starts a comment: put a value that holds one in quotes"},
     {"sandbox a {\n  threads 2;\n}\n", 2, 3,
-     "(expected workers, queue, queue-timeout, pipeline, user,"},
+     "(expected workers, max-workers, worker-idle-timeout, queue, queue-timeout, pipeline, user,"},
     {"sandbox a {\n  pipeline 0;\n}\n", 2, 12, "'pipeline 0' out of range (expected 1..256)"},
     {"sandbox a {\n  syscalls network;\n}\n", 2, 12, "unknown system-call group 'network'"},
     {"sandbox a {\n  core-dumps maybe;\n}\n", 2, 14, "(expected on or off)"},
