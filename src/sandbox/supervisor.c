@@ -795,8 +795,11 @@ static void grow(const sandlet_ctl *m)
         return;
     box *b = s->box;
     if (b->retired) {
-        refuse("GROW for worker %u/%u of sandbox '%s', which a reload retired", m->sandbox, m->slot,
-               b->sb->name);
+        /* A GROW that crossed the reload retiring its sandbox is no
+         * hostile act (as a KILL or READY crossing an exit): nothing
+         * starts, and the log is not alarmed. */
+        sandlet_debug("GROW for worker %u/%u of sandbox '%s', which a reload retired; ignored",
+                      m->sandbox, m->slot, b->sb->name);
         return;
     }
     if (!extra_slot(s)) {
