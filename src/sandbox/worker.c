@@ -216,17 +216,24 @@ static bool body_skip(void)
     return !w.body_broken;
 }
 
+/* Writes the one frame an encoder just put in w.head; rc is the
+ * encoder's result. */
+static int send_head(int rc)
+{
+    if (rc == 0) {
+        struct iovec iov = {w.head.data, w.head.len};
+        rc = write_all(&iov, 1);
+    }
+    sandlet_buf_reset(&w.head);
+    return rc;
+}
+
 /* READY, or FAIL with msg. */
 static int send_simple(const char *msg)
 {
     sandlet_buf_reset(&w.head);
-    int rc = msg ? sandlet_wire_fail_encode(&w.head, msg) : sandlet_wire_ready_encode(&w.head);
-    if (rc < 0)
-        return rc;
-    struct iovec iov = {w.head.data, w.head.len};
-    rc = write_all(&iov, 1);
-    sandlet_buf_reset(&w.head);
-    return rc;
+    return send_head(msg ? sandlet_wire_fail_encode(&w.head, msg)
+                         : sandlet_wire_ready_encode(&w.head));
 }
 
 /* The acceptor took request id back before we claimed it (claim.h):
@@ -234,13 +241,7 @@ static int send_simple(const char *msg)
 static int send_skip(uint32_t id)
 {
     sandlet_buf_reset(&w.head);
-    int rc = sandlet_wire_skip_encode(&w.head, id);
-    if (rc < 0)
-        return rc;
-    struct iovec iov = {w.head.data, w.head.len};
-    rc = write_all(&iov, 1);
-    sandlet_buf_reset(&w.head);
-    return rc;
+    return send_head(sandlet_wire_skip_encode(&w.head, id));
 }
 
 /* Reads until a whole frame is buffered.  Returns 1 with the header, 0 at

@@ -542,6 +542,20 @@ int th_request(unsigned port, const char *method, const char *target, const char
     return rc;
 }
 
+long th_metric(unsigned port, const char *path, const char *series)
+{
+    th_response r;
+    if (th_request(port, "GET", path, NULL, NULL, 0, &r) < 0)
+        return -2;
+    long v = -2;
+    if (r.status == 200) {
+        const char *p = strstr(r.body, series);
+        v = p ? atol(p + strlen(series)) : -1;
+    }
+    th_response_free(&r);
+    return v;
+}
+
 unsigned long long th_now_ms(void)
 {
     struct timespec ts;

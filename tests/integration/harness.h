@@ -108,6 +108,11 @@ bool th_header(const th_response *r, const char *name, char *out, size_t outlen)
  * standard output and error into out (cap bytes, NUL-ended). */
 int th_check_conf(const char *conf, char *out, size_t cap);
 
+/* The value of a Prometheus series (its name and labels, then a space,
+ * as in "sandlet_x{sandbox=\"a\"} ") on the status page at path: -1 when
+ * the page has no such series, -2 when it could not be fetched (not 200). */
+long th_metric(unsigned port, const char *path, const char *series);
+
 /* Milliseconds on the monotonic clock, for "answered within" checks. */
 unsigned long long th_now_ms(void);
 

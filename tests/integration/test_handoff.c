@@ -87,13 +87,8 @@ static void worker_pids(pid_t pid[2])
 
 static long metric(const char *series)
 {
-    th_response r;
-    assert_int_equal(
-        th_request(daemon_.port, "GET", "/sandlet-status?format=prometheus", NULL, NULL, 0, &r), 0);
-    assert_int_equal(r.status, 200);
-    const char *p = strstr(r.body, series);
-    long v = p ? atol(p + strlen(series)) : -1;
-    th_response_free(&r);
+    long v = th_metric(daemon_.port, "/sandlet-status?format=prometheus", series);
+    assert_true(v >= -1);
     return v;
 }
 
