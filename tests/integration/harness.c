@@ -542,6 +542,21 @@ int th_request(unsigned port, const char *method, const char *target, const char
     return rc;
 }
 
+long th_status_kb(pid_t pid, const char *field)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long kb = -1;
+    size_t n = strlen(field);
+    while (f && fgets(line, sizeof(line), f))
+        if (strncmp(line, field, n) == 0 && line[n] == ':')
+            kb = atol(line + n + 1);
+    if (f)
+        fclose(f);
+    return kb;
+}
+
 long th_metric(unsigned port, const char *path, const char *series)
 {
     th_response r;

@@ -113,6 +113,10 @@ int th_check_conf(const char *conf, char *out, size_t cap);
  * the page has no such series, -2 when it could not be fetched (not 200). */
 long th_metric(unsigned port, const char *path, const char *series);
 
+/* A "Field:  N kB" line of /proc/PID/status (VmRSS, VmHWM), in KiB; -1
+ * when the process or the field is gone. */
+long th_status_kb(pid_t pid, const char *field);
+
 /* Milliseconds on the monotonic clock, for "answered within" checks. */
 unsigned long long th_now_ms(void);
 

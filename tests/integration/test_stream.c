@@ -97,21 +97,6 @@ static int group_teardown(void **state)
 
 /* ---- memory of the daemon's processes ------------------------------------ */
 
-static long status_kb(pid_t pid, const char *field)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    long kb = -1;
-    size_t n = strlen(field);
-    while (f && fgets(line, sizeof(line), f))
-        if (strncmp(line, field, n) == 0 && line[n] == ':')
-            kb = atol(line + n + 1);
-    if (f)
-        fclose(f);
-    return kb;
-}
-
 /* The workers: children of the supervisor, the acceptor's only child. */
 static int worker_pids(pid_t *out, int max)
 {
@@ -133,13 +118,13 @@ typedef struct peaks {
 
 static void sample(peaks *p)
 {
-    long a = status_kb(d.pid, "VmRSS");
+    long a = th_status_kb(d.pid, "VmRSS");
     if (a > p->acceptor_rss)
         p->acceptor_rss = a;
     pid_t w[16];
     int n = worker_pids(w, 16);
     for (int i = 0; i < n; i++) {
-        long k = status_kb(w[i], "VmRSS");
+        long k = th_status_kb(w[i], "VmRSS");
         if (k > p->worker_rss)
             p->worker_rss = k;
     }
@@ -149,12 +134,12 @@ static void sample(peaks *p)
 /* Peak resident memory over each process's whole life so far. */
 static void check_hwm(const char *what, const peaks *p)
 {
-    long a = status_kb(d.pid, "VmHWM");
+    long a = th_status_kb(d.pid, "VmHWM");
     long wmax = 0;
     pid_t w[16];
     int n = worker_pids(w, 16);
     for (int i = 0; i < n; i++) {
-        long k = status_kb(w[i], "VmHWM");
+        long k = th_status_kb(w[i], "VmHWM");
         if (k > wmax)
             wmax = k;
     }

@@ -116,21 +116,6 @@ static const char *conf(void)
 
 /* ---- memory ------------------------------------------------------------- */
 
-static long status_kb(pid_t pid, const char *field)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    long kb = -1;
-    size_t n = strlen(field);
-    while (f && fgets(line, sizeof(line), f))
-        if (strncmp(line, field, n) == 0 && line[n] == ':')
-            kb = atol(line + n + 1);
-    if (f)
-        fclose(f);
-    return kb;
-}
-
 typedef struct peaks {
     long acceptor, worker; /* largest VmRSS seen, KiB */
     unsigned samples;
@@ -166,7 +151,7 @@ static int spool_fds(pid_t pid)
 
 static void sample(peaks *p)
 {
-    long a = status_kb(d.pid, "VmRSS");
+    long a = th_status_kb(d.pid, "VmRSS");
     if (a > p->acceptor)
         p->acceptor = a;
     pid_t sup[4], w[16];
@@ -181,7 +166,7 @@ static void sample(peaks *p)
             free(comm);
             if (whole)
                 continue; /* holds whole bodies by design (sl_body) */
-            long k = status_kb(w[j], "VmRSS");
+            long k = th_status_kb(w[j], "VmRSS");
             if (k > p->worker)
                 p->worker = k;
             if (spool_dir[0] && spool_fds(w[j]) > 0)
@@ -675,7 +660,7 @@ static void test_concurrent(void **state)
     assert_true(pk.acceptor > 0 && pk.acceptor < ACCEPTOR_MANY_KB + SAN_EXTRA_KB);
     /* Back near idle: the large bodies' buffers were given back. */
     usleep(300 * 1000);
-    long after = status_kb(d.pid, "VmRSS");
+    long after = th_status_kb(d.pid, "VmRSS");
     printf("  acceptor VmRSS: idle %ld KiB, after the uploads %ld KiB\n", idle_kb, after);
     if (CHECK_IDLE_AFTER)
         assert_true(after < idle_kb + IDLE_SLACK_KB);
@@ -808,7 +793,7 @@ static int group_setup(void **state)
         return -1;
     upload_free(&u);
     usleep(100 * 1000);
-    idle_kb = status_kb(d.pid, "VmRSS");
+    idle_kb = th_status_kb(d.pid, "VmRSS");
     return 0;
 }
 
