@@ -484,45 +484,33 @@ int sandlet_lib_params_parse(sl_request *rq)
     size_t cap = 0, fcap = 0;
     int r = parse_pairs(rq, rq->query, strlen(rq->query), &cap);
     const char *ct = sl_header(rq, "Content-Type");
+    bool urlencoded = ct && content_type_is(rq, "application/x-www-form-urlencoded");
     /* A streamed urlencoded body is read whole first (as sl_body would);
      * a streamed multipart one is parsed as it arrives.  One that did not
      * arrive whole contributes nothing. */
-    if (r == 0 && ct && rq->body_more && content_type_is(rq, "application/x-www-form-urlencoded")) {
-        int b = sandlet_lib_body_whole(rq);
+    if (r == 0 && urlencoded && rq->body_more && sandlet_lib_body_whole(rq) == -ENOMEM)
+        r = -ENOMEM;
+    const char *boundary = NULL;
+    size_t blen = 0;
+    int b = 1; /* no multipart boundary */
+    if (r == 0 && ct && !urlencoded && (rq->body_more || rq->body_len)) {
+        b = sandlet_lib_multipart_boundary(&rq->arena, ct, &boundary, &blen);
         if (b == -ENOMEM)
             r = b;
     }
-    bool streamed = false;
-    if (r == 0 && ct && rq->body_more) {
-        const char *boundary;
-        size_t blen;
-        int b = sandlet_lib_multipart_boundary(&rq->arena, ct, &boundary, &blen);
-        if (b == -ENOMEM)
-            r = b;
-        else if (b == 0) {
-            streamed = true;
-            r = multipart_streamed(rq, boundary, blen, &cap, &fcap);
-        }
-    }
-    if (r == 0 && !streamed && rq->body_len && ct) {
-        const char *boundary;
-        size_t blen;
-        int b;
-        if (content_type_is(rq, "application/x-www-form-urlencoded")) {
-            r = parse_pairs(rq, (const char *)rq->body, rq->body_len, &cap);
-        } else if ((b = sandlet_lib_multipart_boundary(&rq->arena, ct, &boundary, &blen)) == 0) {
-            size_t before = rq->nparams;
-            r = sandlet_lib_multipart_parse(rq, rq->body, rq->body_len, boundary, blen, &cap,
-                                            &fcap);
-            if (r == -EBADMSG) {
-                /* Malformed: the body contributes nothing, and the
-                 * query's parameters stand. */
-                rq->nparams = before;
-                rq->nfiles = 0;
-                r = 0;
-            }
-        } else if (b == -ENOMEM) {
-            r = b;
+    if (r == 0 && urlencoded && rq->body_len) {
+        r = parse_pairs(rq, (const char *)rq->body, rq->body_len, &cap);
+    } else if (r == 0 && b == 0 && rq->body_more) {
+        r = multipart_streamed(rq, boundary, blen, &cap, &fcap);
+    } else if (r == 0 && b == 0 && rq->body_len) {
+        size_t before = rq->nparams;
+        r = sandlet_lib_multipart_parse(rq, rq->body, rq->body_len, boundary, blen, &cap, &fcap);
+        if (r == -EBADMSG) {
+            /* Malformed: the body contributes nothing, and the query's
+             * parameters stand. */
+            rq->nparams = before;
+            rq->nfiles = 0;
+            r = 0;
         }
     }
     if (r == 0) {

@@ -163,6 +163,15 @@ static int sink(void *ctx, const sandlet_lib_output *out)
 
 static int read_frame(sandlet_frame_hdr *h);
 
+/* Drops the REQBODY frame whose bytes were handed out last. */
+static void drop_piece(void)
+{
+    if (w.body_consume) {
+        sandlet_buf_consume(&w.in, w.body_consume);
+        w.body_consume = 0;
+    }
+}
+
 /* The servlet's pull of a streamed body (sandlet_lib_body_pull): reads
  * the next REQBODY frame of the request into in and hands out its bytes
  * where they lie.  END|ABORT, or any other frame, ends the body as
@@ -170,10 +179,7 @@ static int read_frame(sandlet_frame_hdr *h);
 static int pull_body(void *ctx, const void **data, size_t *len)
 {
     (void)ctx;
-    if (w.body_consume) {
-        sandlet_buf_consume(&w.in, w.body_consume);
-        w.body_consume = 0;
-    }
+    drop_piece();
     while (w.body_open) {
         sandlet_frame_hdr h;
         int rc = read_frame(&h);
@@ -194,8 +200,7 @@ static int pull_body(void *ctx, const void **data, size_t *len)
             *len = h.length;
             return 1;
         }
-        sandlet_buf_consume(&w.in, w.body_consume);
-        w.body_consume = 0;
+        drop_piece();
     }
     return 0;
 }
@@ -209,10 +214,7 @@ static bool body_skip(void)
     size_t len;
     while (pull_body(NULL, &data, &len) > 0) {
     }
-    if (w.body_consume) {
-        sandlet_buf_consume(&w.in, w.body_consume);
-        w.body_consume = 0;
-    }
+    drop_piece();
     return !w.body_broken;
 }
 

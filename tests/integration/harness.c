@@ -557,6 +557,15 @@ long th_status_kb(pid_t pid, const char *field)
     return kb;
 }
 
+void th_asan_small_quarantine(void)
+{
+    static char asan[512];
+    const char *prev = getenv("ASAN_OPTIONS");
+    snprintf(asan, sizeof(asan), "%s%squarantine_size_mb=4", prev ? prev : "",
+             prev && *prev ? ":" : "");
+    setenv("ASAN_OPTIONS", asan, 1);
+}
+
 long th_metric(unsigned port, const char *path, const char *series)
 {
     th_response r;

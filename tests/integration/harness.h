@@ -117,6 +117,11 @@ long th_metric(unsigned port, const char *path, const char *series);
  * when the process or the field is gone. */
 long th_status_kb(pid_t pid, const char *field);
 
+/* Under AddressSanitizer: a 4 MiB quarantine for the daemons this test
+ * starts (they inherit ASAN_OPTIONS), so that freed memory ASan keeps
+ * (256 MiB by default) does not count as theirs in an RSS bound. */
+void th_asan_small_quarantine(void);
+
 /* Milliseconds on the monotonic clock, for "answered within" checks. */
 unsigned long long th_now_ms(void);
 

@@ -75,11 +75,7 @@ static int group_setup(void **state)
     /* AddressSanitizer keeps up to 256 MiB of freed memory in quarantine
      * by default, which would count as the daemon's own: a small one
      * leaves the daemon's real footprint measurable (it inherits this). */
-    static char asan[512];
-    const char *prev = getenv("ASAN_OPTIONS");
-    snprintf(asan, sizeof(asan), "%s%squarantine_size_mb=4", prev ? prev : "",
-             prev && *prev ? ":" : "");
-    setenv("ASAN_OPTIONS", asan, 1);
+    th_asan_small_quarantine();
 #endif
     const char *env = getenv("SANDLET_TEST_STREAM_BYTES");
     if (env && *env)

@@ -779,11 +779,7 @@ static int group_setup(void **state)
 #ifdef SANDLET_SANITIZERS
     /* ASan keeps up to 256 MiB of freed memory in quarantine by default,
      * which would count as the daemon's own (the daemon inherits this). */
-    static char asan[512];
-    const char *prev = getenv("ASAN_OPTIONS");
-    snprintf(asan, sizeof(asan), "%s%squarantine_size_mb=4", prev ? prev : "",
-             prev && *prev ? ":" : "");
-    setenv("ASAN_OPTIONS", asan, 1);
+    th_asan_small_quarantine();
 #endif
     fill_pattern();
     const char *env = getenv("SANDLET_TEST_UPLOAD_BYTES");
