@@ -407,9 +407,28 @@ static int open_self(void)
 
 /* Takes conf (*taken set) once the acceptor's configuration generation
  * holds it. */
+/* The signals that end a process with no handler for them and that
+ * operators send: a stop (TERM, INT) and a log reopen (USR1). */
+static sigset_t stop_signals(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGUSR1);
+    return set;
+}
+
 static int run(sandlet_conf *conf, bool *taken)
 {
     sandlet_server *srv = &m.srv;
+    /* "listening on" is logged at bind, and init scripts and tests take it
+     * as the sign that sandletd is up; the acceptor's handlers come a fork
+     * and a privilege drop later.  Held pending until then, a stop or a
+     * log reopen sent early is handled as it would be later, not a death
+     * by signal.  The supervisor ignores these and clears the mask. */
+    sigset_t held = stop_signals();
+    sigprocmask(SIG_BLOCK, &held, NULL);
     /* Before anything listens: a configuration that would run a servlet
      * as root or as the acceptor never serves a request. */
     sandlet_id acceptor;
@@ -576,6 +595,7 @@ static int run(sandlet_conf *conf, bool *taken)
     uv_signal_start(&m.sigusr1, on_sigusr1, SIGUSR1);
     uv_signal_init(&m.loop, &m.sighup);
     uv_signal_start(&m.sighup, on_sighup, SIGHUP);
+    sigprocmask(SIG_UNBLOCK, &held, NULL);
     sandlet_access_start(srv);
     uv_poll_init(&m.loop, &srv->ctl_poll, srv->ctl);
     uv_poll_start(&srv->ctl_poll, UV_READABLE, on_ctl);

@@ -1725,6 +1725,11 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
     signal(SIGHUP, SIG_IGN);
     signal(SIGUSR1, SIG_IGN);
     signal(SIGPIPE, SIG_IGN);
+    /* The acceptor held its stop signals while it started (main.c); they
+     * are ignored here, and the workers start with a clear mask. */
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
     memset(&sv, 0, sizeof(sv));
     sv.conf = conf;
     sv.start_conf = conf;

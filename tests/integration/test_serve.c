@@ -14,6 +14,7 @@
 #include "harness.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -553,6 +554,72 @@ static void test_sigterm_leaves_nothing(void **state)
     assert_true(th_log_contains(&d, "stopped"));
 }
 
+/* Init scripts and tests take the "listening on" line as the sign that
+ * sandletd is up; a stop (or a log reopen) that follows at once must find
+ * it ready for it: a clean exit, not a death by the signal. */
+static void test_stop_right_after_start(void **state)
+{
+    (void)state;
+    char dir[256], conf[300], log[300];
+    assert_int_equal(th_tempdir(dir, sizeof(dir), "early", 0755), 0);
+    snprintf(conf, sizeof(conf), "%s/sandlet.conf", dir);
+    snprintf(log, sizeof(log), "%s/error.log", dir);
+    FILE *f = fopen(conf, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "listen 127.0.0.1:0;\nspool-dir %s/spool;\nsandbox main { workers 1; }\n"
+            "servlet /hello { library \"%s\"; sandbox main; }\n",
+            dir, th_build_path("examples/hello/.libs/hello.so"));
+    fclose(f);
+    const char *exe = getenv("SANDLETD") ? getenv("SANDLETD") : "./sandletd";
+    for (int round = 0; round < 12; round++) {
+        int sig = round % 3 == 2 ? SIGUSR1 : SIGTERM;
+        truncate(log, 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+            if (fd >= 0) {
+                dup2(fd, STDERR_FILENO);
+                dup2(fd, STDOUT_FILENO);
+            }
+            close_range(3, ~0U, 0);
+            execl(exe, "sandletd", "-c", conf, (char *)NULL);
+            _exit(127);
+        }
+        bool up = false;
+        for (int waited = 0; waited < 10000 && !up; waited++) {
+            char *s = th_slurp(log, NULL);
+            up = s && strstr(s, "listening on");
+            free(s);
+            if (!up)
+                usleep(1000);
+        }
+        assert_true(up);
+        kill(pid, sig);
+        if (sig == SIGUSR1) {
+            /* Reopened its logs and went on serving. */
+            usleep(200000);
+            assert_int_equal(waitpid(pid, NULL, WNOHANG), 0);
+            kill(pid, SIGTERM);
+        }
+        int st = 0;
+        pid_t got = 0;
+        for (int i = 0; i < 1000 && got != pid; i++) {
+            got = waitpid(pid, &st, WNOHANG);
+            if (got != pid)
+                usleep(10000);
+        }
+        assert_int_equal(got, pid);
+        if (!WIFEXITED(st))
+            fail_msg("round %d: sandletd died by signal %d right after it started", round,
+                     WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+        assert_int_equal(WEXITSTATUS(st), 0);
+        while (waitpid(-1, NULL, WNOHANG) > 0)
+            ;
+    }
+}
+
 static void test_sandbox_that_cannot_start(void **state)
 {
     (void)state;
@@ -842,6 +909,7 @@ int main(void)
         cmocka_unit_test(test_http10_closes),
         cmocka_unit_test(test_crash_is_contained),
         cmocka_unit_test(test_sandbox_that_cannot_start),
+        cmocka_unit_test(test_stop_right_after_start),
         cmocka_unit_test(test_timeout_kills_worker),
         cmocka_unit_test(test_pipelined_behind_a_hang),
         cmocka_unit_test(test_learning_report),
