@@ -1979,6 +1979,8 @@ static int note_line(parser *ps, enum ctx ctx, const char *name, int line)
         at = &c->error_log_line;
     else if (ctx == CTX_TOP && !strcmp(name, "page-compiler"))
         at = &c->page_compiler_line;
+    else if (ctx == CTX_TOP && !strcmp(name, "spool-dir"))
+        at = &c->spool_dir_line;
     if (at)
         *at = line;
     return 0;

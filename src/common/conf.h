@@ -256,7 +256,7 @@ typedef struct sandlet_conf {
     int user_line;
     /* The lines of docroot, access-log and error-log (0: none), so that
      * sandletd -t names the line of a folder that is missing. */
-    int docroot_line, access_log_line, error_log_line;
+    int docroot_line, access_log_line, error_log_line, spool_dir_line;
     char *docroot;
     char *access_log;           /* Combined Log Format; NULL: none */
     char *error_log;            /* NULL: standard error */

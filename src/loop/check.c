@@ -24,6 +24,7 @@
 #include "lib/servlet.h"
 #include "sandbox/identity.h"
 #include "sandbox/pages.h"
+#include "sandbox/supervisor.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -220,6 +221,55 @@ static void warn_ports(const sandlet_conf *c)
     }
 }
 
+/* The upload spool's root.  A start makes it (mkdir -p) and, when it
+ * cannot or must not use it, keeps large file parts in worker memory and
+ * says so: a warning here too, not a problem. */
+static void warn_spool(const sandlet_conf *c)
+{
+    if (!c->spool_dir || !*c->spool_dir)
+        return;
+    char why[PATH_MAX + 160] = "";
+    int rc = sandlet_spool_root_refusal(c->spool_dir, why, sizeof(why));
+    if (rc == -ENOENT) {
+        /* Made at start: the nearest folder that exists must let us. */
+        char up[PATH_MAX];
+        size_t n = strlen(c->spool_dir);
+        if (n >= sizeof(up))
+            return;
+        memcpy(up, c->spool_dir, n + 1);
+        char *slash;
+        struct stat st;
+        while ((slash = strrchr(up, '/')) && slash != up) {
+            *slash = '\0';
+            if (stat(up, &st) == 0)
+                break;
+        }
+        if (slash == up)
+            strcpy(up, "/");
+        if (access(up, W_OK) == 0)
+            return;
+        snprintf(why, sizeof(why),
+                 "spool-dir '%s' does not exist and cannot be made in '%s' (%s): create it "
+                 "(mkdir -p -m 0711 %s) or name a folder sandletd may create",
+                 c->spool_dir, up, strerror(errno), c->spool_dir);
+    } else if (rc < 0 && !why[0]) {
+        snprintf(why, sizeof(why), "spool-dir '%s': %s (name a folder sandletd can use)",
+                 c->spool_dir, strerror(-rc));
+    } else if (rc == 0) {
+        return;
+    }
+    if (c->spool_dir_line)
+        fprintf(stderr,
+                "sandletd: warning: %s:%d: %s; until then large uploaded files stay in "
+                "worker memory\n",
+                c->file, c->spool_dir_line, why);
+    else
+        fprintf(stderr,
+                "sandletd: warning: %s: the default %s; until then large uploaded files "
+                "stay in worker memory (or set 'spool-dir DIR;')\n",
+                c->file, why);
+}
+
 /* As a start, which then serves only pages compiled ahead of time: a
  * warning, not a problem. */
 static void warn_compiler(const sandlet_conf *c)
@@ -240,6 +290,7 @@ int sandlet_check_deep(const sandlet_conf *c)
 {
     warn_ports(c);
     warn_compiler(c);
+    warn_spool(c);
     unsigned n = 0;
     sandlet_id acceptor;
     sandlet_id *ids = calloc(c->nsandboxes + 1, sizeof(*ids));

@@ -569,23 +569,35 @@ static int spool_root(const char *path)
 }
 
 /* A spool root others may write (/tmp, say) would let anyone plant the
- * folder a sandbox's uploads go to before we make it: refused, and said
- * once with the fix. */
-static int spool_root_private(const char *root, bool say)
+ * folder a sandbox's uploads go to before we make it: refused.  The one
+ * judge of a root, for a start and for sandletd -t (check.c). */
+int sandlet_spool_root_refusal(const char *root, char *why, size_t cap)
 {
     struct stat st;
     if (stat(root, &st) < 0)
         return -errno;
-    if (!S_ISDIR(st.st_mode))
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(why, cap, "spool-dir '%s' is not a folder: name a folder", root);
         return -ENOTDIR;
+    }
     if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-        if (say)
-            sandlet_warn("spool-dir '%s' is writable by others (mode %04o): no upload spool; "
-                         "chmod 0711 '%s', or name a folder of its own",
-                         root, (unsigned)(st.st_mode & 07777), root);
+        snprintf(why, cap,
+                 "spool-dir '%s' is writable by others (mode %04o): chmod 0711 '%s', or name a "
+                 "folder of its own",
+                 root, (unsigned)(st.st_mode & 07777), root);
         return -EPERM;
     }
     return 0;
+}
+
+/* Said once per sandbox, as no upload spool means file parts in memory. */
+static int spool_root_private(const char *root, bool say)
+{
+    char why[PATH_MAX + 160] = "";
+    int rc = sandlet_spool_root_refusal(root, why, sizeof(why));
+    if (rc == -EPERM && say)
+        sandlet_warn("%s; no upload spool until then", why);
+    return rc;
 }
 
 /*

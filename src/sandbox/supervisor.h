@@ -15,6 +15,11 @@
  * exit status. */
 int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd);
 
+/* 0 when the spool root can hold the sandboxes' upload spools; else
+ * -errno, and for a root that exists but must not be used, why and the
+ * fix in why (cap bytes).  -ENOENT: it does not exist (yet). */
+int sandlet_spool_root_refusal(const char *root, char *why, size_t cap);
+
 /* Marks every descriptor above standard error close-on-exec: one left
  * open by whoever started sandletd must never reach a worker. */
 void sandlet_cloexec_inherited(void);

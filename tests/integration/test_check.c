@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -115,6 +116,36 @@ static void test_listeners(void **state)
     expect(out, "Address already in use (a running sandletd or another program holds it");
 }
 
+/* A start keeps large uploads in worker memory when it cannot use its
+ * spool-dir, and says so: -t says the same, as a warning with the fix. */
+static void test_spool_dir(void **state)
+{
+    (void)state;
+    char text[512], out[4096], path[128];
+    snprintf(path, sizeof(path), "%s/open-spool", dir);
+    assert_int_equal(mkdir(path, 0777), 0);
+    assert_int_equal(chmod(path, 01777), 0);
+    snprintf(text, sizeof(text), "listen 127.0.0.1:0;\nspool-dir \"%s\";\n", path);
+    assert_int_equal(check(text, out, sizeof(out)), 0);
+    expect(out, "warning: ");
+    expect(out, "t.conf:2: spool-dir '");
+    expect(out, "open-spool' is writable by others (mode 1777): chmod 0711 '");
+    expect(out, "large uploaded files stay in worker memory");
+    snprintf(text, sizeof(text), "listen 127.0.0.1:0;\nspool-dir \"%s/t.conf\";\n", dir);
+    assert_int_equal(check(text, out, sizeof(out)), 0);
+    expect(out, "t.conf' is not a folder: name a folder");
+    /* One that a start makes: nothing to say. */
+    snprintf(text, sizeof(text), "listen 127.0.0.1:0;\nspool-dir \"%s/new/spool\";\n", dir);
+    assert_int_equal(check(text, out, sizeof(out)), 0);
+    assert_null(strstr(out, "warning"));
+    /* One it cannot make, for a user who may not write there. */
+    if (geteuid() != 0) {
+        snprintf(text, sizeof(text), "listen 127.0.0.1:0;\nspool-dir \"/proc/sandlet/spool\";\n");
+        assert_int_equal(check(text, out, sizeof(out)), 0);
+        expect(out, "does not exist and cannot be made in '/proc'");
+    }
+}
+
 static void test_missing_user(void **state)
 {
     (void)state;
@@ -140,6 +171,7 @@ int main(void)
         cmocka_unit_test(test_good_configuration_passes),
         cmocka_unit_test(test_what_a_start_refuses),
         cmocka_unit_test(test_listeners),
+        cmocka_unit_test(test_spool_dir),
         cmocka_unit_test(test_missing_user),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
