@@ -144,12 +144,10 @@ static int drop_privileges(const sandlet_id *id)
  * the acceptor never learns or sends them. */
 static int check_identities(const sandlet_conf *conf, sandlet_id *acceptor)
 {
-    if (sandlet_identity_acceptor(conf, acceptor) < 0)
-        return -1;
     sandlet_id *ids = calloc(conf->nsandboxes + 1, sizeof(*ids));
     if (!ids)
         return -1;
-    int rc = sandlet_identity_sandboxes(conf, acceptor, ids);
+    int rc = sandlet_identity_resolve(conf, acceptor, false, ids);
     free(ids);
     return rc;
 }

@@ -9,9 +9,12 @@
 #include "common/log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <stdbool.h>
+#include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 uint32_t sandlet_identity_dynamic_uid(const char *sandbox)
@@ -163,4 +166,64 @@ int sandlet_identity_sandboxes(const sandlet_conf *conf, const sandlet_id *accep
             }
     }
     return 0;
+}
+
+/* All of len, or -1: a child that died midway wrote less. */
+static int pipe_all(int fd, void *buf, size_t len, bool out)
+{
+    char *p = buf;
+    while (len) {
+        ssize_t n = out ? write(fd, p, len) : read(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int sandlet_identity_resolve(const sandlet_conf *conf, sandlet_id *acceptor, bool acceptor_known,
+                             sandlet_id *ids)
+{
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) < 0)
+        return -errno;
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(fds[0]);
+        close(fds[1]);
+        return -e;
+    }
+    size_t idlen = conf->nsandboxes * sizeof(*ids);
+    if (pid == 0) {
+        close(fds[0]);
+        int32_t rc = acceptor_known ? 0 : sandlet_identity_acceptor(conf, acceptor);
+        if (rc == 0)
+            rc = sandlet_identity_sandboxes(conf, acceptor, ids);
+        bool ok = pipe_all(fds[1], &rc, sizeof(rc), true) == 0 &&
+                  (rc < 0 || (pipe_all(fds[1], acceptor, sizeof(*acceptor), true) == 0 &&
+                              pipe_all(fds[1], ids, idlen, true) == 0));
+        _exit(ok ? 0 : 1);
+    }
+    close(fds[1]);
+    int32_t rc = 0;
+    sandlet_id got;
+    if (pipe_all(fds[0], &rc, sizeof(rc), false) < 0)
+        rc = -EIO;
+    else if (rc == 0 && (pipe_all(fds[0], &got, sizeof(got), false) < 0 ||
+                         pipe_all(fds[0], ids, idlen, false) < 0))
+        rc = -EIO;
+    close(fds[0]);
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (rc == -EIO)
+        sandlet_error("the process that looks up users and groups ended without an answer "
+                      "(out of memory, or killed); start sandletd again");
+    else if (rc == 0 && !acceptor_known)
+        *acceptor = got;
+    return rc > 0 ? -EINVAL : rc;
 }

@@ -14,6 +14,7 @@
 
 #include "common/conf.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* The range systemd reserves for DynamicUser=: no distribution allocates
@@ -33,6 +34,14 @@ int sandlet_identity_acceptor(const sandlet_conf *conf, sandlet_id *out);
  * which line to change. */
 int sandlet_identity_sandboxes(const sandlet_conf *conf, const sandlet_id *acceptor,
                                sandlet_id *ids);
+/* Both of the above, looked up in a child process that exits after:
+ * the user and group databases load their NSS modules (libnss_systemd,
+ * with libm and libcap) into the process that asks, for good, and the
+ * acceptor and supervisor live as long as the daemon.  With
+ * acceptor_known, *acceptor is an input and only the sandboxes are
+ * looked up.  Returns 0 or -errno; the child logs why. */
+int sandlet_identity_resolve(const sandlet_conf *conf, sandlet_id *acceptor, bool acceptor_known,
+                             sandlet_id *ids);
 /* The uid a sandbox without "user" gets when started as root. */
 uint32_t sandlet_identity_dynamic_uid(const char *sandbox);
 

@@ -1015,7 +1015,7 @@ static int reload_prepare(reloading *r)
      * the plan that stays needs none. */
     sodium_memzero(pc->session_secret, sizeof(pc->session_secret));
     r->nboxes = n;
-    if (sandlet_identity_sandboxes(pc, &sv.acceptor, r->ids) < 0) {
+    if (sandlet_identity_resolve(pc, &sv.acceptor, true, r->ids) < 0) {
         reload_failed("a sandbox's user or group does not exist (see above)");
         return -1;
     }
@@ -1611,8 +1611,7 @@ static int prepare(sandlet_conf *conf)
     p->conf = conf;
     sv.plan = sv.plans = p;
     sv.conf = conf;
-    if (sandlet_identity_acceptor(conf, &sv.acceptor) < 0 ||
-        sandlet_identity_sandboxes(conf, &sv.acceptor, sv.start_ids) < 0)
+    if (sandlet_identity_resolve(conf, &sv.acceptor, false, sv.start_ids) < 0)
         return -EPERM;
     box **tail = &sv.boxes;
     for (size_t i = 0; i < conf->nsandboxes; i++) {

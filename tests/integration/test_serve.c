@@ -115,7 +115,9 @@ static void test_scheduling_policies(void **state)
 
 /* Counts the daemon's processes below root (itself included) and fails
  * if one maps libpq: a configuration without a database must not pay for
- * its libraries (src/db/pq.h; about 5 MiB of RSS a process). */
+ * its libraries (src/db/pq.h; about 5 MiB of RSS a process).  Nor may one
+ * map an NSS module (libnss_systemd and what it pulls in, 0.7 MiB): users
+ * and groups are looked up in a child that exits (identity.c). */
 static int processes_without_libpq(pid_t root)
 {
     pid_t todo[64];
@@ -130,6 +132,10 @@ static int processes_without_libpq(pid_t root)
             seen++;
             if (strstr(maps, "/libpq.so"))
                 fail_msg("process %d of a daemon without a database maps libpq", (int)p);
+            if (strstr(maps, "/libnss_"))
+                fail_msg("process %d of the daemon maps an NSS module: a user or group lookup "
+                         "ran in it",
+                         (int)p);
             free(maps);
         }
         n += th_children_of(p, todo + n, (int)(sizeof(todo) / sizeof(todo[0])) - n);
