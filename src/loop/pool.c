@@ -373,7 +373,8 @@ static void on_skip_overdue(uv_timer_t *t)
     sandlet_error("worker %d of sandbox '%s' has not run since a request was taken back from it "
                   "(stopped?) and is past that request's timeout; killing it",
                   (int)w->pid, sandbox_name(w));
-    w->pool->timeouts++;
+    /* Not counted as a timeout: its request was answered by another
+     * worker; the restart is counted as any. */
     kill_worker(w, 0);
 }
 

@@ -173,6 +173,16 @@ static void drop_piece(void)
     }
 }
 
+/* Drops a frame of a request taken back from us, another client's that
+ * was never ours to serve: wiped at once, as a served one is after it,
+ * since the next servlet to run here may be any client's. */
+static void drop_skipped(const sandlet_frame_hdr *h)
+{
+    sandlet_buf_consume(&w.in, SANDLET_FRAME_HEADER + h->length);
+    sandlet_buf_wipe(&w.in, w.in.len, w.in_dirty);
+    w.in_dirty = w.in.len;
+}
+
 /* The servlet's pull of a streamed body (sandlet_lib_body_pull): reads
  * the next REQBODY frame of the request into in and hands out its bytes
  * where they lie.  END|ABORT, or any other frame, ends the body as
@@ -856,7 +866,7 @@ int sandlet_worker_main(const char *sandbox, pid_t supervisor, bool write_blocke
         bool end = h.flags & SANDLET_FRAME_END;
         if (h.type == SANDLET_FRAME_REQBODY && w.skip && h.id == w.skip) {
             /* The rest of a request taken back: not ours. */
-            sandlet_buf_consume(&w.in, SANDLET_FRAME_HEADER + h.length);
+            drop_skipped(&h);
         } else if (h.type != SANDLET_FRAME_REQUEST) {
             /* A REQBODY is only ever read by pull_body, inside a request. */
             rc = -EPROTO;
@@ -865,7 +875,7 @@ int sandlet_worker_main(const char *sandbox, pid_t supervisor, bool write_blocke
              * scheduled), and taken back since: serving it too would run
              * it twice. */
             w.skip = h.id;
-            sandlet_buf_consume(&w.in, SANDLET_FRAME_HEADER + h.length);
+            drop_skipped(&h);
             rc = send_skip(h.id);
         } else if (end) {
             w.id = h.id;

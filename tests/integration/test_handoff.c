@@ -43,9 +43,11 @@ static int group_setup(void **state)
              "sandbox qa { workers 1; queue-timeout 400; }\n"
              "servlet /qa/* { library \"%s\"; sandbox qa; }\n"
              "sandbox qb { workers 1; }\n"
-             "servlet /qb/* { library \"%s\"; sandbox qb; }\n",
+             "servlet /qb/* { library \"%s\"; sandbox qb; }\n"
+             "sandbox iso2 { workers 2; }\n"
+             "servlet /iso2 { library \"%s\"; sandbox iso2; }\n",
              th_fixture("probe"), th_fixture("upload"), th_fixture("probe"), th_fixture("probe"),
-             th_fixture("probe"));
+             th_fixture("probe"), th_fixture("isolation"));
     return th_start(&daemon_, conf, false);
 }
 
@@ -271,6 +273,8 @@ static void test_stopped_worker_replaced(void **state)
     assert_int_equal(r.status, 200);
     pid_t stopped = (pid_t)atol(r.body);
     th_response_free(&r);
+    static const char timeouts[] = "sandlet_request_timeouts_total{sandbox=\"solo\"} ";
+    long timeouts_before = th_metric(daemon_.port, "/sandlet-status?format=prometheus", timeouts);
     assert_int_equal(kill(stopped, SIGSTOP), 0);
     unsigned long long t0 = th_now_ms();
     assert_int_equal(th_request(daemon_.port, "GET", "/solo/pid", NULL, NULL, 0, &r), 0);
@@ -282,6 +286,51 @@ static void test_stopped_worker_replaced(void **state)
     th_response_free(&r);
     assert_true(th_log_contains(&daemon_, "has not run since a request was taken back"));
     kill(stopped, SIGCONT); /* killed already: a no-op, or a zombie's */
+    /* No request ran past its timeout: the kill is a restart, not a
+     * request timeout on the status page. */
+    assert_int_equal(th_metric(daemon_.port, "/sandlet-status?format=prometheus", timeouts),
+                     timeouts_before);
+}
+
+/* A request taken back from a stopped worker is another client's: the
+ * worker reads it when it resumes and skips it, and, as after a served
+ * request, its bytes are gone from the worker's buffers before the next
+ * client's servlet runs there (issue 13's rule, worker.c). */
+static void test_skipped_request_wiped(void **state)
+{
+    (void)state;
+    th_response r;
+    /* All idle: the first worker of the pool takes it. */
+    assert_int_equal(th_request(daemon_.port, "GET", "/iso2?do=scanin", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    pid_t stopped = (pid_t)atol(r.body);
+    assert_non_null(strstr(r.body, "clean"));
+    th_response_free(&r);
+    assert_true(stopped > 1);
+
+    assert_int_equal(kill(stopped, SIGSTOP), 0);
+    char pad[1200];
+    memset(pad, 'p', sizeof(pad) - 1);
+    pad[sizeof(pad) - 1] = '\0';
+    char headers[1600];
+    snprintf(headers, sizeof(headers), "X-Pad: %s\r\nX-Secret: SECRET-0123456789abcdef\r\n", pad);
+    int rc = th_request(daemon_.port, "GET", "/iso2?do=echo", headers, NULL, 0, &r);
+    assert_int_equal(kill(stopped, SIGCONT), 0);
+    assert_int_equal(rc, 0);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "echo SECRET-0123456789abcdef\n");
+    th_response_free(&r);
+    usleep(300 * 1000); /* it runs, reads the request and skips it */
+
+    /* The next client's request, on the worker that skipped. */
+    assert_int_equal(th_request(daemon_.port, "GET", "/iso2?do=scanin", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    printf("after the skip: %s", r.body);
+    assert_int_equal((pid_t)atol(r.body), stopped);
+    if (!strstr(r.body, "clean"))
+        fail_msg("another client's request taken back from worker %d is still in its buffer",
+                 (int)stopped);
+    th_response_free(&r);
 }
 
 /* A request a timer hands to a worker is written at once, not when the
@@ -324,6 +373,7 @@ int main(void)
         cmocka_unit_test(test_stopped_busy_worker),
         cmocka_unit_test(test_streamed_body_moves_whole),
         cmocka_unit_test(test_stopped_worker_replaced),
+        cmocka_unit_test(test_skipped_request_wiped),
         cmocka_unit_test(test_timer_hands_over_at_once),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
