@@ -1416,5 +1416,5 @@ void sandlet_http_fail_all(sandlet_server *srv, int status)
 {
     for (sandlet_conn *c = srv->conns; c; c = c->next)
         if (!uv_is_closing((uv_handle_t *)&c->tcp))
-            sandlet_conn_fail(c, status);
+            stream_fail(c, status); /* the pool lets go of it first */
 }

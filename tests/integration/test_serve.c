@@ -643,6 +643,59 @@ static void test_stop_right_after_start(void **state)
     }
 }
 
+/* A stop while a worker still serves: after SANDLET_SHUTDOWN_MS the
+ * acceptor answers 503 to the connections left and frees them, then
+ * closes the workers' channels.  The worker's record of its client must
+ * be gone by then (it was not: a use-after-free that ASan and valgrind
+ * runs of this test catch), and the stop is clean. */
+static void test_stop_with_busy_worker(void **state)
+{
+    (void)state;
+    th_daemon d;
+    char conf[512];
+    snprintf(conf, sizeof(conf),
+             "sandbox slow { workers 1; timeout 60000; }\n"
+             "servlet /slow/* { library \"%s\"; sandbox slow; }\n",
+             th_build_path("tests/fixtures/.libs/probe.so"));
+    assert_int_equal(th_start(&d, conf, false), 0);
+    th_conn *c = th_connect(d.port, false);
+    assert_non_null(c);
+    /* And one queued behind it, which the stop must let go of too. */
+    th_conn *q = th_connect(d.port, false);
+    assert_non_null(q);
+    assert_int_equal(th_send_str(c, "GET /slow/sleep?ms=14000 HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    usleep(200 * 1000);
+    assert_int_equal(th_send_str(q, "GET /slow/pid HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    usleep(100 * 1000);
+    assert_int_equal(kill(d.pid, SIGTERM), 0);
+    th_response r;
+    assert_int_equal(th_read(c, &r, false), 0);
+    assert_int_equal(r.status, 503);
+    th_response_free(&r);
+    assert_int_equal(th_read(q, &r, false), 0);
+    assert_int_equal(r.status, 503);
+    th_response_free(&r);
+    th_close(c);
+    th_close(q);
+    int st = 0;
+    pid_t got = 0;
+    for (int waited = 0; waited < 20000 && got != d.pid; waited += 50) {
+        got = waitpid(d.pid, &st, WNOHANG);
+        if (got != d.pid)
+            usleep(50 * 1000);
+    }
+    if (got != d.pid) {
+        kill(d.pid, SIGKILL);
+        waitpid(d.pid, &st, 0);
+        fail_msg("sandletd did not stop within 20 s of SIGTERM");
+    }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail_msg("sandletd stopped with %s %d (see %s)", WIFEXITED(st) ? "exit status" : "signal",
+                 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), d.log);
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;
+}
+
 static void test_sandbox_that_cannot_start(void **state)
 {
     (void)state;
@@ -934,6 +987,7 @@ int main(void)
         cmocka_unit_test(test_crash_is_contained),
         cmocka_unit_test(test_sandbox_that_cannot_start),
         cmocka_unit_test(test_stop_right_after_start),
+        cmocka_unit_test(test_stop_with_busy_worker),
         cmocka_unit_test(test_timeout_kills_worker),
         cmocka_unit_test(test_pipelined_behind_a_hang),
         cmocka_unit_test(test_learning_report),
