@@ -21,7 +21,9 @@
  * (taskset -c 1), as make bench-floor does.  It must never be a test:
  * it asserts nothing and its figures depend on the machine.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <linux/futex.h>
 #include <stdatomic.h>

@@ -211,10 +211,9 @@ int sandlet_identity_resolve(const sandlet_conf *conf, sandlet_id *acceptor, boo
     close(fds[1]);
     int32_t rc = 0;
     sandlet_id got;
-    if (pipe_all(fds[0], &rc, sizeof(rc), false) < 0)
-        rc = -EIO;
-    else if (rc == 0 && (pipe_all(fds[0], &got, sizeof(got), false) < 0 ||
-                         pipe_all(fds[0], ids, idlen, false) < 0))
+    if (pipe_all(fds[0], &rc, sizeof(rc), false) < 0 ||
+        (rc == 0 && (pipe_all(fds[0], &got, sizeof(got), false) < 0 ||
+                     pipe_all(fds[0], ids, idlen, false) < 0)))
         rc = -EIO;
     close(fds[0]);
     int st;
