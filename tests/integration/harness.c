@@ -234,6 +234,18 @@ int th_stop(th_daemon *d)
     return -1;
 }
 
+bool th_wait_exit(pid_t pid, int ms, int *st)
+{
+    for (int waited = 0; waited < ms; waited += 10) {
+        if (waitpid(pid, st, WNOHANG) == pid)
+            return true;
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, st, 0);
+    return false;
+}
+
 int th_children(void)
 {
     return th_children_of(getpid(), NULL, 0);

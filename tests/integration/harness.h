@@ -67,6 +67,9 @@ int th_start_with(th_daemon *d, const char *conf_body, bool ipv6, void (*in_chil
                   void *ctx);
 /* SIGTERM and wait; returns the exit status, or -1 on timeout/signal. */
 int th_stop(th_daemon *d);
+/* Waits up to ms for pid to end; true with its wait status in *st, or
+ * false (then it is killed with SIGKILL and reaped). */
+bool th_wait_exit(pid_t pid, int ms, int *st);
 bool th_log_contains(const th_daemon *d, const char *needle);
 /* Waits up to ms for needle to appear in the log. */
 bool th_log_wait(const th_daemon *d, const char *needle, int ms);

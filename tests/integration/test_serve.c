@@ -535,13 +535,7 @@ static void test_sigterm_leaves_nothing(void **state)
     th_close(c);
 
     int st;
-    pid_t got = 0;
-    for (int i = 0; i < 1000 && got != d.pid; i++) {
-        got = waitpid(d.pid, &st, WNOHANG);
-        if (got != d.pid)
-            usleep(10000);
-    }
-    assert_int_equal(got, d.pid);
+    assert_true(th_wait_exit(d.pid, 10000, &st));
     assert_true(WIFEXITED(st));
     assert_int_equal(WEXITSTATUS(st), 0);
     /* Nothing was orphaned to us (we are the subreaper) and the worker is
@@ -627,13 +621,7 @@ static void test_stop_right_after_start(void **state)
             kill(pid, SIGTERM);
         }
         int st = 0;
-        pid_t got = 0;
-        for (int i = 0; i < 1000 && got != pid; i++) {
-            got = waitpid(pid, &st, WNOHANG);
-            if (got != pid)
-                usleep(10000);
-        }
-        assert_int_equal(got, pid);
+        assert_true(th_wait_exit(pid, 10000, &st));
         if (!WIFEXITED(st))
             fail_msg("round %d: sandletd died by signal %d right after it started", round,
                      WIFSIGNALED(st) ? WTERMSIG(st) : 0);
@@ -678,17 +666,8 @@ static void test_stop_with_busy_worker(void **state)
     th_close(c);
     th_close(q);
     int st = 0;
-    pid_t got = 0;
-    for (int waited = 0; waited < 20000 && got != d.pid; waited += 50) {
-        got = waitpid(d.pid, &st, WNOHANG);
-        if (got != d.pid)
-            usleep(50 * 1000);
-    }
-    if (got != d.pid) {
-        kill(d.pid, SIGKILL);
-        waitpid(d.pid, &st, 0);
+    if (!th_wait_exit(d.pid, 20000, &st))
         fail_msg("sandletd did not stop within 20 s of SIGTERM");
-    }
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
         fail_msg("sandletd stopped with %s %d (see %s)", WIFEXITED(st) ? "exit status" : "signal",
                  WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), d.log);
