@@ -30,7 +30,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <sodium.h>
 #include <stdarg.h>
@@ -825,18 +824,6 @@ int sandlet_worker_main(const char *sandbox, pid_t supervisor, bool write_blocke
     signal(SIGINT, SIG_IGN);
     signal(SIGTERM, SIG_IGN);
     signal(SIGUSR1, SIG_IGN);
-    /* A worker is fed by the acceptor.  Woken by its request, it should
-     * not preempt the acceptor in the middle of a loop turn, in which the
-     * acceptor hands the other workers theirs and writes the answers it
-     * has: SCHED_BATCH turns off that wake-up preemption, with the same
-     * share of the CPU (nice 0).  On hello, one core, 64 connections:
-     * context switches per request 3.8 -> 1.5, +11% with 2 workers and
-     * +25% with 8 (doc/architecture.md).  The acceptor keeps the normal
-     * policy, so that it still preempts a servlet burning CPU when a
-     * client needs it. */
-    struct sched_param batch = {.sched_priority = 0};
-    if (sched_setscheduler(0, SCHED_BATCH, &batch) < 0)
-        sandlet_log_errno(SANDLET_LOG_DEBUG, -errno, "SCHED_BATCH");
     /* Room for one whole frame plus one read's worth of the next. */
     sandlet_buf_init(&w.in, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX + (size_t)64 * 1024);
     sandlet_buf_init(&w.head, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX);

@@ -15,7 +15,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,22 +94,6 @@ static void test_hello(void **state)
     assert_int_equal(r.status, 200);
     assert_non_null(strstr(r.body, "<h1>Hello, &lt;b&gt;you&amp;me</h1>"));
     th_response_free(&r);
-}
-
-/* Workers do not preempt the acceptor when their request wakes them
- * (doc/architecture.md); the acceptor keeps the normal policy so that it
- * still preempts a servlet that burns CPU. */
-static void test_scheduling_policies(void **state)
-{
-    (void)state;
-    th_response r;
-    get("/probe/pid", &r);
-    assert_int_equal(r.status, 200);
-    pid_t worker = (pid_t)atol(r.body);
-    th_response_free(&r);
-    assert_true(worker > 1);
-    assert_int_equal(sched_getscheduler(worker), SCHED_BATCH);
-    assert_int_equal(sched_getscheduler(daemon_.pid), SCHED_OTHER);
 }
 
 /* Counts the daemon's processes below root (itself included) and fails
@@ -949,7 +932,6 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hello),
-        cmocka_unit_test(test_scheduling_policies),
         cmocka_unit_test(test_no_database_no_libpq),
         cmocka_unit_test(test_ipv6),
         cmocka_unit_test(test_keepalive_100),
