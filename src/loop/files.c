@@ -373,9 +373,11 @@ void sandlet_files_serve(sandlet_conn *c)
         return;
     }
     uint64_t start = 0, length = size;
-    int rc =
-        sandlet_static_range(sandlet_conn_header(c, "range"), sandlet_conn_header(c, "if-range"),
-                             etag, mtime, size, &start, &length);
+    /* Range is GET's alone (RFC 9110 14.2): a HEAD gets the head of the
+     * whole file, as its GET without Range would. */
+    int rc = sandlet_static_range(method == HTTP_GET ? sandlet_conn_header(c, "range") : NULL,
+                                  sandlet_conn_header(c, "if-range"), etag, mtime, size, &start,
+                                  &length);
     char range[96] = "";
     if (rc == -ERANGE) {
         drop_fd(fd);
