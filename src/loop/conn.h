@@ -119,7 +119,8 @@ int sandlet_conn_respond(sandlet_conn *c, int status, const char *extra, size_t 
 /* Queues bytes (three pieces, one write) to the client. */
 int sandlet_conn_write(sandlet_conn *c, const void *a, size_t alen, const void *b, size_t blen,
                        const void *d, size_t dlen);
-/* Bytes queued to the client but not yet written. */
+/* Memory queued to the client but not yet written: the bytes and each
+ * queued write's own allocation. */
 size_t sandlet_conn_write_backlog(const sandlet_conn *c);
 /* The response to the current request is fully queued. */
 void sandlet_conn_request_done(sandlet_conn *c);

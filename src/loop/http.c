@@ -115,7 +115,11 @@ static bool body_allowed(int status)
 
 size_t sandlet_conn_write_backlog(const sandlet_conn *c)
 {
-    return uv_stream_get_write_queue_size((const uv_stream_t *)&c->tcp);
+    /* Each queued write is an allocation of its own (a wreq): a servlet
+     * that flushes a byte at a time to a client that does not read would
+     * hold 200 bytes of them per byte of data under a bound on bytes. */
+    return uv_stream_get_write_queue_size((const uv_stream_t *)&c->tcp) +
+           (size_t)c->pending_writes * sizeof(wreq);
 }
 
 /* ---- what the connection tells the code answering on it (conn.h) -------- */
@@ -537,7 +541,10 @@ void sandlet_conn_request_done(sandlet_conn *c)
     c->resp_bytes = 0;
     c->started = uv_hrtime();
     reset_request(c);
-    if (!c->keep_alive || c->srv->stopping || c->peer_closed) {
+    /* A client that half-closed after pipelining (printf ... | nc) still
+     * gets an answer to every request it sent whole: process_input closes
+     * once none is left. */
+    if (!c->keep_alive || c->srv->stopping || (c->peer_closed && c->in.len == 0)) {
         conn_close(c);
         return;
     }
@@ -576,6 +583,12 @@ int sandlet_conn_respond(sandlet_conn *c, int status, const char *extra, size_t 
      * read, so the connection cannot carry another request. */
     if (c->body_stream && c->phase == PHASE_BODY)
         c->keep_alive = false;
+    /* 1xx, 204 and 304 have no body and no framing lines (RFC 9110 8.6;
+     * a 304 may repeat the 200's length, which saying none also meets). */
+    if (status < 200 || status == 204 || status == 304) {
+        length = SANDLET_LENGTH_NONE;
+        body_len = 0;
+    }
     /* One loop thread, and the head is copied out (or written) before the
      * function returns: one buffer serves every response, no malloc. */
     static sandlet_buf head = {.limit = SANDLET_MAX_RESPONSE_HEAD};
@@ -908,6 +921,11 @@ static int on_headers_complete(llhttp_t *p)
     c->http_major = llhttp_get_http_major(p);
     c->http_minor = llhttp_get_http_minor(p);
     c->keep_alive = llhttp_should_keep_alive(p);
+    /* Transfer-Encoding in HTTP/1.0 is faulty framing (RFC 9112 6.1): an
+     * intermediary of 1.0 may have framed it otherwise, so what follows
+     * on the connection is never taken as a request (smuggling). */
+    if (c->http_minor == 0 && (p->flags & F_TRANSFER_ENCODING))
+        c->keep_alive = false;
     c->head_only = llhttp_get_method(p) == HTTP_HEAD;
     /* llhttp takes "HTTP/2.0" and a bare "GET /" (0.9) too; this server
      * speaks 1.x only (RFC 9110 15.6.6). */
@@ -976,6 +994,13 @@ static int on_headers_complete(llhttp_t *p)
     return 0;
 }
 
+/* Only a worker reads a request's body; the docroot's and the status
+ * page's answers never do. */
+static bool body_kept(const sandlet_conn *c)
+{
+    return c->servlet || c->route == SANDLET_ROUTE_PAGE;
+}
+
 static int on_body(llhttp_t *p, const char *at, size_t len)
 {
     sandlet_conn *c = conn_of(p);
@@ -985,8 +1010,12 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
         return -1;
     }
     c->body_total += len;
-    sandlet_buf_put(&c->body, at, len);
     set_phase(c, PHASE_BODY); /* progress restarts the gap timer */
+    /* Read and dropped: a body sent to a file (405 after it) would
+     * otherwise be held whole, up to max-body-size a connection. */
+    if (!body_kept(c))
+        return 0;
+    sandlet_buf_put(&c->body, at, len);
     if (c->body.error) {
         c->error_status = 500;
         return -1;
@@ -994,8 +1023,7 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
     /* Past the window a worker's body streams (process_input hands the
      * request over once this input is parsed); other routes' bodies are
      * read whole, as they are small or refused. */
-    if (!c->body_stream && c->body.len > SANDLET_BODY_WINDOW &&
-        (c->servlet || c->route == SANDLET_ROUTE_PAGE))
+    if (!c->body_stream && c->body.len > SANDLET_BODY_WINDOW && body_kept(c))
         c->body_stream = true;
     return 0;
 }

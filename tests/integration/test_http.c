@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -837,6 +838,145 @@ static void test_access_log_of_cut_field(void **state)
     assert_null(strstr(line, "0000007"));
 }
 
+/* Whether r's head has a field called name. */
+static bool has_header(const th_response *r, const char *name)
+{
+    char v[256];
+    return th_header(r, name, v, sizeof(v));
+}
+
+/* RFC 9110 8.6: no Content-Length in a 204; in a 304 only the length a
+ * 200 would have had (a.txt: 10 bytes). */
+static void test_304_and_204_content_length(void **state)
+{
+    (void)state;
+    th_response r;
+    char etag[128], hdr[256], v[64];
+    assert_int_equal(th_request(d.port, "GET", "/a.txt", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_true(th_header(&r, "ETag", etag, sizeof(etag)));
+    th_response_free(&r);
+    snprintf(hdr, sizeof(hdr), "If-None-Match: %s\r\n", etag);
+    assert_int_equal(th_request(d.port, "GET", "/a.txt", hdr, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 304);
+    if (th_header(&r, "Content-Length", v, sizeof(v))) {
+        printf("  304 for a 10-byte file carries Content-Length: %s\n", v);
+        assert_string_equal(v, "10");
+    }
+    th_response_free(&r);
+    assert_int_equal(th_request(d.port, "OPTIONS", "/a.txt", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 204);
+    if (has_header(&r, "Content-Length"))
+        printf("  204 carries a Content-Length\n");
+    assert_false(has_header(&r, "Content-Length"));
+    th_response_free(&r);
+}
+
+/* RFC 9110 14.2: Range is defined for GET only; a server MUST ignore it
+ * on other methods, so HEAD gets the 200 head a GET without Range gets. */
+static void test_head_ignores_range(void **state)
+{
+    (void)state;
+    th_conn *c = th_connect(d.port, false);
+    assert_non_null(c);
+    assert_int_equal(th_send_str(c, "HEAD /a.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=2-4\r\n\r\n"),
+                     0);
+    th_response r;
+    assert_int_equal(th_read(c, &r, true), 0);
+    printf("  HEAD with Range: %d\n", r.status);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    th_close(c);
+}
+
+/* RFC 9112 6.1: an HTTP/1.0 message with Transfer-Encoding has faulty
+ * framing; the server MUST close the connection after answering it (an
+ * HTTP/1.0 intermediary framed it some other way: smuggling). */
+static void test_http10_chunked_closes(void **state)
+{
+    (void)state;
+    th_conn *c = th_connect(d.port, false);
+    assert_non_null(c);
+    assert_int_equal(th_send_str(c, "POST /probe/echo HTTP/1.0\r\nConnection: keep-alive\r\n"
+                                    "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+                                    "GET /probe/param?v=smuggled HTTP/1.0\r\n"
+                                    "Connection: keep-alive\r\n\r\n"),
+                     0);
+    th_response r;
+    assert_int_equal(th_read(c, &r, false), 0);
+    assert_int_equal(r.status, 200);
+    char v[32] = "";
+    th_header(&r, "Connection", v, sizeof(v));
+    printf("  HTTP/1.0 chunked request answered with Connection: %s\n", v);
+    th_response_free(&r);
+    /* Nothing more may be read from this connection. */
+    bool second = th_read(c, &r, false) == 0;
+    if (second) {
+        printf("  and the request after it was served too: %d %s\n", r.status, r.body);
+        th_response_free(&r);
+    }
+    assert_false(second);
+    th_close(c);
+}
+
+/* Requests received whole before the client's FIN (printf ... | nc) are
+ * answered: the half-close ends the client's sending, not the requests. */
+static void test_pipelined_then_fin(void **state)
+{
+    (void)state;
+    th_conn *c = th_connect(d.port, false);
+    assert_non_null(c);
+    const char *one = "GET /probe/sleep?ms=100 HTTP/1.1\r\nHost: x\r\n\r\n";
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(th_send_str(c, one), 0);
+    shutdown(c->fd, SHUT_WR);
+    int got = 0;
+    th_response r;
+    while (got < 3 && th_read(c, &r, false) == 0) {
+        got++;
+        th_response_free(&r);
+    }
+    printf("  3 pipelined requests, then FIN: %d answered\n", got);
+    assert_int_equal(got, 3);
+    th_close(c);
+}
+
+/* The docroot serves GET and HEAD only and reads no body: one sent there
+ * is read and dropped before the 405, never held (it was held whole, up
+ * to max-body-size, 16 MiB by default, a connection). */
+static void test_static_body_memory(void **state)
+{
+    (void)state;
+    enum { N = 8 };
+    const size_t body = (size_t)12 << 20;
+    long before = th_status_kb(d.pid, "VmRSS");
+    int fds[N];
+    static char block[64 * 1024];
+    memset(block, 'b', sizeof(block));
+    for (int i = 0; i < N; i++) {
+        th_conn *c = th_connect(d.port, false);
+        assert_non_null(c);
+        char head[160];
+        snprintf(head, sizeof(head),
+                 "POST /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n",
+                 body + 1); /* one byte is never sent: the body stays open */
+        assert_int_equal(th_send_str(c, head), 0);
+        for (size_t sent = 0; sent < body; sent += sizeof(block))
+            assert_int_equal(th_send(c, block, sizeof(block)), 0);
+        fds[i] = c->fd;
+        c->fd = -1;
+        th_close(c);
+    }
+    usleep(300 * 1000);
+    long grown = th_status_kb(d.pid, "VmRSS") - before;
+    printf("  %d connections, each %zu MiB of body sent to a static file: acceptor +%ld MiB\n", N,
+           body >> 20, grown / 1024);
+    for (int i = 0; i < N; i++)
+        close(fds[i]);
+    /* The window (1 MiB) per connection, with room to spare. */
+    assert_true(grown < (long)N * 2 * 1024 + 16 * 1024);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -863,6 +1003,11 @@ int main(void)
         cmocka_unit_test(test_folded_headers_refused),
         cmocka_unit_test(test_garbage_is_400),
         cmocka_unit_test(test_access_log_of_cut_field),
+        cmocka_unit_test(test_304_and_204_content_length),
+        cmocka_unit_test(test_head_ignores_range),
+        cmocka_unit_test(test_http10_chunked_closes),
+        cmocka_unit_test(test_pipelined_then_fin),
+        cmocka_unit_test(test_static_body_memory),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

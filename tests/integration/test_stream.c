@@ -483,13 +483,40 @@ static void test_client_stops_reading(void **state)
     assert_true(th_log_contains(&d, "send-timeout"));
 }
 
+/* A servlet that flushes one byte at a time to a client that does not
+ * read: each byte is a write of its own to the client, and the acceptor
+ * counts what each queued write costs, not only its bytes, against the
+ * 1 MiB it queues for a client (it held ~37 MiB before). */
+static void test_tiny_flushes_bounded(void **state)
+{
+    (void)state;
+    long before = th_status_kb(d.pid, "VmRSS");
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    int small = 4096;
+    setsockopt(s, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)d.port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(s, (struct sockaddr *)&a, sizeof(a)), 0);
+    const char *req = "GET /stream/flushed?n=3000000&every=1 HTTP/1.1\r\nHost: x\r\n\r\n";
+    assert_int_equal(write(s, req, strlen(req)), (ssize_t)strlen(req));
+    long peak = 0;
+    for (int i = 0; i < 30; i++) {
+        usleep(100 * 1000);
+        long k = th_status_kb(d.pid, "VmRSS") - before;
+        if (k > peak)
+            peak = k;
+    }
+    printf("  one client not reading a 1-byte-flush stream: acceptor +%ld MiB\n", peak / 1024);
+    close(s);
+    assert_true(peak < 8 * 1024);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fast_client),
-        cmocka_unit_test(test_slow_client),
-        cmocka_unit_test(test_client_leaves),
-        cmocka_unit_test(test_client_stops_reading),
+        cmocka_unit_test(test_fast_client),          cmocka_unit_test(test_slow_client),
+        cmocka_unit_test(test_client_leaves),        cmocka_unit_test(test_client_stops_reading),
+        cmocka_unit_test(test_tiny_flushes_bounded),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
