@@ -362,7 +362,20 @@ static void time_out(sandlet_worker *w)
 
 static void on_deadline(uv_timer_t *t)
 {
-    time_out(t->data);
+    sandlet_worker *w = t->data;
+    sandlet_inflight *f = w->rcount ? held(w, 0) : NULL;
+    /* The servlet has every byte the client sent and waits for more: the
+     * wait is the client's, which body-timeout bounds (then END|ABORT). */
+    if (f && f->body_open && f->conn && !f->discard && w->out.len + w->sending.len == 0) {
+        size_t len;
+        bool done;
+        sandlet_conn_body(f->conn, &len, &done);
+        if (len == 0 && f->timeout) {
+            uv_timer_start(&w->deadline, on_deadline, f->timeout, 0);
+            return;
+        }
+    }
+    time_out(w);
 }
 
 static void on_skip_overdue(uv_timer_t *t)
@@ -917,6 +930,9 @@ static void body_abort(sandlet_worker *w, sandlet_inflight *f)
                                SIGKILL);
         return; /* recycling: pick_worker gives it nothing more meanwhile */
     }
+    /* As after a body's last byte: the servlet has its timeout to answer. */
+    if (f->timeout)
+        uv_timer_start(&w->deadline, on_deadline, f->timeout, 0);
     mark_dirty(w);
 }
 

@@ -109,8 +109,13 @@ static const char *conf(void)
              "servlet /sp/* { library \"%s\"; sandbox sp; }\n"
              /* The spool file is a file the worker writes: max-file-size. */
              "sandbox spf { workers 1; max-file-size 8m; }\n"
-             "servlet /spf/* { library \"%s\"; sandbox spf; }\n",
-             BODY_TIMEOUT_MS, SERVLET_TIMEOUT_MS, lib, lib, lib, lib, lib, lib);
+             "servlet /spf/* { library \"%s\"; sandbox spf; }\n"
+             /* Its timeout equals body-timeout, as the defaults (30 s
+              * each) do. */
+             "sandbox eq { workers 1; timeout %d; }\n"
+             "servlet /eq/* { library \"%s\"; sandbox eq; }\n",
+             BODY_TIMEOUT_MS, SERVLET_TIMEOUT_MS, lib, lib, lib, lib, lib, lib, BODY_TIMEOUT_MS,
+             lib);
     return c;
 }
 
@@ -683,6 +688,27 @@ static void test_stall_frees_worker(void **state)
     small_request_served(1000);
 }
 
+/* The same stall where the servlet's timeout equals body-timeout: the
+ * servlet has read all the client sent and waits for the rest, which is
+ * the client's delay, not the servlet's overrun.  The client hears 408
+ * and the worker is not killed (it was: the worker's deadline, restarted
+ * by the body's last progress, fired with the body timeout, and the
+ * client heard 504). */
+static void test_stall_is_not_the_servlets_timeout(void **state)
+{
+    (void)state;
+    upload u;
+    assert_int_equal(upload_start(&u, "/eq/read", 16 * MIB, false), 0);
+    u.stop_at = 2 * MIB;
+    assert_int_equal(run(&u, 1, NULL, BODY_TIMEOUT_MS + 10000), 0);
+    printf("  stalled with timeout = body-timeout: answered %d\n", status_of(&u));
+    assert_int_equal(status_of(&u), 408);
+    upload_free(&u);
+    usleep(BODY_TIMEOUT_MS * 1000); /* the servlet's own timeout, once more */
+    if (th_log_contains(&d, "of sandbox 'eq' ran past its timeout"))
+        fail_msg("the worker was killed for the client's stall");
+}
+
 /* The worker is the slow side (its servlet starts reading after longer
  * than body-timeout): the client, stopped by the full window meanwhile,
  * is not timed out; body-timeout is for clients. */
@@ -805,6 +831,7 @@ int main(void)
         cmocka_unit_test(test_sizes_and_sl_body),
         cmocka_unit_test(test_early_answer),
         cmocka_unit_test(test_stall_frees_worker),
+        cmocka_unit_test(test_stall_is_not_the_servlets_timeout),
         cmocka_unit_test(test_close_frees_worker),
         cmocka_unit_test(test_slow_worker_is_no_timeout),
         cmocka_unit_test(test_hung_servlet_times_out),
