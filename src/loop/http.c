@@ -1021,9 +1021,8 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
         return -1;
     }
     /* Past the window a worker's body streams (process_input hands the
-     * request over once this input is parsed); other routes' bodies are
-     * read whole, as they are small or refused. */
-    if (!c->body_stream && c->body.len > SANDLET_BODY_WINDOW && body_kept(c))
+     * request over once this input is parsed). */
+    if (!c->body_stream && c->body.len > SANDLET_BODY_WINDOW)
         c->body_stream = true;
     return 0;
 }
