@@ -154,6 +154,18 @@ static int check_identities(const sandlet_conf *conf, sandlet_id *acceptor)
 
 /* ---- stopping ---------------------------------------------------------------- */
 
+/* The signals that end a process with no handler for them and that
+ * operators send: a stop (TERM, INT) and a log reopen (USR1). */
+static sigset_t stop_signals(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGUSR1);
+    return set;
+}
+
 static void close_any(uv_handle_t *h, void *arg)
 {
     (void)arg;
@@ -161,12 +173,25 @@ static void close_any(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
+/* Ends the loop.  Closing a signal watcher gives its signal back its
+ * default action, which for these is to end the process: one more stop
+ * (a service manager's second SIGTERM) or a reload in the last
+ * milliseconds would turn a clean exit into a death by signal.  Held
+ * pending instead, they go with the process. */
+static void end_loop(void)
+{
+    sigset_t held = stop_signals();
+    sigaddset(&held, SIGHUP);
+    sigprocmask(SIG_BLOCK, &held, NULL);
+    uv_walk(&m.loop, close_any, NULL);
+}
+
 static void on_reap_timeout(uv_timer_t *t)
 {
     (void)t;
     sandlet_error("the supervisor (pid %d) did not exit; leaving it", (int)m.srv.supervisor);
     m.exit_status = 1;
-    uv_walk(&m.loop, close_any, NULL);
+    end_loop();
 }
 
 void sandlet_server_check_stopped(sandlet_server *srv)
@@ -233,7 +258,7 @@ static void on_sigchld(uv_signal_t *s, int signum)
         }
     }
     if (m.srv.supervisor == 0 && m.ctl_closed)
-        uv_walk(&m.loop, close_any, NULL);
+        end_loop();
 }
 
 static const char *conf_path(const char *p)
@@ -405,18 +430,6 @@ static int open_self(void)
 
 /* Takes conf (*taken set) once the acceptor's configuration generation
  * holds it. */
-/* The signals that end a process with no handler for them and that
- * operators send: a stop (TERM, INT) and a log reopen (USR1). */
-static sigset_t stop_signals(void)
-{
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGUSR1);
-    return set;
-}
-
 static int run(sandlet_conf *conf, bool *taken)
 {
     sandlet_server *srv = &m.srv;

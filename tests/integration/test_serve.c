@@ -658,6 +658,41 @@ static void test_stop_with_busy_worker(void **state)
         ;
 }
 
+/* A service manager may send SIGTERM again while sandletd stops (and a
+ * reload may come): each must find a handler or be held, up to the last
+ * instruction, so that the stop stays a clean exit.  Here a SIGTERM every
+ * fraction of a millisecond until the process is gone. */
+static void test_stop_signal_storm(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 5; round++) {
+        th_daemon d;
+        assert_int_equal(th_start(&d, "sandbox main { workers 1; }\n", false), 0);
+        th_response r;
+        assert_int_equal(th_request(d.port, "GET", "/nothing-here", NULL, NULL, 0, &r), 0);
+        th_response_free(&r);
+        int st = 0;
+        pid_t got = 0;
+        for (int i = 0; i < 400000 && got != d.pid; i++) {
+            kill(d.pid, i % 7 == 6 ? SIGHUP : SIGTERM);
+            got = waitpid(d.pid, &st, WNOHANG);
+            if (got != d.pid)
+                usleep(20);
+        }
+        if (got != d.pid) {
+            kill(d.pid, SIGKILL);
+            waitpid(d.pid, &st, 0);
+            fail_msg("round %d: sandletd did not stop under repeated SIGTERM", round);
+        }
+        if (!WIFEXITED(st))
+            fail_msg("round %d: sandletd died by signal %d while it stopped", round,
+                     WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+        assert_int_equal(WEXITSTATUS(st), 0);
+        while (waitpid(-1, NULL, WNOHANG) > 0)
+            ;
+    }
+}
+
 static void test_sandbox_that_cannot_start(void **state)
 {
     (void)state;
@@ -949,6 +984,7 @@ int main(void)
         cmocka_unit_test(test_sandbox_that_cannot_start),
         cmocka_unit_test(test_stop_right_after_start),
         cmocka_unit_test(test_stop_with_busy_worker),
+        cmocka_unit_test(test_stop_signal_storm),
         cmocka_unit_test(test_timeout_kills_worker),
         cmocka_unit_test(test_pipelined_behind_a_hang),
         cmocka_unit_test(test_learning_report),
