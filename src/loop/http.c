@@ -585,7 +585,7 @@ int sandlet_conn_respond(sandlet_conn *c, int status, const char *extra, size_t 
         c->keep_alive = false;
     /* 1xx, 204 and 304 have no body and no framing lines (RFC 9110 8.6;
      * a 304 may repeat the 200's length, which saying none also meets). */
-    if (status < 200 || status == 204 || status == 304) {
+    if (!body_allowed(status)) {
         length = SANDLET_LENGTH_NONE;
         body_len = 0;
     }

@@ -172,14 +172,21 @@ static void drop_piece(void)
     }
 }
 
+/* Zeroes what of the input buffer was written and is consumed: the
+ * frames of a request that is over, ours or another client's. */
+static void wipe_consumed_input(void)
+{
+    sandlet_buf_wipe(&w.in, w.in.len, w.in_dirty);
+    w.in_dirty = w.in.len;
+}
+
 /* Drops a frame of a request taken back from us, another client's that
  * was never ours to serve: wiped at once, as a served one is after it,
  * since the next servlet to run here may be any client's. */
 static void drop_skipped(const sandlet_frame_hdr *h)
 {
     sandlet_buf_consume(&w.in, SANDLET_FRAME_HEADER + h->length);
-    sandlet_buf_wipe(&w.in, w.in.len, w.in_dirty);
-    w.in_dirty = w.in.len;
+    wipe_consumed_input();
 }
 
 /* The servlet's pull of a streamed body (sandlet_lib_body_pull): reads
@@ -704,8 +711,7 @@ static __attribute__((noinline)) void wipe_stack(void)
  * gathered head and body, the arena, the response body, the stack. */
 static void request_wipe(sl_request *rq, sl_response *rs)
 {
-    sandlet_buf_wipe(&w.in, w.in.len, w.in_dirty);
-    w.in_dirty = w.in.len;
+    wipe_consumed_input();
     sandlet_buf_wipe(&w.reqhead, 0, w.reqhead.len);
     sandlet_buf_reset(&w.reqhead);
     sandlet_lib_serve_end(rq, rs);
