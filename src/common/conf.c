@@ -145,7 +145,6 @@ static int open_sandbox(parser *ps, const directive *d, const token *dir, token 
 static int close_sandbox(parser *ps, const token *dir);
 static int open_servlet(parser *ps, const directive *d, const token *dir, token *args);
 static int close_servlet(parser *ps, const token *dir);
-static int do_pipeline(parser *ps, const directive *d, const token *dir, token *args);
 static int open_pages(parser *ps, const directive *d, const token *dir, token *args);
 static int do_compiler(parser *ps, const directive *d, const token *dir, token *args);
 static int do_use_sandbox(parser *ps, const directive *d, const token *dir, token *args);
@@ -372,11 +371,12 @@ static const directive directives[] = {
      .def = SANDLET_DEFAULT_QUEUE_TIMEOUT},
     {.name = "pipeline",
      .ctx = CTX_SANDBOX,
-     .kind = K_CUSTOM,
+     .kind = K_UINT,
      .usage = "N",
+     .off = SB(pipeline, unsigned),
      .min = 1,
      .max = SANDLET_MAX_PIPELINE,
-     .handler = do_pipeline},
+     .def = SANDLET_DEFAULT_PIPELINE},
     {.name = "user",
      .ctx = CTX_SANDBOX,
      .kind = K_STRING,
@@ -1399,22 +1399,6 @@ static int number(parser *ps, const directive *d, const token *arg, unsigned *ou
         return fail(ps, arg->line, arg->col, "'%s %s' out of range (expected %llu..%llu%s%s)",
                     d->name, shown(sh, sizeof(sh), arg->text), d->min, d->max, or, none);
     return 0;
-}
-
-/* Kept so that configurations written for earlier releases still load:
- * a worker now holds only the request it serves (a servlet can read
- * whatever waits on its socketpair, and requests queued behind one belong
- * to other clients), so the value is checked and then ignored. */
-static int do_pipeline(parser *ps, const directive *d, const token *dir, token *args)
-{
-    unsigned n;
-    int rc = number(ps, d, &args[0], &n);
-    if (rc == 0)
-        sandlet_warn("%s:%d:%d: 'pipeline' is ignored: a worker is handed a request only "
-                     "when it has answered the previous one, so that no servlet can read "
-                     "another client's request; remove the line",
-                     ps->name, dir->line, dir->col);
-    return rc;
 }
 
 /* Appends a path to a sandbox's Landlock list; relative paths resolve
@@ -2629,6 +2613,7 @@ static void plan_sandbox(sandlet_sandbox_conf *d, const sandlet_sandbox_conf *s,
     *d = (sandlet_sandbox_conf){
         .workers = s->workers,
         .max_workers = s->max_workers,
+        .pipeline = s->pipeline, /* the acceptor's ring size: a new box when it changes */
         .nreadable = s->readable ? s->nreadable : 0,
         .nwritable = s->writable ? s->nwritable : 0,
         .memory_mib = s->memory_mib,
@@ -2812,7 +2797,7 @@ static bool same_servlet(const sandlet_servlet_conf *x, const sandlet_servlet_co
 bool sandlet_conf_sandbox_same(const sandlet_conf *a, size_t i, const sandlet_conf *b, size_t j)
 {
     const sandlet_sandbox_conf *x = &a->sandboxes[i], *y = &b->sandboxes[j];
-    if (!same_str(x->name, y->name) || x->workers != y->workers ||
+    if (!same_str(x->name, y->name) || x->workers != y->workers || x->pipeline != y->pipeline ||
         x->max_workers != y->max_workers || !same_str(x->user, y->user) ||
         !same_str(x->group, y->group) ||
         !same_list(x->readable, x->nreadable, y->readable, y->nreadable) ||

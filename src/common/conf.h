@@ -80,9 +80,14 @@
  * servlets' init and a confinement, tens of milliseconds), short enough
  * that their memory goes back soon after the load does. */
 #define SANDLET_DEFAULT_WORKER_IDLE_TIMEOUT 10000
-/* The range the obsolete "pipeline" directive still accepts (and then
- * ignores, see sandlet.conf(5)): a worker holds one request at a time. */
-#define SANDLET_MAX_PIPELINE 256
+/* How many requests the acceptor may write to one worker's channel
+ * before the worker answered the first ("pipeline"): the batch that lets
+ * a worker serve request after request without sleeping in between.
+ * They wait in the kernel's socket buffer, never in the worker's memory
+ * (worker.c reads one frame at a time).  At most half the claim words
+ * (claim.h), so that each request in flight has one of its own. */
+#define SANDLET_MAX_PIPELINE     256
+#define SANDLET_DEFAULT_PIPELINE 16
 /* ms a request may run when its sandbox sets no "timeout": long enough
  * for real pages, short enough that a spinning servlet frees its worker. */
 #define SANDLET_DEFAULT_TIMEOUT           30000
@@ -203,6 +208,7 @@ typedef struct sandlet_sandbox_conf {
     unsigned timeout;       /* ms a request may run; 0: none */
     unsigned max_requests;  /* recycle a worker after this many; 0: never */
     unsigned queue_timeout; /* ms a request may wait for a worker */
+    unsigned pipeline;      /* requests written to one worker at most */
     /* Sessions: the store the supervisor creates for the sandbox. */
     unsigned sessions;          /* SANDLET_SESSIONS_* */
     size_t session_size;        /* bytes of the shared store */

@@ -177,6 +177,9 @@ typedef struct sandlet_inflight {
      * (request_started), so that an unstarted request can still be taken
      * back whole. */
     size_t body_sent;
+    /* Taken back before the worker claimed it (claim.h) and queued for
+     * another worker: the worker owes a SKIP for it, nothing else. */
+    bool revoked;
 } sandlet_inflight;
 
 struct sandlet_worker {
@@ -201,17 +204,26 @@ struct sandlet_worker {
     /* Shared with the worker (claim.h): decides whether a request written
      * to it is served by it or taken back for another worker. */
     sandlet_claim *claim;
-    /* A request was taken back from the worker; until its SKIP arrives
-     * the worker gets nothing else (it is stopped or very late). */
-    bool skipping;
-    uint32_t skip_id;
-    bool claimed; /* its first request's claim was seen (request_started) */
+    /* Requests taken back from it whose SKIP has not come yet: until
+     * then it gets nothing else (it is stopped, or slow on the request
+     * they waited behind). */
+    unsigned nrevoked;
+    /* Its requests queued behind the one it serves were taken back
+     * (on_behind): no more are queued behind that one. */
+    bool slow;
+    /* Progress mark of on_behind: the first request it had not claimed
+     * at the last look; the same one at the next look means no progress. */
+    uint32_t behind_id;
+    uint32_t next_id;  /* its requests are numbered 1, 2, ... (claim.h) */
+    uv_timer_t behind; /* looks for requests stuck behind a slow one */
+    bool claimed;      /* its first request's claim was seen (request_started) */
     uv_write_t wreq;
     sandlet_buf in;      /* frames from the worker */
     sandlet_buf out;     /* frames gathered while a write is in flight */
     sandlet_buf sending; /* frames being written */
-    /* The request the worker serves (a ring of one: a worker is never
-     * handed a request before it has answered the previous one). */
+    /* The requests written to the worker and not yet answered, oldest
+     * first: the one it serves, then those queued in its channel (at most
+     * the pool's depth, "pipeline"). */
     sandlet_inflight *ring;
     unsigned rfirst, rcount;
     bool got_head;     /* the first request's RESPONSE frame arrived */
@@ -261,6 +273,7 @@ struct sandlet_pool {
     size_t queued;
     uv_timer_t qtimer;  /* expires requests that waited too long */
     uint16_t nservlets; /* configured servlets: pages' indexes follow them */
+    unsigned depth;     /* "pipeline": ring size of each worker, fixed */
     /* The newest code generation (pages, or servlets after a reload)
      * the supervisor announced: workers with an older one are replaced,
      * one first, then the others once a new one has said READY, so that
@@ -283,6 +296,8 @@ struct sandlet_pool {
     /* Requests taken back from a worker that did not start them in
      * SANDLET_CLAIM_MS and handed to another. */
     uint64_t moved;
+    /* Requests written to a worker that still held others ("pipeline"). */
+    uint64_t batched;
     /* How long requests answered by a worker took, from their head's
      * arrival to the worker's last byte (queue time included): counts per
      * upper bound of SANDLET_DURATION_BOUNDS (cumulative when shown) and
@@ -403,7 +418,6 @@ struct sandlet_server {
     void *mime;                 /* sandlet_mime */
     struct sandlet_wlog *wlogs; /* workers' output pipes being read */
     bool stopping;
-    uint32_t next_id;
     time_t date_sec;
     char date[40];
 };

@@ -67,18 +67,26 @@ static const char *sandbox_name(const sandlet_worker *w)
 #define WRITE_PIECE  ((size_t)1 << 30)
 #define WRITE_PIECES 8
 
-/* A worker holds only the request it is serving.  Requests it has not
- * started stay in the acceptor: anything written to the socketpair is
- * readable by the servlet (it can read or peek at its channel), and
- * servlets of one sandbox must never see another client's request (issue
- * 13).  The next request leaves in the loop turn that brings the END
- * frame of the previous one, so a busy worker idles for one round trip. */
-#define HELD_MAX 1u
+/* A worker may be handed up to its pool's depth ("pipeline") requests
+ * before it has answered the first: all that one loop turn has for it
+ * leaves in one write, and it serves them one after the other without
+ * sleeping in between, which is what makes a hand-off to another process
+ * cheaper than a request.  They wait in its channel, not in its memory
+ * (worker.c reads one frame at a time), each with a claim word of its own
+ * (claim.h): one that waits too long behind a slow request (on_behind) or
+ * at a stopped worker (check_claim) is taken back and served elsewhere. */
+_Static_assert(2 * SANDLET_MAX_PIPELINE <= SANDLET_CLAIM_WORDS,
+               "every request in flight at a worker needs a claim word of its own");
+
+/* How often a worker holding requests behind the one it serves is looked
+ * at: when it claimed none of them between two looks, they are taken back
+ * (it runs a slow request, or gets no CPU).  Short against the 10 ms a
+ * fast request may wait behind a slow one. */
+#define SANDLET_BEHIND_MS 2u
 
 static unsigned depth(const sandlet_worker *w)
 {
-    (void)w;
-    return HELD_MAX;
+    return w->pool->depth;
 }
 
 /* The i-th request the worker holds; 0 is the one it is serving. */
@@ -378,10 +386,16 @@ static void on_deadline(uv_timer_t *t)
     time_out(w);
 }
 
+/* The worker's first held request was taken back: it owes a SKIP. */
+static bool stalled(sandlet_worker *w)
+{
+    return w->rcount && held(w, 0)->revoked;
+}
+
 static void on_skip_overdue(uv_timer_t *t)
 {
     sandlet_worker *w = t->data;
-    if (!w->skipping || !w->pipe_open)
+    if (!stalled(w) || !w->pipe_open)
         return;
     sandlet_error("worker %d of sandbox '%s' has not run since a request was taken back from it "
                   "(stopped?) and is past that request's timeout; killing it",
@@ -407,29 +421,65 @@ static void queue_push_front(sandlet_pool *p, sandlet_conn *c)
         uv_timer_start(&p->qtimer, queue_expire, tick(p), tick(p));
 }
 
-/* The worker did not take its request within SANDLET_CLAIM_MS, and the
- * acceptor's revoke won (claim.h): no worker has started it, so it goes
- * back to the front of the queue for the next worker free.  This worker
- * gets nothing more until it says SKIP, which it does when it runs
- * again. */
+/* Takes back every request w holds from index from on that it has not
+ * claimed, and queues them first, in their order, for other workers; the
+ * worker answers each with SKIP when it gets to it.  The worker claims in
+ * order, so once one is claimed, those before it are too.  Returns how
+ * many were taken back. */
+static unsigned revoke_from(sandlet_worker *w, unsigned from)
+{
+    sandlet_pool *p = w->pool;
+    unsigned n = 0;
+    for (unsigned i = w->rcount; i-- > from;) {
+        sandlet_inflight *f = held(w, i);
+        if (f->revoked)
+            continue;
+        if (!sandlet_claim_revoke(w->claim, f->id))
+            break;
+        f->revoked = true;
+        w->nrevoked++;
+        n++;
+        /* Nothing of its body went further than the REQUEST frame
+         * (body_pump waits for the claim): the connection still holds
+         * all of it, and the worker drops the REQUEST unread. */
+        f->body_open = false;
+        f->body_sent = 0;
+        if (f->conn)
+            queue_push_front(p, f->conn);
+        f->conn = NULL;
+        f->discard = true;
+    }
+    p->moved += n;
+    return n;
+}
+
+/* The worker did not take its first request within SANDLET_CLAIM_MS, and
+ * the acceptor's revoke won (claim.h): no worker has started it, nor any
+ * behind it, so they go back to the front of the queue for the next
+ * worker free.  This worker gets nothing more until it has said SKIP for
+ * each, which it does when it runs again. */
 static void take_back(sandlet_worker *w)
 {
     sandlet_pool *p = w->pool;
     sandlet_inflight *f = held(w, 0);
     sandlet_warn("worker %d of sandbox '%s' did not start %s within %u ms (stopped, or starved "
-                 "of CPU); handing it to another worker",
-                 (int)w->pid, sandbox_name(w), w->reqline, SANDLET_CLAIM_MS);
+                 "of CPU); handing it%s to another worker",
+                 (int)w->pid, sandbox_name(w), w->reqline, SANDLET_CLAIM_MS,
+                 w->rcount > 1 ? " and the requests behind it" : "");
+    /* The first one's revoke already won; the rest follow. */
+    f->revoked = true;
+    w->nrevoked++;
     p->moved++;
-    w->skipping = true;
-    w->skip_id = f->id;
-    /* Nothing of its body went further than the REQUEST frame (body_pump
-     * waits for the claim): the connection still holds all of it, and
-     * the worker drops the REQUEST unread. */
     f->body_open = false;
     f->body_sent = 0;
-    w->rfirst = (w->rfirst + 1) % depth(w);
-    w->rcount--;
+    sandlet_conn *c = f->conn;
+    f->conn = NULL;
+    f->discard = true;
+    revoke_from(w, 1);
+    if (c)
+        queue_push_front(p, c);
     w->reqline[0] = '\0';
+    uv_timer_stop(&w->behind);
     /* A worker that never runs again (stopped for good, or hostile and
      * silent) would hold its slot for ever: it is killed when the request
      * taken back would have timed out. */
@@ -437,11 +487,56 @@ static void take_back(sandlet_worker *w)
         uint64_t ran = uv_now(p->srv->loop) - w->started;
         uv_timer_start(&w->deadline, on_skip_overdue, f->timeout > ran ? f->timeout - ran : 1, 0);
     }
-    if (f->conn)
-        queue_push_front(p, f->conn);
     sandlet_pool_submit(p, NULL);
     /* Its SKIP must be read whatever stopped reading before. */
     worker_resume(w);
+}
+
+/* Requests queued behind the one a worker serves must not wait for a
+ * slow one (a 2 s report) while other workers could serve them: every
+ * SANDLET_BEHIND_MS while it holds some, the first it has not claimed is
+ * noted; when it is the same one at the next look, the worker made no
+ * progress in between, and those not claimed are taken back and queued
+ * first for the others.  The claim words say what the worker did in real
+ * time, whatever the acceptor has read of its answers yet. */
+static void on_behind(uv_timer_t *t)
+{
+    sandlet_worker *w = t->data;
+    if (w->rcount < 2 || !w->pipe_open || stalled(w)) {
+        uv_timer_stop(&w->behind);
+        return;
+    }
+    unsigned k = 0;
+    while (k < w->rcount && !held(w, k)->revoked && sandlet_claim_taken(w->claim, held(w, k)->id))
+        k++;
+    if (k == w->rcount || held(w, k)->revoked) {
+        uv_timer_stop(&w->behind);
+        return;
+    }
+    uint32_t mark = held(w, k)->id;
+    if (k == 0 || mark != w->behind_id) {
+        /* Moving, or not started at all (check_claim's case): look again. */
+        w->behind_id = mark;
+        return;
+    }
+    unsigned n = revoke_from(w, k);
+    if (n == 0)
+        return;
+    w->slow = true;
+    uv_timer_stop(&w->behind);
+    sandlet_debug("worker %d of sandbox '%s' serves %s for over %u ms; %u request(s) queued "
+                  "behind it go to other workers",
+                  (int)w->pid, sandbox_name(w), w->reqline, SANDLET_BEHIND_MS, n);
+    sandlet_pool_submit(w->pool, NULL);
+}
+
+/* Looks at a worker that holds requests behind its first from now on. */
+static void behind_watch(sandlet_worker *w)
+{
+    if (w->rcount >= 2 && !uv_is_active((uv_handle_t *)&w->behind)) {
+        w->behind_id = 0;
+        uv_timer_start(&w->behind, on_behind, SANDLET_BEHIND_MS, SANDLET_BEHIND_MS);
+    }
 }
 
 /* The first check of a request handed over: taken by its worker, or
@@ -449,7 +544,7 @@ static void take_back(sandlet_worker *w)
  * handed over. */
 static void check_claim(sandlet_worker *w)
 {
-    if (w->state != W_BUSY || w->rcount == 0 || w->skipping)
+    if (w->state != W_BUSY || w->rcount == 0 || stalled(w))
         return;
     sandlet_inflight *f = held(w, 0);
     uint64_t ran = uv_now(w->pool->srv->loop) - w->started;
@@ -488,6 +583,14 @@ static void start_first(sandlet_worker *w)
     w->got_head = false;
     w->dropped = 0;
     w->started = uv_now(w->pool->srv->loop);
+    if (f->revoked) {
+        /* Its SKIP comes when the worker gets to it; one that never does
+         * is killed when the request would have timed out. */
+        w->reqline[0] = '\0';
+        if (f->timeout)
+            uv_timer_start(&w->deadline, on_skip_overdue, f->timeout, 0);
+        return;
+    }
     copy_str(w->reqline, sizeof(w->reqline), f->reqline);
     snprintf(w->servlet, sizeof(w->servlet), "%s%s", f->servlet->path,
              f->servlet->prefix ? "*" : "");
@@ -500,21 +603,20 @@ static void start_first(sandlet_worker *w)
     uv_timer_start(&w->deadline, on_claim_timer, first, 0);
 }
 
-static void send_request(sandlet_worker *w, sandlet_conn *c)
+static void send_request(sandlet_worker *w, sandlet_conn *c, const sandlet_request_view *v)
 {
-    sandlet_server *srv = w->pool->srv;
-    if (++srv->next_id == 0)
-        srv->next_id = 1;
-    uint32_t id = srv->next_id;
-    sandlet_request_view v;
-    sandlet_conn_request_view(c, &v);
+    /* Numbered per worker, consecutively: the ring's requests then use
+     * distinct claim words (claim.h). */
+    if (++w->next_id == 0)
+        w->next_id = 1;
+    uint32_t id = w->next_id;
     sandlet_pool_link *l = sandlet_conn_pool_link(c);
     /* Before the frame can reach the worker. */
     sandlet_claim_offer(w->claim, id);
     size_t taken = 0;
-    int rc = encode_request(w, c, &v, id, &taken);
+    int rc = encode_request(w, c, v, id, &taken);
     if (rc < 0) {
-        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot hand %s to sandbox '%s'", v.reqline,
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot hand %s to sandbox '%s'", v->reqline,
                           sandbox_name(w));
         sandlet_pool_link_reset(l);
         sandlet_conn_fail(c, rc == -ENOMEM ? 503 : 500);
@@ -524,8 +626,9 @@ static void send_request(sandlet_worker *w, sandlet_conn *c)
     f->conn = c;
     f->id = id;
     f->discard = false;
-    f->servlet = v.servlet;
-    f->timeout = v.servlet->timeout ? v.servlet->timeout : w->pool->conf->timeout;
+    f->revoked = false;
+    f->servlet = v->servlet;
+    f->timeout = v->servlet->timeout ? v->servlet->timeout : w->pool->conf->timeout;
     {
         /* Kept here: the connection's own clock restarts for its next
          * request as soon as this answer is queued, before the worker's
@@ -534,13 +637,17 @@ static void send_request(sandlet_worker *w, sandlet_conn *c)
         uint64_t bytes;
         sandlet_conn_outcome(c, &status, &bytes, &f->started);
     }
-    copy_str(f->reqline, sizeof(f->reqline), v.reqline);
-    f->body_open = v.body_open;
+    copy_str(f->reqline, sizeof(f->reqline), v->reqline);
+    f->body_open = v->body_open;
     f->body_sent = taken;
     l->worker = w;
     w->state = W_BUSY;
-    if (++w->rcount == 1)
+    if (++w->rcount == 1) {
         start_first(w);
+    } else {
+        w->pool->batched++;
+        behind_watch(w);
+    }
     mark_dirty(w);
     body_pump(w);
 }
@@ -625,21 +732,28 @@ static uint32_t needs(sandlet_conn *c)
     return gen;
 }
 
-static sandlet_worker *pick_worker(sandlet_pool *p, uint32_t gen)
+/* The worker for a request that needs pages generation gen: the one
+ * holding the fewest requests among those that may take one more; NULL
+ * when none may.  A request whose body streams (v->body_open) goes only
+ * to a worker holding nothing, and nothing is queued behind it until its
+ * body's last frame is: its REQBODY frames must follow it on the channel. */
+static sandlet_worker *pick_worker(sandlet_pool *p, const sandlet_request_view *v, uint32_t gen)
 {
     sandlet_worker *best = NULL;
     unsigned max = p->conf->max_requests;
     for (unsigned i = 0; i < p->nworkers; i++) {
         sandlet_worker *w = &p->workers[i];
-        if ((w->state != W_IDLE && w->state != W_BUSY) || !w->pipe_open || w->skipping ||
+        if ((w->state != W_IDLE && w->state != W_BUSY) || !w->pipe_open || w->nrevoked || w->slow ||
             w->recycling)
             continue;
         if (w->pages_gen < gen)
             continue; /* started before the page's version: being replaced */
+        if (w->rcount >= depth(w) ||
+            (w->rcount && (v->body_open || held(w, w->rcount - 1)->body_open)))
+            continue;
         /* Past max-requests a worker is recycled, unless it runs old code
          * and none of the new is up (request_finished). */
-        if (w->rcount >= HELD_MAX ||
-            (max && w->served + w->rcount >= max && (w->pages_gen >= p->pages_gen || fresh_up(p))))
+        if (max && w->served + w->rcount >= max && (w->pages_gen >= p->pages_gen || fresh_up(p)))
             continue;
         if (!best || w->rcount < best->rcount)
             best = w;
@@ -652,10 +766,12 @@ static sandlet_worker *pick_worker(sandlet_pool *p, uint32_t gen)
 /* Hands c (or, when c is NULL, the queue's head) to an idle worker. */
 void sandlet_pool_submit(sandlet_pool *p, sandlet_conn *c)
 {
+    sandlet_request_view v;
     if (c) {
         sandlet_pool_link *l = sandlet_conn_pool_link(c);
         l->pool = p;
-        sandlet_worker *w = p->qhead ? NULL : pick_worker(p, needs(c));
+        sandlet_conn_request_view(c, &v);
+        sandlet_worker *w = p->qhead ? NULL : pick_worker(p, &v, needs(c));
         if (!w && p->failing && !any_worker_up(p)) {
             fail_fast(p, c);
             return;
@@ -680,13 +796,17 @@ void sandlet_pool_submit(sandlet_pool *p, sandlet_conn *c)
             p->qtail = c;
             p->queued++;
         } else {
-            send_request(w, c);
+            send_request(w, c, &v);
             return;
         }
     }
-    sandlet_worker *w;
-    while (p->qhead && (w = pick_worker(p, needs(p->qhead))))
-        send_request(w, queue_pop(p));
+    while (p->qhead) {
+        sandlet_conn_request_view(p->qhead, &v);
+        sandlet_worker *w = pick_worker(p, &v, needs(p->qhead));
+        if (!w)
+            break;
+        send_request(w, queue_pop(p), &v);
+    }
     drain(p);
     maybe_grow(p);
 }
@@ -789,7 +909,7 @@ static void on_idle(uv_timer_t *t)
     bool any = false;
     for (unsigned i = p->conf->workers; i < p->nworkers; i++) {
         sandlet_worker *w = &p->workers[i];
-        if (w->state == W_IDLE && w->rcount == 0 && w->pipe_open && !w->skipping &&
+        if (w->state == W_IDLE && w->rcount == 0 && w->pipe_open &&
             now - w->idle_since >= p->conf->worker_idle_timeout) {
             sandlet_debug("worker %d of sandbox '%s' (extra slot %u) was idle for %u ms "
                           "(worker-idle-timeout); retiring it",
@@ -976,7 +1096,7 @@ static void violation(sandlet_worker *w, const char *why)
 
 /* The first request's client left while its answer streams: restart the
  * worker rather than read the rest of a response that may be endless.
- * (A worker holds no request behind it, see HELD_MAX.) */
+ * (The requests behind it it has not claimed go to other workers.) */
 static void recycle(sandlet_worker *w)
 {
     sandlet_info("worker %d of sandbox '%s': the client of %s left mid-response; dropped "
@@ -1115,6 +1235,7 @@ static void request_finished(sandlet_worker *w)
     uv_timer_stop(&w->deadline);
     w->rfirst = (w->rfirst + 1) % depth(w);
     w->rcount--;
+    w->slow = false;
     w->served++;
     w->pool->served++;
     worker_free(w);
@@ -1217,16 +1338,17 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
         violation(w, "expected READY");
         return false;
     }
-    if (w->skipping) {
-        /* Between a request taken back and its SKIP the worker has
-         * nothing to say but SKIP: it answered the request before, and
-         * never started this one. */
-        if (h->type != SANDLET_FRAME_SKIP || h->id != w->skip_id) {
+    if (stalled(w)) {
+        /* For a request taken back the worker has nothing to say but
+         * SKIP: it never started it. */
+        if (h->type != SANDLET_FRAME_SKIP || h->id != held(w, 0)->id) {
             violation(w, "expected SKIP for the request taken back");
             return false;
         }
-        w->skipping = false;
         uv_timer_stop(&w->deadline);
+        w->rfirst = (w->rfirst + 1) % depth(w);
+        w->rcount--;
+        w->nrevoked--;
         worker_free(w);
         return true;
     }
@@ -1419,35 +1541,37 @@ static void close_pipe(sandlet_worker *w)
     uv_close((uv_handle_t *)&w->pipe, pipe_closed);
 }
 
-/* The worker's socketpair is unusable: the request it was serving fails
- * with status (any held behind it, which it never started, would go back
- * to the front of the queue; with HELD_MAX 1 there are none).  Then wait
- * for the supervisor's report of its exit. */
+/* The worker's socketpair is unusable: what it claimed fails with
+ * status, and what it held but never claimed is taken back and goes to
+ * the front of the queue (taken back first, so that none runs twice).
+ * Then wait for the supervisor's report of its exit. */
 static void worker_lost_status(sandlet_worker *w, int status)
 {
     sandlet_pool *p = w->pool;
     close_pipe(w);
     uv_timer_stop(&w->deadline);
+    uv_timer_stop(&w->behind);
     if (w->state != W_DOWN)
         w->state = W_DYING;
-    unsigned n = w->rcount;
-    sandlet_conn *first = n ? held(w, 0)->conn : NULL;
-    if (n)
+    unsigned n = w->rcount, first = w->rfirst;
+    if (n && !held(w, 0)->revoked)
         observe(p, held(w, 0)->started);
-    bool requeued = false;
-    for (unsigned i = n; i-- > 1;) {
-        sandlet_conn *c = held(w, i)->conn;
-        if (!c)
-            continue;
-        queue_push_front(p, c);
-        requeued = true;
-    }
+    unsigned moved = n && w->claim ? revoke_from(w, 0) : 0;
+    /* Forgotten before any client is answered: answering may hand that
+     * client's next request to a worker, never this one again. */
     w->rcount = 0;
-    if (first) {
-        sandlet_pool_link_reset(sandlet_conn_pool_link(first));
-        sandlet_conn_fail(first, status);
+    w->nrevoked = 0;
+    w->slow = false;
+    for (unsigned i = 0; i < n; i++) {
+        sandlet_inflight *f = &w->ring[(first + i) % depth(w)];
+        sandlet_conn *c = f->revoked ? NULL : f->conn;
+        f->conn = NULL;
+        if (c) {
+            sandlet_pool_link_reset(sandlet_conn_pool_link(c));
+            sandlet_conn_fail(c, status);
+        }
     }
-    if (requeued)
+    if (moved)
         sandlet_pool_submit(p, NULL);
 }
 
@@ -1579,8 +1703,9 @@ static void take_worker(sandlet_worker *w, const sandlet_ctl *m, int channel, in
     w->got_head = false;
     w->rfirst = w->rcount = 0;
     w->reqline[0] = '\0';
-    w->skipping = false;
-    w->skip_id = 0;
+    w->nrevoked = 0;
+    w->slow = false;
+    w->next_id = 0;
     sandlet_claim_unmap(w->claim);
     w->claim = claim;
     sandlet_buf_reset(&w->in);
@@ -1669,6 +1794,7 @@ sandlet_pool *sandlet_pool_new(sandlet_server *srv, sandlet_confgen *g, size_t i
     p->conf = &g->conf->sandboxes[index];
     p->id = p->conf->id;
     p->nservlets = g->nservlets[index];
+    p->depth = p->conf->pipeline ? p->conf->pipeline : 1;
     p->nworkers = p->conf->max_workers > p->conf->workers ? p->conf->max_workers : p->conf->workers;
     p->workers = calloc(p->nworkers ? p->nworkers : 1, sizeof(*p->workers));
     if (!p->workers) {
@@ -1684,7 +1810,7 @@ sandlet_pool *sandlet_pool_new(sandlet_server *srv, sandlet_confgen *g, size_t i
         sandlet_buf_init(&w->in, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX + READ_CHUNK);
         sandlet_buf_init(&w->out, 0);
         sandlet_buf_init(&w->sending, 0);
-        w->ring = calloc(HELD_MAX, sizeof(*w->ring));
+        w->ring = calloc(p->depth, sizeof(*w->ring));
         if (!w->ring) {
             pool_free(p);
             return NULL;
@@ -1702,6 +1828,8 @@ sandlet_pool *sandlet_pool_new(sandlet_server *srv, sandlet_confgen *g, size_t i
     for (unsigned j = 0; j < p->nworkers; j++) {
         uv_timer_init(srv->loop, &p->workers[j].deadline);
         p->workers[j].deadline.data = &p->workers[j];
+        uv_timer_init(srv->loop, &p->workers[j].behind);
+        p->workers[j].behind.data = &p->workers[j];
     }
     p->next = srv->pools;
     srv->pools = p;
@@ -1777,7 +1905,7 @@ static void pool_maybe_gone(sandlet_pool *p)
     }
     uv_timer_stop(&p->qtimer);
     uv_timer_stop(&p->idle);
-    p->closing = 4 + p->nworkers;
+    p->closing = 4 + 2 * p->nworkers;
     uv_close((uv_handle_t *)&p->qtimer, pool_handle_closed);
     uv_close((uv_handle_t *)&p->idle, idle_closed);
     uv_close((uv_handle_t *)&p->flush, pool_handle_closed);
@@ -1785,6 +1913,8 @@ static void pool_maybe_gone(sandlet_pool *p)
     for (unsigned j = 0; j < p->nworkers; j++) {
         uv_timer_stop(&p->workers[j].deadline);
         uv_close((uv_handle_t *)&p->workers[j].deadline, pool_handle_closed);
+        uv_timer_stop(&p->workers[j].behind);
+        uv_close((uv_handle_t *)&p->workers[j].behind, pool_handle_closed);
     }
 }
 
@@ -1797,7 +1927,7 @@ static void drain(sandlet_pool *p)
         bool coming = false;
         for (unsigned j = 0; j < p->nworkers && !coming; j++)
             coming = p->workers[j].state != W_DOWN && p->workers[j].state != W_DYING &&
-                     !p->workers[j].skipping; /* may never run again */
+                     !stalled(&p->workers[j]); /* may never run again */
         if (coming)
             return;
         /* Nothing of the sandbox will start again (the supervisor
@@ -1842,6 +1972,8 @@ void sandlet_pools_stop(sandlet_server *srv)
             worker_lost(w);
             if (!uv_is_closing((uv_handle_t *)&w->deadline))
                 uv_close((uv_handle_t *)&w->deadline, NULL);
+            if (!uv_is_closing((uv_handle_t *)&w->behind))
+                uv_close((uv_handle_t *)&w->behind, NULL);
         }
     }
 }

@@ -62,6 +62,7 @@ static void metric(sandlet_buf *b, const char *name, const char *help, const cha
         case 10: v = p->moved; break;
         case 11: v = p->nworkers; break;
         case 12: v = p->grown; break;
+        case 13: v = p->batched; break;
         default: v = 0; break;
         }
         n = snprintf(line, sizeof(line), "sandlet_%s{sandbox=\"", name);
@@ -145,6 +146,10 @@ void sandlet_status_serve(sandlet_conn *c)
         metric(&b, "requests_moved_total",
                "Requests taken back from a worker that did not start them and handed to another.",
                "counter", srv, 10);
+        metric(&b, "requests_batched_total",
+               "Requests handed to a worker while it still held others (pipeline): they wait in "
+               "its channel and it serves them without sleeping in between.",
+               "counter", srv, 13);
         metric(&b, "workers_grown_total",
                "Workers started above workers because requests waited (max-workers).", "counter",
                srv, 12);

@@ -17,6 +17,8 @@
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "the claim word needs lock-free 64-bit atomics");
 
 #define CLAIM_SIZE 4096
+_Static_assert(SANDLET_CLAIM_WORDS * sizeof(sandlet_claim) == CLAIM_SIZE,
+               "the claim words fill one page");
 
 enum { OFFERED = 1, TAKEN = 2, REVOKED = 3 };
 
@@ -56,24 +58,29 @@ void sandlet_claim_unmap(sandlet_claim *c)
         munmap((void *)c, CLAIM_SIZE);
 }
 
+static sandlet_claim *at(sandlet_claim *c, uint32_t id)
+{
+    return c + id % SANDLET_CLAIM_WORDS;
+}
+
 void sandlet_claim_offer(sandlet_claim *c, uint32_t id)
 {
-    atomic_store(c, word(id, OFFERED));
+    atomic_store(at(c, id), word(id, OFFERED));
 }
 
 bool sandlet_claim_revoke(sandlet_claim *c, uint32_t id)
 {
     uint64_t expect = word(id, OFFERED);
-    return atomic_compare_exchange_strong(c, &expect, word(id, REVOKED));
+    return atomic_compare_exchange_strong(at(c, id), &expect, word(id, REVOKED));
 }
 
 bool sandlet_claim_taken(sandlet_claim *c, uint32_t id)
 {
-    return atomic_load(c) == word(id, TAKEN);
+    return atomic_load(at(c, id)) == word(id, TAKEN);
 }
 
 bool sandlet_claim_take(sandlet_claim *c, uint32_t id)
 {
     uint64_t expect = word(id, OFFERED);
-    return atomic_compare_exchange_strong(c, &expect, word(id, TAKEN));
+    return atomic_compare_exchange_strong(at(c, id), &expect, word(id, TAKEN));
 }

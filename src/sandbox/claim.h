@@ -11,7 +11,12 @@
  * ("may I?") costs a round trip per request; the word costs one
  * compare-and-swap on each side.
  *
- * The word holds (id << 2) | state, where id is the request id of the
+ * The page holds SANDLET_CLAIM_WORDS words; request id uses word
+ * id % SANDLET_CLAIM_WORDS.  The acceptor numbers each worker's requests
+ * consecutively and never has more than SANDLET_MAX_PIPELINE of them
+ * written and unanswered, so two requests in flight never share a word:
+ * every request queued in a worker's channel has a word of its own.
+ * A word holds (id << 2) | state, where id is the request id of the
  * frames and state is OFFERED (written by the acceptor before the frame),
  * TAKEN (the worker's compare-and-swap from OFFERED) or REVOKED (the
  * acceptor's compare-and-swap from OFFERED).  Only one of the two swaps
@@ -44,11 +49,15 @@
 
 typedef _Atomic uint64_t sandlet_claim;
 
+/* Words in the shared page (one page of 64-bit words). */
+#define SANDLET_CLAIM_WORDS 512u
+
 /* A new word's memory: a sealed-size memfd of one page.  Returns the
  * descriptor (close-on-exec) or -errno. */
 int sandlet_claim_create(void);
 /* Maps the word of fd (shared, read-write).  Returns 0 or -errno. */
 int sandlet_claim_map(int fd, sandlet_claim **out);
+/* c is the page's first word; each call below uses request id's word. */
 void sandlet_claim_unmap(sandlet_claim *c);
 
 /* Acceptor: request id is about to be written to the worker. */

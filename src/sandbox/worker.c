@@ -11,8 +11,11 @@
  * surface (the future seccomp allowlist) small.  It must never speak HTTP:
  * the acceptor owns the client connection and the framing of responses.
  * Its clients do not trust each other: when a request ends, what it left
- * in the worker's buffers, arena and stack is wiped before the next one
- * (the acceptor sends the next only then, so none is readable earlier).
+ * in the worker's buffers, arena and stack is wiped before the next one,
+ * and requests queued behind it wait in the socket, unread (read_frame):
+ * a servlet's over-read finds neither the previous client's request nor
+ * the next one's.  (A servlet that reads the socket itself sees what is
+ * queued there: the trust boundary is the sandbox, sandlet-security(7).)
  * No servlet code -- a library constructor included -- ever runs before
  * the first confinement step, nor as root.
  */
@@ -264,18 +267,31 @@ static int send_skip(uint32_t id)
 }
 
 /* Reads until a whole frame is buffered.  Returns 1 with the header, 0 at
- * a clean end of stream, or a negative errno for I/O or protocol errors. */
+ * a clean end of stream, or a negative errno for I/O or protocol errors.
+ *
+ * Never reads past the end of that frame but for the next frame's 12-byte
+ * header: the acceptor may have written several requests (pipeline), and
+ * those the worker has not started stay in the kernel's socket buffer,
+ * never in its memory, where a servlet's over-read could find them.  The
+ * header (type, flags, id, length) carries nothing of a client's, and
+ * reading it with the frame before it saves a read per request when
+ * requests are queued. */
 static int read_frame(sandlet_frame_hdr *h)
 {
     for (;;) {
         int rc = sandlet_frame_header_decode(w.in.data, w.in.len, h);
-        if (rc == 0 && w.in.len - SANDLET_FRAME_HEADER >= h->length)
-            return 1;
-        if (rc < 0 && rc != -EAGAIN)
+        size_t need = SANDLET_FRAME_HEADER;
+        if (rc == 0) {
+            need += h->length;
+            if (w.in.len >= need)
+                return 1;
+        } else if (rc != -EAGAIN) {
             return rc;
-        if (sandlet_buf_reserve(&w.in, (size_t)64 * 1024) < 0)
+        }
+        size_t want = need + SANDLET_FRAME_HEADER - w.in.len;
+        if (sandlet_buf_reserve(&w.in, want) < 0)
             return w.in.error;
-        ssize_t n = read(w.fd, w.in.data + w.in.len, w.in.cap - w.in.len);
+        ssize_t n = read(w.fd, w.in.data + w.in.len, want);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
@@ -830,11 +846,14 @@ int sandlet_worker_main(const char *sandbox, pid_t supervisor, bool write_blocke
     signal(SIGINT, SIG_IGN);
     signal(SIGTERM, SIG_IGN);
     signal(SIGUSR1, SIG_IGN);
-    /* Room for one whole frame plus one read's worth of the next. */
-    sandlet_buf_init(&w.in, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX + (size_t)64 * 1024);
+    /* Room for one whole frame plus the next one's header; small frames
+     * never move (read_frame reads no more than a frame, whatever room). */
+    sandlet_buf_init(&w.in, 2 * SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX);
     sandlet_buf_init(&w.head, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX);
     sandlet_buf_init(&w.reqhead, SANDLET_FRAME_MAX);
     w.in.wipe = w.head.wipe = w.reqhead.wipe = true;
+    if (sandlet_buf_reserve(&w.in, (size_t)64 * 1024) < 0)
+        fail("out of memory for the input buffer");
 
     load_servlets(sandbox, write_blocked);
     if (send_simple(NULL) < 0)

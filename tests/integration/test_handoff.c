@@ -292,6 +292,139 @@ static void test_stopped_worker_replaced(void **state)
                      timeouts_before);
 }
 
+/* Sends target on n fresh connections while the acceptor is stopped, so
+ * that it reads them all and hands them out in one loop turn: requests
+ * for a busy or stopped worker then queue in its channel. */
+static void send_together(th_conn **c, int n, const char *target)
+{
+    char req[256];
+    snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", target);
+    assert_int_equal(kill(daemon_.pid, SIGSTOP), 0);
+    for (int i = 0; i < n; i++) {
+        c[i] = th_connect(daemon_.port, false);
+        assert_non_null(c[i]);
+        assert_int_equal(th_send_str(c[i], req), 0);
+    }
+    assert_int_equal(kill(daemon_.pid, SIGCONT), 0);
+}
+
+/* Requests queued in a stopped worker's channel (pipeline) are taken back
+ * together once the first is not claimed in SANDLET_CLAIM_MS, and the
+ * other worker runs each exactly once: its run counter goes up by one per
+ * request, and the stopped worker, resumed, skips them all (running one
+ * would be an answer where a SKIP is due: a protocol error that kills it)
+ * and has run none. */
+static void test_stalled_queue_moves_once(void **state)
+{
+    (void)state;
+    enum { N = 8 };
+    pid_t pid[2];
+    worker_pids(pid);
+    long moved = metric("sandlet_requests_moved_total{sandbox=\"main\"} ");
+    long batched = metric("sandlet_requests_batched_total{sandbox=\"main\"} ");
+    assert_int_equal(kill(pid[0], SIGSTOP), 0);
+    th_conn *c[N];
+    unsigned long long t0 = th_now_ms();
+    send_together(c, N, "/probe/count");
+    unsigned long runs[N];
+    for (int i = 0; i < N; i++) {
+        th_response r;
+        assert_int_equal(th_read(c[i], &r, false), 0);
+        assert_int_equal(r.status, 200);
+        long who;
+        assert_int_equal(sscanf(r.body, "%ld %lu", &who, &runs[i]), 2);
+        assert_int_equal((pid_t)who, pid[1]);
+        th_response_free(&r);
+        th_close(c[i]);
+    }
+    /* The other worker's counter went up by exactly one per request. */
+    unsigned long lo = runs[0], hi = runs[0];
+    for (int i = 0; i < N; i++) {
+        lo = runs[i] < lo ? runs[i] : lo;
+        hi = runs[i] > hi ? runs[i] : hi;
+        for (int j = 0; j < i; j++)
+            assert_true(runs[i] != runs[j]);
+    }
+    assert_int_equal(hi - lo, N - 1);
+    unsigned long long took = th_now_ms() - t0;
+    long moved_now = metric("sandlet_requests_moved_total{sandbox=\"main\"} ");
+    long batched_now = metric("sandlet_requests_batched_total{sandbox=\"main\"} ");
+    printf("%d requests, %ld queued behind another, %ld taken back from the stopped worker, "
+           "all answered in %llu ms\n",
+           N, batched_now - batched, moved_now - moved, took);
+    /* Several waited in the stopped worker's channel, and all moved. */
+    assert_true(moved_now - moved >= 2);
+    assert_true(batched_now - batched >= 2);
+    assert_int_equal(kill(pid[0], SIGCONT), 0);
+    usleep(300 * 1000); /* it runs, and skips what it lost */
+    /* Resumed, it serves again (two at once: one is its) and has run
+     * none of them. */
+    for (int attempt = 0; attempt < 20; attempt++) {
+        th_conn *two[2];
+        send_together(two, 2, "/probe/count");
+        bool its = false;
+        for (int i = 0; i < 2; i++) {
+            th_response r;
+            assert_int_equal(th_read(two[i], &r, false), 0);
+            long who;
+            unsigned long n;
+            assert_int_equal(sscanf(r.body, "%ld %lu", &who, &n), 2);
+            th_response_free(&r);
+            th_close(two[i]);
+            if ((pid_t)who == pid[0]) {
+                assert_int_equal(n, 1);
+                its = true;
+            }
+        }
+        if (its) {
+            assert_false(th_log_contains(&daemon_, "broke the frame protocol"));
+            return;
+        }
+    }
+    fail_msg("the resumed worker %d never answered again", (int)pid[0]);
+}
+
+/* Fast requests queued in a worker's channel behind a slow one do not
+ * wait for it: when the worker claims none of them for SANDLET_BEHIND_MS
+ * they are taken back and the other worker serves them, each in well
+ * under the slow request's second. */
+static void test_fast_behind_slow_moves(void **state)
+{
+    (void)state;
+    enum { N = 8 };
+    pid_t pid[2];
+    worker_pids(pid);
+    th_conn *slow = th_connect(daemon_.port, false);
+    assert_non_null(slow);
+    assert_int_equal(th_send_str(slow, "GET /probe/sleep?ms=1000 HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    usleep(100 * 1000);
+    long moved = metric("sandlet_requests_moved_total{sandbox=\"main\"} ");
+    th_conn *c[N];
+    unsigned long long t0 = th_now_ms();
+    send_together(c, N, "/probe/pid");
+    unsigned long long worst = 0;
+    for (int i = 0; i < N; i++) {
+        th_response r;
+        assert_int_equal(th_read(c[i], &r, false), 0);
+        assert_int_equal(r.status, 200);
+        unsigned long long took = th_now_ms() - t0;
+        if (took > worst)
+            worst = took;
+        th_response_free(&r);
+        th_close(c[i]);
+    }
+    long moved_now = metric("sandlet_requests_moved_total{sandbox=\"main\"} ");
+    printf("%d fast requests beside a 1 s one: worst %llu ms, %ld moved from behind it\n", N, worst,
+           moved_now - moved);
+    assert_true(worst < 500);
+    th_response r;
+    assert_int_equal(th_read(slow, &r, false), 0);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    th_close(slow);
+    assert_false(th_log_contains(&daemon_, "broke the frame protocol"));
+}
+
 /* A request taken back from a stopped worker is another client's: the
  * worker reads it when it resumes and skips it, and, as after a served
  * request, its bytes are gone from the worker's buffers before the next
@@ -374,6 +507,8 @@ int main(void)
         cmocka_unit_test(test_streamed_body_moves_whole),
         cmocka_unit_test(test_stopped_worker_replaced),
         cmocka_unit_test(test_skipped_request_wiped),
+        cmocka_unit_test(test_stalled_queue_moves_once),
+        cmocka_unit_test(test_fast_behind_slow_moves),
         cmocka_unit_test(test_timer_hands_over_at_once),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -99,10 +99,39 @@ static void test_scribbled_word(void **state)
     static const uint64_t junk[] = {0, 1, 2, 3, UINT64_MAX, (uint64_t)9 << 2 | 1};
     for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
         sandlet_claim_offer(p.acceptor, 5);
-        atomic_store(p.worker, junk[i]);
+        atomic_store(p.worker + 5 % SANDLET_CLAIM_WORDS, junk[i]);
         assert_false(sandlet_claim_revoke(p.acceptor, 5));
         assert_false(sandlet_claim_taken(p.acceptor, 5));
     }
+    pair_close(&p);
+}
+
+/* Requests queued at one worker have words of their own: consecutive
+ * ids, as the acceptor numbers a worker's requests, are taken and
+ * revoked independently, and a full ring's worth never shares a word. */
+static void test_words_per_request(void **state)
+{
+    (void)state;
+    pair p;
+    pair_open(&p);
+    for (uint32_t id = 1; id <= SANDLET_CLAIM_WORDS; id++)
+        sandlet_claim_offer(p.acceptor, id);
+    for (uint32_t id = 1; id <= SANDLET_CLAIM_WORDS; id++) {
+        if (id % 3 == 0)
+            assert_true(sandlet_claim_revoke(p.acceptor, id));
+        else
+            assert_true(sandlet_claim_take(p.worker, id));
+    }
+    for (uint32_t id = 1; id <= SANDLET_CLAIM_WORDS; id++) {
+        assert_int_equal(sandlet_claim_taken(p.acceptor, id), id % 3 != 0);
+        assert_false(sandlet_claim_take(p.worker, id));
+        assert_false(sandlet_claim_revoke(p.acceptor, id));
+    }
+    /* An id a whole page of words later reuses the word, once the first
+     * is over: its offer replaces whatever the word held. */
+    sandlet_claim_offer(p.acceptor, 1 + SANDLET_CLAIM_WORDS);
+    assert_false(sandlet_claim_take(p.worker, 1));
+    assert_true(sandlet_claim_take(p.worker, 1 + SANDLET_CLAIM_WORDS));
     pair_close(&p);
 }
 
@@ -181,9 +210,13 @@ static void test_race_across_processes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_take_then_revoke), cmocka_unit_test(test_revoke_then_take),
-        cmocka_unit_test(test_other_ids),        cmocka_unit_test(test_scribbled_word),
-        cmocka_unit_test(test_sealed_size),      cmocka_unit_test(test_race_across_processes),
+        cmocka_unit_test(test_take_then_revoke),
+        cmocka_unit_test(test_revoke_then_take),
+        cmocka_unit_test(test_other_ids),
+        cmocka_unit_test(test_scribbled_word),
+        cmocka_unit_test(test_words_per_request),
+        cmocka_unit_test(test_sealed_size),
+        cmocka_unit_test(test_race_across_processes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

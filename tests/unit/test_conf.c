@@ -205,14 +205,29 @@ static void test_send_timeout(void **state)
     assert_int_equal(parse_bad(t, strlen(t), err, sizeof(err)), -EINVAL);
 }
 
-/* "pipeline" is obsolete (a worker holds one request): old files still
- * load, with a warning, and a bad value is still an error. */
+/* "pipeline": how many requests one worker's channel may queue; the
+ * default where unset, and a change of it is no longer the same sandbox
+ * for a reload (the acceptor's ring is sized by it), while the plan the
+ * supervisor keeps compares equal to the file it came from. */
 static void test_pipeline(void **state)
 {
     (void)state;
-    sandlet_conf *c = parse_ok("sandbox a { pipeline 16; }\nsandbox b { }\n", NULL);
+    sandlet_conf *c = parse_ok("sandbox a { pipeline 64; }\nsandbox b { }\n", NULL);
     assert_int_equal(c->nsandboxes, 2);
+    assert_int_equal(c->sandboxes[0].pipeline, 64);
+    assert_int_equal(c->sandboxes[1].pipeline, SANDLET_DEFAULT_PIPELINE);
+    sandlet_conf *d = parse_ok("sandbox a { pipeline 1; }\nsandbox b { }\n", NULL);
+    assert_false(sandlet_conf_sandbox_same(c, 0, d, 0));
+    assert_true(sandlet_conf_sandbox_same(c, 1, d, 1));
+    sandlet_conf *plan = sandlet_conf_plan(c);
+    assert_non_null(plan);
+    assert_true(sandlet_conf_sandbox_same(plan, 0, c, 0));
+    sandlet_conf_free(plan);
+    sandlet_conf_free(d);
     sandlet_conf_free(c);
+    char err[256];
+    const char *t = "sandbox a { pipeline 257; }\n";
+    assert_int_equal(parse_bad(t, strlen(t), err, sizeof(err)), -EINVAL);
 }
 
 /* Without a timeout line a sandbox gets the default; "off" and 0 lift
