@@ -184,6 +184,21 @@ static void test_no_leftovers(void **state)
     assert_int_equal(r.status, 200);
     assert_string_equal(r.body, "clean\n");
     th_response_free(&r);
+    /* Deep in the stack too, where the worker wipes only what a request
+     * touched (worker.c, wipe_stack): each time, and after requests that
+     * did not go there. */
+    for (int round = 0; round < 3; round++) {
+        get("/iso?do=leavedeep", "X-Secret: SECRET-deep-0123456789\r\n", &r);
+        assert_int_equal(r.status, 200);
+        assert_string_equal(r.body, "left deep\n");
+        th_response_free(&r);
+        for (int i = 0; i <= round; i++) {
+            get("/iso?do=scandeep", NULL, &r);
+            assert_int_equal(r.status, 200);
+            assert_string_equal(r.body, "clean\n");
+            th_response_free(&r);
+        }
+    }
 }
 
 /* Occurrences of needle in the daemon's log. */
