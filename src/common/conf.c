@@ -1340,6 +1340,94 @@ static int database_ports(parser *ps, sandlet_sandbox_conf *sb, const token *dir
     return rc;
 }
 
+/* The role and the database a sandbox's conninfo logs in as, as far as
+ * the file tells: its user, else (as libpq does) the name of the user its
+ * workers run as: the sandbox's "user", else "" for the one every sandbox
+ * without one shares when sandletd is not root; and its dbname, else the
+ * role's name.  A service= without them stands for both.  Hosts and ports
+ * are left out: the file cannot tell whether two names reach one server.
+ * 0, or -ENOMEM (*role and *db malloc'd). */
+static int database_identity(const sandlet_sandbox_conf *sb, char **role, char **db)
+{
+    *role = *db = NULL;
+    PQconninfoOption *opts = PQconninfoParse(sb->database, NULL);
+    if (!opts)
+        return -ENOMEM;
+    const char *user = NULL, *dbname = NULL, *service = NULL;
+    for (const PQconninfoOption *o = opts; o->keyword; o++) {
+        if (!o->val || !o->val[0])
+            continue;
+        if (!strcmp(o->keyword, "user"))
+            user = o->val;
+        else if (!strcmp(o->keyword, "dbname"))
+            dbname = o->val;
+        else if (!strcmp(o->keyword, "service"))
+            service = o->val;
+    }
+    char svc[160] = "";
+    if (service)
+        snprintf(svc, sizeof(svc), "service=%s", service);
+    const char *r = user ? user : service ? svc : sb->user ? sb->user : "";
+    const char *d = dbname ? dbname : service ? svc : r;
+    *role = dupn(r, strlen(r));
+    *db = dupn(d, strlen(d));
+    PQconninfoFree(opts);
+    if (*role && *db)
+        return 0;
+    free(*role);
+    free(*db);
+    *role = *db = NULL;
+    return -ENOMEM;
+}
+
+/* A sandbox with database sessions must be the only one whose database
+ * string logs in as its role on its database: any other sandbox there as
+ * that role could read, rewrite or delete its sessions with sl_db, which
+ * the table's ownership (session_db.c) cannot stop.  Checked as each
+ * sandbox closes, against the ones before it, with the parse the
+ * database's ports use (libpq is loaded already). */
+static int database_role_clash(parser *ps, const sandlet_sandbox_conf *sb)
+{
+    char *role = NULL, *db = NULL;
+    int rc = database_identity(sb, &role, &db);
+    for (size_t j = 0; rc == 0 && j < ps->cur; j++) {
+        const sandlet_sandbox_conf *o = &ps->conf->sandboxes[j];
+        if (!o->database ||
+            (sb->sessions != SANDLET_SESSIONS_DATABASE && o->sessions != SANDLET_SESSIONS_DATABASE))
+            continue;
+        char *orole = NULL, *odb = NULL;
+        if ((rc = database_identity(o, &orole, &odb)) < 0)
+            break;
+        bool same = !strcmp(role, orole) && !strcmp(db, odb);
+        free(orole);
+        free(odb);
+        if (!same)
+            continue;
+        char sh[SHOWN_MAX], sh2[SHOWN_MAX], sh3[SHOWN_MAX], dbs[SHOWN_MAX + 16],
+            roles[SHOWN_MAX + 16];
+        const char *keeper = sb->sessions == SANDLET_SESSIONS_DATABASE ? sh2 : sh;
+        /* "": libpq's default, the name of the user the workers run as. */
+        if (db[0])
+            snprintf(dbs, sizeof(dbs), "database '%s'", shown(sh3, sizeof(sh3), db));
+        else
+            snprintf(dbs, sizeof(dbs), "the database named after the role");
+        if (role[0])
+            snprintf(roles, sizeof(roles), "one role '%s'", shown(sh3, sizeof(sh3), role));
+        else
+            snprintf(roles, sizeof(roles), "one role, named after the user sandletd runs as");
+        rc = fail(ps, seen_line(ps, CTX_SANDBOX, "database"), 1,
+                  "sandboxes '%s' (line %d) and '%s' log in to %s as %s, and '%s' keeps its "
+                  "sessions there: either could read, change or delete them with sl_db; give "
+                  "each sandbox a role of its own (user=... in its database string) and each "
+                  "role a schema of its own (sandlet.conf(5), SESSIONS IN POSTGRESQL)",
+                  shown(sh, sizeof(sh), o->name), o->line, shown(sh2, sizeof(sh2), sb->name), dbs,
+                  roles, keeper);
+    }
+    free(role);
+    free(db);
+    return rc == -ENOMEM ? nomem(ps) : rc;
+}
+
 static int add_sandbox(parser *ps, char *name, int line)
 {
     sandlet_conf *c = ps->conf;
@@ -1499,6 +1587,8 @@ static int close_sandbox(parser *ps, const token *dir)
      * database group and its own ports (none for a unix socket). */
     if (sb->database) {
         int rc = database_ports(ps, sb, dir);
+        if (rc == 0)
+            rc = database_role_clash(ps, sb);
         if (rc)
             return rc;
         sb->syscalls |= SANDLET_SYSCALLS_DATABASE;
