@@ -548,16 +548,19 @@ static void test_database_roles(void **state)
         /* A URI and a string, the dbname left to default to the role. */
         {"database \"postgresql://shop@db.example/shop\"; sessions database;",
          "database \"host=/run/postgresql user=shop\"; sessions memory;", true},
-        /* The role from the sandbox's user, as libpq takes it. */
+        /* A role left to libpq (the name of the user the workers run
+         * as, which the file cannot tell) may be the other's. */
         {"user www; database \"dbname=x\"; sessions database;", "database \"dbname=x user=www\";",
          true},
-        /* Neither names a role: both are whoever sandletd runs as. */
         {"database \"dbname=x\";", "database \"dbname=x\"; sessions database;", true},
+        {"database \"user=shop\"; sessions database;", "database \"dbname=shop\";", true},
         /* Roles of their own, or databases of their own. */
         {"database \"dbname=shop user=shop\"; sessions database;",
          "database \"dbname=shop user=board\"; sessions database;", false},
         {"database \"dbname=shop user=app\"; sessions database;",
          "database \"dbname=board user=app\"; sessions database;", false},
+        {"database \"dbname=shop user=shop\"; sessions database;", "database \"dbname=board\";",
+         false},
         /* No sessions in the database: the role's data is theirs to share. */
         {"database \"dbname=x user=app\";", "database \"dbname=x user=app\";", false},
     };
