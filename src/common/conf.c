@@ -1340,6 +1340,97 @@ static int database_ports(parser *ps, sandlet_sandbox_conf *sb, const token *dir
     return rc;
 }
 
+/* The role and the database a sandbox's conninfo names: its user and its
+ * dbname (else the role's name, as libpq does), each NULL when the string
+ * leaves it to libpq's defaults: the name of the user the workers run as,
+ * which the file cannot tell (the sandbox's "user" as root, the daemon's
+ * own otherwise), or a service file.  Hosts and ports are left out: the
+ * file cannot tell whether two names reach one server.  0, or -ENOMEM
+ * (*role and *db malloc'd or NULL). */
+static int database_identity(const sandlet_sandbox_conf *sb, char **role, char **db)
+{
+    *role = *db = NULL;
+    PQconninfoOption *opts = PQconninfoParse(sb->database, NULL);
+    if (!opts)
+        return -ENOMEM;
+    const char *user = NULL, *dbname = NULL;
+    for (const PQconninfoOption *o = opts; o->keyword; o++) {
+        if (!o->val || !o->val[0])
+            continue;
+        if (!strcmp(o->keyword, "user"))
+            user = o->val;
+        else if (!strcmp(o->keyword, "dbname"))
+            dbname = o->val;
+    }
+    const char *d = dbname ? dbname : user;
+    bool bad = (user && !(*role = dupn(user, strlen(user)))) || (d && !(*db = dupn(d, strlen(d))));
+    PQconninfoFree(opts);
+    if (!bad)
+        return 0;
+    free(*role);
+    free(*db);
+    *role = *db = NULL;
+    return -ENOMEM;
+}
+
+/* Two names that may be one: either unknown (NULL), or equal. */
+static bool may_be_same(const char *a, const char *b)
+{
+    return !a || !b || !strcmp(a, b);
+}
+
+/* A sandbox with database sessions must be the only one whose database
+ * string logs in as its role on its database: any other sandbox there as
+ * that role could read, rewrite or delete its sessions with sl_db, which
+ * the table's ownership (session_db.c) cannot stop.  A role or database
+ * left to libpq's defaults may be any: such a pair is refused too, and a
+ * "user=" in each string settles it.  Checked as each sandbox closes,
+ * against the ones before it, with the parse the database's ports use
+ * (libpq is loaded already). */
+static int database_role_clash(parser *ps, const sandlet_sandbox_conf *sb)
+{
+    char *role = NULL, *db = NULL;
+    int rc = database_identity(sb, &role, &db);
+    for (size_t j = 0; rc == 0 && j < ps->cur; j++) {
+        const sandlet_sandbox_conf *o = &ps->conf->sandboxes[j];
+        if (!o->database ||
+            (sb->sessions != SANDLET_SESSIONS_DATABASE && o->sessions != SANDLET_SESSIONS_DATABASE))
+            continue;
+        char *orole = NULL, *odb = NULL;
+        if ((rc = database_identity(o, &orole, &odb)) < 0)
+            break;
+        bool same = may_be_same(role, orole) && may_be_same(db, odb);
+        char sh[SHOWN_MAX], sh2[SHOWN_MAX], sh3[SHOWN_MAX], dbs[SHOWN_MAX + 16],
+            roles[SHOWN_MAX + 96];
+        const char *r = role ? role : orole, *d = db ? db : odb;
+        if (d)
+            snprintf(dbs, sizeof(dbs), "database '%s'", shown(sh3, sizeof(sh3), d));
+        else
+            snprintf(dbs, sizeof(dbs), "one database");
+        if (role && orole)
+            snprintf(roles, sizeof(roles), "one role '%s'", shown(sh3, sizeof(sh3), r));
+        else
+            snprintf(roles, sizeof(roles),
+                     "what may be one role (without user= libpq logs in "
+                     "as the user the workers run as)");
+        free(orole);
+        free(odb);
+        if (!same)
+            continue;
+        const char *keeper = sb->sessions == SANDLET_SESSIONS_DATABASE ? sh2 : sh;
+        rc = fail(ps, seen_line(ps, CTX_SANDBOX, "database"), 1,
+                  "sandboxes '%s' (line %d) and '%s' log in to %s as %s, and '%s' keeps its "
+                  "sessions there: either could read, change or delete them with sl_db; give "
+                  "each sandbox a role of its own (user=... in its database string) and each "
+                  "role a schema of its own (sandlet.conf(5), SESSIONS IN POSTGRESQL)",
+                  shown(sh, sizeof(sh), o->name), o->line, shown(sh2, sizeof(sh2), sb->name), dbs,
+                  roles, keeper);
+    }
+    free(role);
+    free(db);
+    return rc == -ENOMEM ? nomem(ps) : rc;
+}
+
 static int add_sandbox(parser *ps, char *name, int line)
 {
     sandlet_conf *c = ps->conf;
@@ -1483,6 +1574,8 @@ static int close_sandbox(parser *ps, const token *dir)
      * database group and its own ports (none for a unix socket). */
     if (sb->database) {
         int rc = database_ports(ps, sb, dir);
+        if (rc == 0)
+            rc = database_role_clash(ps, sb);
         if (rc)
             return rc;
         sb->syscalls |= SANDLET_SYSCALLS_DATABASE;

@@ -20,6 +20,23 @@
  * same for every host, and each worker removes a bounded batch of expired
  * rows about once a minute.
  *
+ * Sessions do not cross sandboxes in the database either (issue 29):
+ * - A sandbox's rows are out of other roles' reach: the store keeps them
+ *   only in a table of the connecting role's own, in the first schema of
+ *   its search_path, on which no other role holds a privilege; a table
+ *   another role owns or was granted is refused (503, and the log says
+ *   how to give the role a schema of its own).  Row-level security would
+ *   leave the table's owner, and roles the operator forgot, able to read
+ *   and rewrite every row; ownership is one fact the store can check.
+ * - What a row holds is sealed (XChaCha20-Poly1305) under a key derived
+ *   from the sandbox's session key, with the sandbox's name and the id as
+ *   associated data: whoever reads the database (a backup, a superuser,
+ *   a role the operator granted after all) learns no value, and a row he
+ *   writes, or moves from another id or sandbox, does not open and counts
+ *   as no session.  A row in the clear framing of an earlier sandlet does
+ *   not open either: its client gets a new session, and the log says so
+ *   once per worker.
+ *
  * This file never builds SQL from data (every value is a parameter), never
  * prints a session id, and reads rows as another host's writing: one over
  * the store's bound is refused, never copied.
@@ -44,9 +61,22 @@
  * at most (more often when sessions expire sooner than that). */
 #define SWEEP_ROWS "500"
 #define SWEEP_S    60u
-/* The largest session read back (SANDLET_SESSION_DB_DATA), as SQL text. */
-#define SESSION_CAP_TEXT "65536"
-_Static_assert(SANDLET_SESSION_DB_DATA == 65536, "SESSION_CAP_TEXT follows it");
+/* A sealed row: a version byte, the nonce, the ciphertext and its tag. */
+#define SEAL_VERSION 1
+#define SEAL_NONCE   crypto_aead_xchacha20poly1305_ietf_NPUBBYTES
+#define SEAL_OVER    (1 + SEAL_NONCE + crypto_aead_xchacha20poly1305_ietf_ABYTES)
+/* Associated data: the version, the sandbox's name and its NUL, the id. */
+#define SEAL_AD_MAX (1 + SANDLET_SESSION_NAME_MAX + 1 + SANDLET_SESSION_ID_LEN)
+/* The sealing key's place among keys derived from the session key (the
+ * cookie's MAC uses the session key itself, as a BLAKE2b key with no
+ * personalisation, so the two never meet). */
+#define SEAL_KDF_ID      1
+#define SEAL_KDF_CONTEXT "slsessdb"
+_Static_assert(sizeof(SEAL_KDF_CONTEXT) - 1 == crypto_kdf_CONTEXTBYTES, "a kdf context");
+_Static_assert(SANDLET_SESSION_KEY_LEN == crypto_kdf_KEYBYTES, "the session key is a kdf key");
+/* The largest row read back (SANDLET_SESSION_DB_DATA sealed), as SQL. */
+#define SESSION_CAP_TEXT "65577"
+_Static_assert(SANDLET_SESSION_DB_DATA + SEAL_OVER == 65577, "SESSION_CAP_TEXT follows it");
 /* Advisory lock that serialises the workers creating the table. */
 #define TABLE_LOCK "7164837561253071921"
 
@@ -73,14 +103,20 @@ typedef struct held {
     size_t len;
 } held;
 
+/* Why the table cannot be used, each said once (or again after another). */
+enum refusal { REFUSED_NONE, REFUSED_CREATE, REFUSED_NO_SCHEMA, REFUSED_OWNER, REFUSED_SHARED };
+
 typedef struct store {
     char *sandbox;
     unsigned timeout; /* idle seconds */
     char timeout_text[16];
-    bool table_ready;
+    uint8_t seal_key[crypto_aead_xchacha20poly1305_ietf_KEYBYTES];
+    bool keyed;                 /* seal_key is set */
+    bool table_ready;           /* the table passed the check on this connection */
     bool prepared;              /* the statements exist on the connection... */
     unsigned long prepared_for; /* ...made at this count of resets */
-    bool refused_reported;      /* the table could not be made: said once */
+    enum refusal reported;      /* the last reason logged */
+    bool unopened_reported;     /* a row that did not open: said once */
     unsigned long conn_at_lock; /* sandlet_lib_db_resets() when the locks were taken */
     held h[HELD_MAX];
     size_t n;
@@ -100,7 +136,7 @@ static double now_s(void)
 void *sandlet_lib_session_db_store(const char *sandbox, unsigned timeout)
 {
     free(the_store.sandbox);
-    memset(&the_store, 0, sizeof(the_store));
+    sodium_memzero(&the_store, sizeof(the_store));
     if (!sandbox || !(the_store.sandbox = strdup(sandbox)))
         return NULL;
     the_store.timeout = timeout ? timeout : 1;
@@ -111,6 +147,61 @@ void *sandlet_lib_session_db_store(const char *sandbox, unsigned timeout)
     the_store.next_sweep =
         now_s() + (double)randombytes_uniform((uint32_t)(the_store.sweep_every * 1000)) / 1000.0;
     return &the_store;
+}
+
+/* ---- sealing ------------------------------------------------------------ */
+
+static size_t seal_ad(const store *s, const uint8_t *id, uint8_t *ad)
+{
+    size_t n = strlen(s->sandbox) + 1;
+    ad[0] = SEAL_VERSION;
+    memcpy(ad + 1, s->sandbox, n);
+    memcpy(ad + 1 + n, id, SANDLET_SESSION_ID_LEN);
+    return 1 + n + SANDLET_SESSION_ID_LEN;
+}
+
+/* len bytes of data sealed for id into out (len + SEAL_OVER bytes). */
+static void seal(const store *s, const uint8_t *id, const void *data, size_t len, uint8_t *out)
+{
+    uint8_t ad[SEAL_AD_MAX];
+    size_t adlen = seal_ad(s, id, ad);
+    out[0] = SEAL_VERSION;
+    randombytes_buf(out + 1, SEAL_NONCE);
+    crypto_aead_xchacha20poly1305_ietf_encrypt(out + 1 + SEAL_NONCE, NULL, data, len, ad, adlen,
+                                               NULL, out + 1, s->seal_key);
+}
+
+/* A row's n bytes opened into buf (cap bytes): 0 with *len set, -ENOENT
+ * when it does not open (not sealed by this sandbox for this id), or
+ * -EMSGSIZE when it would not fit. */
+static int unseal(const store *s, const uint8_t *id, const uint8_t *row, size_t n, void *buf,
+                  size_t cap, size_t *len)
+{
+    if (n < SEAL_OVER || row[0] != SEAL_VERSION)
+        return -ENOENT;
+    if (n - SEAL_OVER > cap)
+        return -EMSGSIZE;
+    uint8_t ad[SEAL_AD_MAX];
+    size_t adlen = seal_ad(s, id, ad);
+    unsigned long long out = 0;
+    if (crypto_aead_xchacha20poly1305_ietf_decrypt(buf, &out, NULL, row + 1 + SEAL_NONCE,
+                                                   n - 1 - SEAL_NONCE, ad, adlen, row + 1,
+                                                   s->seal_key) != 0)
+        return -ENOENT;
+    *len = (size_t)out;
+    return 0;
+}
+
+static int db_set_key(void *store_, const uint8_t *key)
+{
+    store *s = store_;
+    if (!s || !s->sandbox || strlen(s->sandbox) > SANDLET_SESSION_NAME_MAX)
+        return -EINVAL;
+    if (crypto_kdf_derive_from_key(s->seal_key, sizeof(s->seal_key), SEAL_KDF_ID, SEAL_KDF_CONTEXT,
+                                   key) != 0)
+        return -EINVAL;
+    s->keyed = true;
+    return 0;
 }
 
 /* The advisory lock of a session: 64 bits of a hash of the sandbox's name
@@ -298,52 +389,134 @@ static int prepare(store *s, PGconn *c)
     return 0;
 }
 
-/* The table (once per store) and the statements (once per connection). */
-static int ready(store *s, PGconn *c)
+/* What the table check reads, in one row: the connection's first schema
+ * (where CREATE TABLE puts the table and where the statements' plain name
+ * finds it first; NULL when no schema of the search_path exists) and its
+ * role, both quoted as identifiers, and the table there: its owner (NULL:
+ * no table), whether that is this role, and whether any other role holds
+ * a privilege on it.  Catalogs are named with their schema, so that no
+ * table of the search_path stands in for them. */
+static const char table_check[] =
+    "SELECT quote_ident(current_schema()), quote_ident(current_user), "
+    "quote_ident(pg_catalog.pg_get_userbyid(c.relowner)), "
+    "c.relowner = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user), "
+    "EXISTS (SELECT 1 FROM pg_catalog.aclexplode(c.relacl) a WHERE a.grantee <> c.relowner) "
+    "FROM (SELECT 1) one LEFT JOIN pg_catalog.pg_class c ON c.relname = 'sandlet_sessions' AND "
+    "c.relnamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = current_schema())";
+
+/* The table cannot be used: said once per reason, and the store is down
+ * (the requests that need it are 503, as when the server is) until the
+ * operator acts. */
+static int refuse(store *s, enum refusal why, const char *schema, const char *role,
+                  const char *owner)
 {
-    unsigned long conn = sandlet_lib_db_resets();
-    if (s->table_ready && s->prepared && s->prepared_for == conn)
-        return 0;
-    if (s->table_ready)
-        return prepare(s, c);
-    /* A table the owner made is used as it is: CREATE ... IF NOT EXISTS
-     * would still need the right to create (refused to a user that was
-     * only granted the rows, as sandlet.conf(5) advises). */
-    PGresult *r = PQexec(c, "SELECT to_regclass('sandlet_sessions') IS NOT NULL");
-    if (PQresultStatus(r) != PGRES_TUPLES_OK)
-        return failed(r, "looking for the table sandlet_sessions");
-    bool exists = PQntuples(r) == 1 && !strcmp(PQgetvalue(r, 0, 0), "t");
-    PQclear(r);
-    if (exists) {
-        s->table_ready = true;
-        return prepare(s, c);
+    s->table_ready = false;
+    if (s->reported == why)
+        return -EAGAIN;
+    s->reported = why;
+    char why_text[512] = "";
+    switch (why) {
+    case REFUSED_CREATE:
+        snprintf(why_text, sizeof(why_text),
+                 "the table sandlet_sessions does not exist in schema %s and role %s may not "
+                 "create it there",
+                 schema, role);
+        break;
+    case REFUSED_NO_SCHEMA:
+        snprintf(why_text, sizeof(why_text), "no schema of role %s's search_path exists", role);
+        break;
+    case REFUSED_OWNER:
+        snprintf(why_text, sizeof(why_text),
+                 "the table %s.sandlet_sessions is owned by role %s, not by this sandbox's role "
+                 "%s: that role, and every role it grants rows to, could read, change or delete "
+                 "this sandbox's sessions, so it is not used",
+                 schema, owner, role);
+        break;
+    case REFUSED_SHARED:
+        snprintf(why_text, sizeof(why_text),
+                 "the table %s.sandlet_sessions of role %s is not used: other roles (or PUBLIC) "
+                 "hold privileges on it and could read, change or delete this sandbox's "
+                 "sessions; revoke them, or",
+                 schema, role);
+        break;
+    case REFUSED_NONE: break;
     }
-    r = PQexec(c, create_table);
-    ExecStatusType rs = PQresultStatus(r);
-    if (rs == PGRES_COMMAND_OK) {
+    /* One write: the worker's log reader keeps a line whole. */
+    fprintf(stderr,
+            "libsandlet: database sessions of sandbox '%s': %s%s give the role a schema of its "
+            "own, as the database's owner: CREATE SCHEMA %s AUTHORIZATION %s; (its workers make "
+            "their table there; sandlet.conf(5), SESSIONS IN POSTGRESQL)\n",
+            s->sandbox, why_text, why == REFUSED_SHARED ? "" : ";", role, role);
+    return -EAGAIN;
+}
+
+/* Makes the table in the connection's first schema. */
+static int create(store *s, PGconn *c, const char *schema, const char *role)
+{
+    PGresult *r = PQexec(c, create_table);
+    if (PQresultStatus(r) == PGRES_COMMAND_OK) {
         PQclear(r);
-        s->table_ready = true;
-        return prepare(s, c);
+        return 0;
     }
     const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
     bool denied = state && !strcmp(state, "42501");
-    int rc = failed(r, "creating the table sandlet_sessions");
+    int rc = -EIO;
+    if (denied)
+        PQclear(r);
+    else
+        rc = failed(r, "creating the table sandlet_sessions");
     if (PQstatus(c) == CONNECTION_OK && PQtransactionStatus(c) != PQTRANS_IDLE)
         PQclear(PQexec(c, "ROLLBACK"));
-    /* Without its table the store is down until the operator acts: the
-     * requests that need it are 503, as when the server is. */
-    if (denied)
-        rc = -EAGAIN;
-    if (denied && !s->refused_reported) {
-        s->refused_reported = true;
-        fprintf(stderr,
-                "libsandlet: database sessions of sandbox '%s': the table sandlet_sessions does "
-                "not exist and this sandbox's database user may not create it; create it as "
-                "the database's owner (the statement is in sandlet.conf(5), SESSIONS IN "
-                "POSTGRESQL) or grant CREATE on the schema to the user\n",
-                s->sandbox);
+    return denied ? refuse(s, REFUSED_CREATE, schema, role, NULL) : rc;
+}
+
+/* The table, checked (and made when absent) once per connection: only a
+ * table of this role's own, which no other role may touch, keeps the
+ * sandbox's sessions. */
+static int check_table(store *s, PGconn *c)
+{
+    for (int round = 0; round < 2; round++) {
+        PGresult *r = PQexec(c, table_check);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1 || PQnfields(r) != 5)
+            return failed(r, "checking the table sandlet_sessions");
+        char schema[160], role[160], owner[160];
+        snprintf(schema, sizeof(schema), "%s", PQgetvalue(r, 0, 0));
+        snprintf(role, sizeof(role), "%s", PQgetvalue(r, 0, 1));
+        snprintf(owner, sizeof(owner), "%s", PQgetvalue(r, 0, 2));
+        bool no_schema = PQgetisnull(r, 0, 0), absent = PQgetisnull(r, 0, 2);
+        bool mine = !absent && !strcmp(PQgetvalue(r, 0, 3), "t");
+        bool shared = !strcmp(PQgetvalue(r, 0, 4), "t");
+        PQclear(r);
+        if (no_schema)
+            return refuse(s, REFUSED_NO_SCHEMA, schema, role, NULL);
+        if (absent) {
+            /* Made, then checked like any other: a default privilege
+             * could have granted it to another role at birth. */
+            int rc = round == 0 ? create(s, c, schema, role) : -EIO;
+            if (rc < 0)
+                return rc;
+            continue;
+        }
+        if (!mine)
+            return refuse(s, REFUSED_OWNER, schema, role, owner);
+        if (shared)
+            return refuse(s, REFUSED_SHARED, schema, role, owner);
+        s->table_ready = true;
+        s->reported = REFUSED_NONE;
+        return 0;
     }
-    return rc;
+    return -EIO; /* made, and gone at once: the next request tries again */
+}
+
+/* The table and the statements, checked and made once per connection. */
+static int ready(store *s, PGconn *c)
+{
+    if (!s->keyed)
+        return -EIO; /* never configured: nothing could be sealed */
+    if (s->table_ready && s->prepared && s->prepared_for == sandlet_lib_db_resets())
+        return 0;
+    int rc = check_table(s, c);
+    return rc < 0 ? rc : prepare(s, c);
 }
 
 /* The lock key as text, for a parameter. */
@@ -477,23 +650,40 @@ static int db_get(void *store_, const uint8_t *id, void *buf, size_t cap, size_t
         return -ENOENT;
     }
     /* A row over the bound is not even sent (its data is NULL here). */
-    size_t n = PQgetisnull(r, 0, 0) ? SIZE_MAX : (size_t)PQgetlength(r, 0, 0);
-    if (n > cap) {
-        PQclear(r);
-        h->removed = h->fresh = true;
+    size_t n = 0;
+    rc = PQgetisnull(r, 0, 0) ? -EMSGSIZE
+                              : unseal(s, id, (const uint8_t *)PQgetvalue(r, 0, 0),
+                                       (size_t)PQgetlength(r, 0, 0), buf, cap, &n);
+    const uint8_t *rem = (const uint8_t *)PQgetvalue(r, 0, 1);
+    int64_t left = 0;
+    for (int i = 0; i < 8; i++)
+        left = (int64_t)((uint64_t)left << 8 | rem[i]);
+    PQclear(r);
+    if (rc < 0)
+        h->removed = h->fresh = true; /* nothing to write; the lock goes at the end */
+    if (rc == -EMSGSIZE) {
         fprintf(stderr,
                 "libsandlet: database sessions: a session row holds more than the %zu "
                 "bytes this sandlet takes; it is ignored\n",
                 cap);
         return -EIO;
     }
-    const uint8_t *rem = (const uint8_t *)PQgetvalue(r, 0, 1);
-    int64_t left = 0;
-    for (int i = 0; i < 8; i++)
-        left = (int64_t)((uint64_t)left << 8 | rem[i]);
-    if (n)
-        memcpy(buf, PQgetvalue(r, 0, 0), n);
-    PQclear(r);
+    if (rc < 0) {
+        /* Not sealed for this id by this sandbox: clear data of an
+         * earlier sandlet, another session-secret-file, or a row written
+         * or moved by another hand.  No session, and a new one for the
+         * client; the row itself expires. */
+        if (!s->unopened_reported) {
+            s->unopened_reported = true;
+            fprintf(stderr,
+                    "libsandlet: database sessions of sandbox '%s': a row of sandlet_sessions "
+                    "does not open with this sandbox's key (written in clear by an earlier "
+                    "sandlet, under another session-secret-file, or by another hand); it "
+                    "counts as no session (said once per worker)\n",
+                    s->sandbox);
+        }
+        return -ENOENT;
+    }
     h->data = buf;
     h->len = n;
     /* Moving the expiry is a write: done when a tenth of the idle time
@@ -576,10 +766,13 @@ static int db_new_id(void *store_, const uint8_t *old, uint8_t *fresh)
     return 0;
 }
 
-/* The step that saves one held session, or false when it needs none. */
-static bool save_step(const store *s, const held *h, step *st)
+/* The step that saves one held session: 1, or 0 when it needs none, or
+ * -ENOMEM.  The data it writes is sealed into *sealed (malloc'd, for the
+ * caller to free once the step was sent). */
+static int save_step(const store *s, const held *h, step *st, uint8_t **sealed)
 {
     memset(st, 0, sizeof(*st));
+    *sealed = NULL;
     st->v[0] = s->sandbox;
     st->v[1] = (const char *)h->id;
     st->lens[1] = SANDLET_SESSION_ID_LEN;
@@ -588,23 +781,20 @@ static bool save_step(const store *s, const held *h, step *st)
         st->stmt = DEL;
         return !h->fresh; /* never written: nothing to delete */
     }
-    if (h->fresh || h->dirty) {
-        st->stmt = h->fresh ? NEW : SAVE;
-        st->v[2] = h->data ? h->data : "";
-        st->lens[2] = (int)h->len;
-        st->bin[2] = 1;
-        st->v[3] = s->timeout_text;
-        return true;
-    }
-    /* Moving the expiry rewrites the data read: an upsert, so that a
-     * sweep that removed the row as it expired cannot lose a session in
-     * use. */
-    st->stmt = SAVE;
-    st->v[2] = h->data ? h->data : "";
-    st->lens[2] = (int)h->len;
+    /* Moving the expiry alone rewrites the data read: an upsert, so that
+     * a sweep that removed the row as it expired cannot lose a session
+     * in use. */
+    st->stmt = h->fresh ? NEW : SAVE;
+    if (!h->fresh && !h->dirty && !h->touch)
+        return 0;
+    if (!(*sealed = malloc(h->len + SEAL_OVER)))
+        return -ENOMEM;
+    seal(s, h->id, h->data ? h->data : "", h->len, *sealed);
+    st->v[2] = (const char *)*sealed;
+    st->lens[2] = (int)(h->len + SEAL_OVER);
     st->bin[2] = 1;
     st->v[3] = s->timeout_text;
-    return h->touch;
+    return 1;
 }
 
 /* Expired rows of this sandbox, a batch at a time, skipping rows another
@@ -634,10 +824,18 @@ static void sweep(store *s, PGconn *c)
 static int save_all(store *s, PGconn *c)
 {
     step st[HELD_MAX + 1];
-    int n = 0;
-    for (size_t i = 0; i < s->n; i++)
-        if (save_step(s, &s->h[i], &st[n]))
+    uint8_t *sealed[HELD_MAX] = {0};
+    int n = 0, rc = 0;
+    for (size_t i = 0; i < s->n && rc >= 0; i++)
+        if ((rc = save_step(s, &s->h[i], &st[n], &sealed[n])) > 0)
             n++;
+    if (rc < 0) {
+        /* Nothing saved, and the locks go with a new server session. */
+        for (int i = 0; i < n; i++)
+            free(sealed[i]);
+        sandlet_lib_db_reset();
+        return rc;
+    }
     if (n)
         st[n - 1].sync = true;
     char arr[HELD_MAX * 22 + 3];
@@ -646,7 +844,7 @@ static int save_all(store *s, PGconn *c)
         n++;
     if (!n)
         return 0;
-    int rc = pipeline(c, st, n);
+    rc = pipeline(c, st, n);
     bool unlocked = rc == 0 && unlocking && PQresultStatus(st[n - 1].r) == PGRES_TUPLES_OK;
     for (int i = 0; i < n; i++) {
         if (rc == 0 && PQresultStatus(st[i].r) !=
@@ -657,6 +855,8 @@ static int save_all(store *s, PGconn *c)
         }
         PQclear(st[i].r);
     }
+    for (int i = 0; i < HELD_MAX; i++)
+        free(sealed[i]);
     /* A lock that could not be released must not outlive the request:
      * a new server session drops every lock of the old one. */
     if (unlocking && !unlocked)
@@ -697,4 +897,5 @@ const sandlet_session_ops sandlet_lib_session_db_ops = {
     .remove = db_remove,
     .new_id = db_new_id,
     .finish = db_finish,
+    .set_key = db_set_key,
 };

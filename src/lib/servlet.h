@@ -433,6 +433,11 @@ typedef struct sandlet_session_ops {
      * saves here may keep put's data pointer until then (it lives in the
      * request's arena).  -EAGAIN: the store could not be reached. */
     int (*finish)(void *store);
+    /* When the configuration is installed (NULL: the store needs no key):
+     * the sandbox's session key (SANDLET_SESSION_KEY_LEN bytes), from
+     * which a store that keeps sessions where others can read them
+     * derives a key of its own; it keeps no copy of this one. */
+    int (*set_key)(void *store, const uint8_t *key);
 } sandlet_session_ops;
 
 /*

@@ -93,6 +93,11 @@ int sandlet_lib_session_configure(const sandlet_session_config *c)
         return -EINVAL;
     if (sodium_init() < 0)
         return -ENOSYS;
+    if (c->ops->set_key) {
+        int rc = c->ops->set_key(c->store, c->key);
+        if (rc < 0)
+            return rc;
+    }
     const char *path = c->cookie_path ? c->cookie_path : "/";
     if (!(cfg_path = strdup(path)))
         return -ENOMEM;

@@ -61,6 +61,21 @@ static int count_session_rows(sl_request *rq, sl_response *rs)
     return 200;
 }
 
+/* Rows of the harness's sandbox that hold n=42 in libsandlet's framing,
+ * in clear: none, when rows are sealed. */
+static long long clear_rows = -1;
+
+static int count_clear_rows(sl_request *rq, sl_response *rs)
+{
+    (void)rs;
+    sl_db_result *r = sl_db_query(rq,
+                                  "SELECT count(*) FROM sandlet_sessions WHERE sandbox = $1 AND "
+                                  "position('\\x01020000006e343200'::bytea IN data) > 0",
+                                  1, (const char *const[]){SL_TEST_SANDBOX});
+    clear_rows = r ? strtoll(sl_db_text(r, 0, 0), NULL, 10) : -1;
+    return 200;
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -464,6 +479,9 @@ static void test_harness_database_sessions(void **state)
     assert_int_equal(sl_test_database(t, pg.conninfo, NULL), 0);
     assert_int_equal(run(count_session_rows), 200);
     assert_int_equal(session_rows, 1);
+    /* Sealed (issue 29): the value is not in the row in clear. */
+    assert_int_equal(run(count_clear_rows), 200);
+    assert_int_equal(clear_rows, 0);
 }
 
 static char keepalive[16];

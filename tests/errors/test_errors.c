@@ -188,6 +188,10 @@ static const err_case cases[] = {
      "1:21:", "'head -c 32 /dev/urandom > FILE; chmod 600 FILE'", 0},
     {"sessions database without a database", "sandbox a {\n  sessions database;\n}\n", 1,
      "1:1:", "add the database its sessions go to, or set 'sessions memory'", 0},
+    {"two sandboxes, one database role",
+     "session-secret-file \"@D@/secret-ok\";\nsandbox a {\n  database \"dbname=x user=app\";\n"
+     "  sessions database;\n}\nsandbox b {\n  database \"dbname=x user=app\";\n}\n",
+     1, "7:1:", "give each sandbox a role of its own (user=... in its database string)", 0},
     /* Users and groups (looked up only by a root start). */
     {"acceptor user missing", "listen 127.0.0.1:0;\nuser sandlet-no-such-user;\n", 1, "2:",
      "create it (adduser --system sandlet-no-such-user) or change the 'user' line", NEED_ROOT},

@@ -544,6 +544,64 @@ static const sandlet_sandbox_conf *db_sandbox(const sandlet_conf *c)
 /* database "CONNINFO": checked by libpq's parser, never with a password
  * in it; it brings the database group and exactly its TCP ports (none for
  * a unix socket) into the sandbox's Landlock connect rules. */
+/* Sandboxes that log in to one database as one role, one of them keeping
+ * its sessions there (issue 29): each could rewrite the other's sessions
+ * with sl_db, so the file is refused, naming both and the fix. */
+static void test_database_roles(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/test_conf-roles-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    const char *secret = secret_file(dir, "s", 32, 0600);
+    static const struct {
+        const char *a, *b; /* the sandbox blocks' insides */
+        bool refused;
+    } cases[] = {
+        /* The same string. */
+        {"database \"dbname=shop user=shop\"; sessions database;",
+         "database \"dbname=shop user=shop\"; sessions database;", true},
+        /* A URI and a string, the dbname left to default to the role. */
+        {"database \"postgresql://shop@db.example/shop\"; sessions database;",
+         "database \"host=/run/postgresql user=shop\"; sessions memory;", true},
+        /* A role left to libpq (the name of the user the workers run
+         * as, which the file cannot tell) may be the other's. */
+        {"user www; database \"dbname=x\"; sessions database;", "database \"dbname=x user=www\";",
+         true},
+        {"database \"dbname=x\";", "database \"dbname=x\"; sessions database;", true},
+        {"database \"user=shop\"; sessions database;", "database \"dbname=shop\";", true},
+        /* Roles of their own, or databases of their own. */
+        {"database \"dbname=shop user=shop\"; sessions database;",
+         "database \"dbname=shop user=board\"; sessions database;", false},
+        {"database \"dbname=shop user=app\"; sessions database;",
+         "database \"dbname=board user=app\"; sessions database;", false},
+        {"database \"dbname=shop user=shop\"; sessions database;", "database \"dbname=board\";",
+         false},
+        /* No sessions in the database: the role's data is theirs to share. */
+        {"database \"dbname=x user=app\";", "database \"dbname=x user=app\";", false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char text[1024], err[768] = "";
+        snprintf(text, sizeof(text),
+                 "session-secret-file \"%s\";\nsandbox a { %s }\nsandbox b {\n  %s\n}\n", secret,
+                 cases[i].a, cases[i].b);
+        sandlet_conf *c = NULL;
+        int rc = sandlet_conf_parse(text, strlen(text), "t.conf", "/", &c, err, sizeof(err));
+        if (!cases[i].refused) {
+            if (rc != 0)
+                fail_msg("case %zu refused: %s", i, err);
+            sandlet_conf_free(c);
+            continue;
+        }
+        if (rc != -EINVAL)
+            fail_msg("case %zu accepted (%d)", i, rc);
+        if (!strstr(err, "t.conf:4:1: sandboxes 'a' (line 2) and 'b' log in to database"))
+            fail_msg("case %zu: %s", i, err);
+        assert_non_null(strstr(err, "give each sandbox a role of its own"));
+    }
+    unlink(secret);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 static void test_database(void **state)
 {
     (void)state;
@@ -1647,6 +1705,7 @@ int main(void)
         cmocka_unit_test(test_session_cookies),
         cmocka_unit_test(test_session_secret_file),
         cmocka_unit_test(test_database),
+        cmocka_unit_test(test_database_roles),
         cmocka_unit_test(test_database_password_file),
         cmocka_unit_test(test_confinement_settings),
         cmocka_unit_test(test_limit_defaults),
