@@ -418,6 +418,10 @@ struct sandlet_server {
     void *mime;                 /* sandlet_mime */
     struct sandlet_wlog *wlogs; /* workers' output pipes being read */
     bool stopping;
+    /* The loop's read buffer (http.c, alloc_cb): a connection with
+     * nothing pending reads into it, so that none keeps its own. */
+    uint8_t *read_buf;
+    bool read_busy;
     time_t date_sec;
     char date[40];
 };
