@@ -343,6 +343,15 @@ void sandlet_pool_retire(sandlet_pool *p);
 bool sandlet_pool_header_allowed(const sandlet_conn *c, const char *name, size_t name_len,
                                  const char *value, size_t value_len);
 
+/* ---- setcookie.c ------------------------------------------------------- */
+
+/* False (after logging why) when c's servlet, of sandbox own, may not send
+ * the Set-Cookie value (len bytes): the cookie would come back to the
+ * server, as a browser reads it (RFC 6265bis), as a session cookie other
+ * than own's. */
+bool sandlet_setcookie_allowed(const sandlet_conn *c, const sandlet_sandbox_conf *own,
+                               const char *value, size_t value_len);
+
 /* ---- workerlog.c ------------------------------------------------------- */
 
 /* What workers write to standard output and error reaches the error log
