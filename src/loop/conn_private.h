@@ -80,6 +80,7 @@ struct sandlet_conn {
     const sandlet_servlet_conf *servlet; /* lives in gen's configuration */
     uint16_t servlet_local;
     uint32_t servlet_sandbox; /* its sandbox's id: the pool is looked up at dispatch */
+    int docroot_fd;           /* its host's docroot (the server's or gen's); -1: none */
     /* The configuration the request was routed under, held until it ends:
      * a reload meanwhile changes nothing of it. */
     sandlet_confgen *gen;

@@ -86,6 +86,7 @@ static const char *reason(int status)
     case 415: return "Unsupported Media Type";
     case 416: return "Range Not Satisfiable";
     case 417: return "Expectation Failed";
+    case 421: return "Misdirected Request";
     case 422: return "Unprocessable Content";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
@@ -190,6 +191,11 @@ const char *sandlet_conn_reqline(const sandlet_conn *c)
 const sandlet_servlet_conf *sandlet_conn_servlet(const sandlet_conn *c)
 {
     return c->servlet;
+}
+
+int sandlet_conn_docroot_fd(const sandlet_conn *c)
+{
+    return c->docroot_fd;
 }
 
 void sandlet_conn_request_view(const sandlet_conn *c, sandlet_request_view *v)
@@ -493,14 +499,25 @@ static void take_route(sandlet_conn *c)
     const char *q = memchr(target, '?', c->target_len);
     size_t plen = q ? (size_t)(q - target) : c->target_len;
     sandlet_confgen *g = c->srv->gen;
-    sandlet_route route = sandlet_route_request(g->conf, c->peer, target, plen);
+    const char *host = sandlet_conn_header(c, "host");
+    sandlet_route route =
+        sandlet_route_request(g->conf, host, host ? strlen(host) : 0, c->peer, target, plen);
     sandlet_confgen_put(c->gen);
     c->gen = NULL;
     c->route = route.kind;
     c->servlet = route.servlet;
+    c->docroot_fd = c->srv->docroot_fd;
+    if (route.host < g->conf->nhosts) {
+        /* The host's docroot lives in the generation: held until the
+         * request ends, so a reload cannot close it under a file being
+         * opened. */
+        c->gen = sandlet_confgen_hold(g);
+        c->docroot_fd = g->host_fd[route.host];
+    }
     if (c->servlet) {
         size_t i = (size_t)(c->servlet - g->conf->servlets);
-        c->gen = sandlet_confgen_hold(g);
+        if (!c->gen)
+            c->gen = sandlet_confgen_hold(g);
         c->servlet_local = g->local_index[i];
         c->servlet_sandbox = g->conf->sandboxes[c->servlet->sandbox].id;
     }
@@ -523,6 +540,7 @@ static void reset_request(sandlet_conn *c)
     sandlet_confgen_put(c->gen);
     c->gen = NULL;
     c->route = SANDLET_ROUTE_FILES;
+    c->docroot_fd = -1;
     c->error_status = 0;
     sandlet_pool_link_reset(&c->link);
     sandlet_page_link_reset(&c->plink);
@@ -1091,6 +1109,7 @@ static void dispatch(sandlet_conn *c)
     case SANDLET_ROUTE_STATUS: sandlet_status_serve(c); break;
     case SANDLET_ROUTE_FILES: sandlet_files_serve(c); break;
     case SANDLET_ROUTE_PAGE: sandlet_pages_serve(c); break;
+    case SANDLET_ROUTE_MISDIRECTED: sandlet_conn_fail(c, 421); break;
     }
 }
 
@@ -1378,6 +1397,7 @@ void sandlet_http_accept(uv_stream_t *listener, int status)
     }
     c->srv = srv;
     c->file.fd = -1;
+    c->docroot_fd = -1;
     c->started = uv_hrtime();
     uv_tcp_init(srv->loop, &c->tcp);
     c->tcp.data = c;
