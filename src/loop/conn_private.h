@@ -60,6 +60,9 @@ struct sandlet_conn {
     /* Fields whose name and value are complete (NUL-terminated in head). */
     unsigned nterminated;
     uint32_t target, target_len;
+    /* An absolute-form target's host[:port], in head (0 long: none): it,
+     * not Host, names the host the request is for (RFC 9112 3.2.2). */
+    uint32_t authority, authority_len;
     bool in_value; /* last header callback was a value */
     /* The input parsed so far ends in a line feed and optional blanks: a
      * header value piece right after it is an obs-fold continuation. */

@@ -500,8 +500,12 @@ static void take_route(sandlet_conn *c)
     size_t plen = q ? (size_t)(q - target) : c->target_len;
     sandlet_confgen *g = c->srv->gen;
     const char *host = sandlet_conn_header(c, "host");
-    sandlet_route route =
-        sandlet_route_request(g->conf, host, host ? strlen(host) : 0, c->peer, target, plen);
+    size_t host_len = host ? strlen(host) : 0;
+    if (c->authority_len) {
+        host = (const char *)c->head.data + c->authority;
+        host_len = c->authority_len;
+    }
+    sandlet_route route = sandlet_route_request(g->conf, host, host_len, c->peer, target, plen);
     sandlet_confgen_put(c->gen);
     c->gen = NULL;
     c->route = route.kind;
@@ -533,6 +537,7 @@ static void reset_request(sandlet_conn *c)
     c->body_total = 0;
     c->nhdrs = c->nhead = c->nterminated = 0;
     c->target = c->target_len = 0;
+    c->authority = c->authority_len = 0;
     c->in_value = false;
     c->nhost = 0;
     c->expect_continue = false;
@@ -912,6 +917,11 @@ static bool origin_form(sandlet_conn *c)
     if (!path)
         return false; /* "http://host" without a path: not worth guessing */
     uint32_t cut = (uint32_t)(path - t);
+    /* userinfo@ has no place in an http(s) URI (RFC 9110 4.2.4). */
+    if (memchr(t + skip, '@', cut - skip))
+        return false;
+    c->authority = c->target + (uint32_t)skip;
+    c->authority_len = cut - (uint32_t)skip;
     c->target += cut;
     c->target_len -= cut;
     return true;

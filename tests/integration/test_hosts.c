@@ -2,7 +2,8 @@
  * test_hosts.c - host blocks over real HTTP (issue 29): the Host header
  * picks the host block as nginx picks a server block (an exact name, then
  * the longest wildcard, then the default host), each host serves only its
- * own servlets and docroot, a reload adds a host with its docroot, and
+ * own servlets and docroot, an absolute-form target's host overrides
+ * Host, a reload adds a host with its docroot, and
  * with "unknown-hosts refuse" a Host no block names gets 421.  sandletd -t
  * names a host's missing docroot and a bad host name with file and line.
  */
@@ -165,6 +166,17 @@ static void test_wildcard(void **state)
     expect(d.port, "a.test", "/status", 200, NULL);
 }
 
+/* An absolute-form target names the host itself: it, not the Host
+ * header, picks the block (RFC 9112 3.2.2). */
+static void test_absolute_form(void **state)
+{
+    (void)state;
+    expect(d.port, "a.test", "http://x.w.test/p/greeting", 200, "w");
+    expect(d.port, "x.w.test", "https://A.test:443/p/greeting", 200, "a");
+    expect(d.port, "a.test", "http://other.test/p/greeting", 200, "default");
+    expect(d.port, "a.test", "http://a.test@x.w.test/p/greeting", 400, NULL);
+}
+
 /* A reload adds a host block: its docroot is opened by the new
  * configuration generation, and the others keep serving. */
 static void test_reload_adds_host(void **state)
@@ -237,9 +249,13 @@ static void test_check(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_exact),    cmocka_unit_test(test_default),
-        cmocka_unit_test(test_wildcard), cmocka_unit_test(test_reload_adds_host),
-        cmocka_unit_test(test_refuse),   cmocka_unit_test(test_check),
+        cmocka_unit_test(test_exact),
+        cmocka_unit_test(test_default),
+        cmocka_unit_test(test_wildcard),
+        cmocka_unit_test(test_absolute_form),
+        cmocka_unit_test(test_reload_adds_host),
+        cmocka_unit_test(test_refuse),
+        cmocka_unit_test(test_check),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
