@@ -7,6 +7,7 @@
  * with "unknown-hosts refuse" a Host no block names gets 421.  sandletd -t
  * names a host's missing docroot and a bad host name with file and line.
  */
+#define _GNU_SOURCE /* strcasestr */
 #include "config.h"
 
 #include <setjmp.h>
@@ -55,6 +56,7 @@ static void conf_text(char *out, size_t cap, const char *more)
              "    name www.a.test;\n"
              "    docroot %s/a;\n"
              "    servlet /p/* { library \"%s\"; sandbox a; param greeting a; }\n"
+             "    servlet /s { library \"%s\"; sandbox a; }\n"
              "}\n"
              "host *.w.test {\n"
              "    docroot %s/w;\n"
@@ -63,7 +65,7 @@ static void conf_text(char *out, size_t cap, const char *more)
              "host *.deep.w.test { docroot %s/deep; }\n"
              "host bare.test { }\n"
              "%s",
-             dir, probe, dir, probe, dir, probe, dir, more);
+             dir, probe, dir, probe, th_fixture("session"), dir, probe, dir, more);
 }
 
 static int group_setup(void **state)
@@ -166,6 +168,24 @@ static void test_wildcard(void **state)
     expect(d.port, "a.test", "/status", 200, NULL);
 }
 
+/* A host's session cookie carries no Domain: a browser keeps it for that
+ * host alone and never sends it to another host's sandboxes. */
+static void test_session_host_only(void **state)
+{
+    (void)state;
+    th_response r;
+    get_as(d.port, "a.test", "/s?op=count", &r);
+    assert_int_equal(r.status, 200);
+    char sc[256];
+    assert_true(th_header(&r, "Set-Cookie", sc, sizeof(sc)));
+    th_response_free(&r);
+    assert_int_equal(strncmp(sc, "SLSESSION_a=", 12), 0);
+    assert_null(strcasestr(sc, "domain"));
+    /* Not a route of any other host. */
+    expect(d.port, "x.w.test", "/s?op=count", 404, NULL);
+    expect(d.port, "other.test", "/s?op=count", 404, NULL);
+}
+
 /* An absolute-form target names the host itself: it, not the Host
  * header, picks the block (RFC 9112 3.2.2). */
 static void test_absolute_form(void **state)
@@ -253,6 +273,7 @@ int main(void)
         cmocka_unit_test(test_default),
         cmocka_unit_test(test_wildcard),
         cmocka_unit_test(test_absolute_form),
+        cmocka_unit_test(test_session_host_only),
         cmocka_unit_test(test_reload_adds_host),
         cmocka_unit_test(test_refuse),
         cmocka_unit_test(test_check),
