@@ -101,7 +101,8 @@ typedef struct parser {
     sandbox_ref *refs;        /* parallel to conf->servlets */
     sandbox_ref *page_refs;   /* parallel to conf->pages */
     size_t cur;               /* the sandbox or servlet whose block is open */
-    size_t host;              /* the open host block, or SANDLET_HOST_DEFAULT */
+    size_t host;              /* the open host block, or SANDLET_HOST_DEFAULT: apart from
+                               * cur, which a servlet block inside the host takes over */
     int seen[MAX_DIRECTIVES]; /* per row: the line that set it in this block */
     int comment_line;         /* the line of the last '#' comment skipped */
     int comment_col;          /* and its column */
@@ -1651,8 +1652,6 @@ static int close_servlet(parser *ps, const token *dir)
 {
     char sh[SHOWN_MAX];
     const sandlet_servlet_conf *s = &ps->conf->servlets[ps->cur];
-    /* A host-level directive after this block must not take it for its
-     * own: ps->host, not ps->cur, names the host. */
     if (!s->library)
         return fail(ps, dir->line, dir->col,
                     "servlet '%s%s' has no library (expected 'library FILE;' in its block)",
