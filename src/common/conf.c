@@ -2102,6 +2102,13 @@ static int unknown_directive(parser *ps, enum ctx ctx, const token *dir)
             near = &directives[k];
         }
     }
+    /* Not a misplaced '}': pages are not per host yet (the page table,
+     * the compile cache and the supervisor's check know one docroot). */
+    if (ctx == CTX_HOST && other && other->block == CTX_PAGES)
+        return fail(ps, dir->line, dir->col,
+                    "'pages' is not allowed in host block: C Server Pages are served on the "
+                    "default host only (expected the pages block at top level, outside every "
+                    "host block)");
     expected_list(ctx, list, sizeof(list));
     for (size_t k = 0; k < sizeof(foreign) / sizeof(foreign[0]); k++)
         if (strcmp(dir->text, foreign[k].word) == 0)

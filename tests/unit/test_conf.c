@@ -1319,7 +1319,8 @@ static const struct bad_case bad_cases[] = {
     {"host a {\n  listen 127.0.0.1:80;\n}\n", 2, 3,
      "'listen' is not allowed in host block; it belongs at top level (expected name, docroot or "
      "servlet; is a '}' missing?)"},
-    {"host a {\n  pages / { }\n}\n", 2, 3, "'pages' is not allowed in host block"},
+    {"host a {\n  pages / { }\n}\n", 2, 3,
+     "'pages' is not allowed in host block: C Server Pages are served on the default host only"},
     {"host a {\n  servlet /x { library x.so; }\n  servlet /x { library y.so; }\n}\n", 3, 11,
      "duplicate servlet path '/x' (already defined at line 2; expected each path once per host)"},
     {"host a {\n  docroot /a;\n  docroot /b;\n}\n", 3, 3,
