@@ -54,7 +54,7 @@ typedef struct token {
     int col;
 } token;
 
-enum ctx { CTX_NONE, CTX_TOP, CTX_SANDBOX, CTX_SERVLET, CTX_PAGES };
+enum ctx { CTX_NONE, CTX_TOP, CTX_SANDBOX, CTX_SERVLET, CTX_PAGES, CTX_HOST };
 
 /* What a directive's argument is, and so how it is checked and where it
  * goes.  Every kind but K_CUSTOM and K_BLOCK is parsed and stored by
@@ -101,6 +101,8 @@ typedef struct parser {
     sandbox_ref *refs;        /* parallel to conf->servlets */
     sandbox_ref *page_refs;   /* parallel to conf->pages */
     size_t cur;               /* the sandbox or servlet whose block is open */
+    size_t host;              /* the open host block, or SANDLET_HOST_DEFAULT: apart from
+                               * cur, which a servlet block inside the host takes over */
     int seen[MAX_DIRECTIVES]; /* per row: the line that set it in this block */
     int comment_line;         /* the line of the last '#' comment skipped */
     int comment_col;          /* and its column */
@@ -149,6 +151,9 @@ static int open_pages(parser *ps, const directive *d, const token *dir, token *a
 static int do_compiler(parser *ps, const directive *d, const token *dir, token *args);
 static int do_use_sandbox(parser *ps, const directive *d, const token *dir, token *args);
 static int do_param(parser *ps, const directive *d, const token *dir, token *args);
+static int open_host(parser *ps, const directive *d, const token *dir, token *args);
+static int close_host(parser *ps, const token *dir);
+static int do_host_name(parser *ps, const directive *d, const token *dir, token *args);
 
 /* The offset of field f of struct T, refused at compile time unless the
  * field has the type its row's kind stores (the selection is never
@@ -157,6 +162,7 @@ static int do_param(parser *ps, const directive *d, const token *dir, token *arg
 #define TOP(f, type)   AT(sandlet_conf, f, type)
 #define SB(f, type)    AT(sandlet_sandbox_conf, f, type)
 #define SV(f, type)    AT(sandlet_servlet_conf, f, type)
+#define HO(f, type)    AT(sandlet_host_conf, f, type)
 
 static const word_value on_off[] = {{"on", 1}, {"off", 0}, {NULL, 0}};
 static const word_value log_kill[] = {{"log", 1}, {"kill", 0}, {NULL, 0}};
@@ -164,6 +170,8 @@ static const word_value session_stores[] = {{"memory", SANDLET_SESSIONS_MEMORY},
                                             {"database", SANDLET_SESSIONS_DATABASE},
                                             {"none", SANDLET_SESSIONS_NONE},
                                             {NULL, 0}};
+static const word_value unknown_hosts[] = {
+    {"serve", SANDLET_UNKNOWN_HOSTS_SERVE}, {"refuse", SANDLET_UNKNOWN_HOSTS_REFUSE}, {NULL, 0}};
 static const word_value syscall_groups[] = {
     {"files", SANDLET_SYSCALLS_FILES}, {"database", SANDLET_SYSCALLS_DATABASE}, {NULL, 0}};
 
@@ -300,6 +308,13 @@ static const directive directives[] = {
      .usage = "on|off",
      .off = TOP(development, bool),
      .values = on_off},
+    {.name = "unknown-hosts",
+     .ctx = CTX_TOP,
+     .kind = K_ENUM,
+     .usage = "serve|refuse",
+     .off = TOP(unknown_hosts, unsigned),
+     .values = unknown_hosts,
+     .def = SANDLET_UNKNOWN_HOSTS_SERVE},
     {.name = "sandbox",
      .ctx = CTX_TOP,
      .kind = K_BLOCK,
@@ -323,6 +338,34 @@ static const directive directives[] = {
      .repeat = true,
      .block = CTX_PAGES,
      .handler = open_pages},
+    {.name = "host",
+     .ctx = CTX_TOP,
+     .kind = K_BLOCK,
+     .usage = "NAME { ... }",
+     .repeat = true,
+     .block = CTX_HOST,
+     .handler = open_host,
+     .close = close_host},
+    /* host NAME { ... }: an origin of its own (sandlet.conf(5), HOSTS) */
+    {.name = "name",
+     .ctx = CTX_HOST,
+     .kind = K_CUSTOM,
+     .usage = "NAME",
+     .repeat = true,
+     .handler = do_host_name},
+    {.name = "docroot",
+     .ctx = CTX_HOST,
+     .kind = K_PATH,
+     .usage = "DIR",
+     .off = HO(docroot, char *)},
+    {.name = "servlet",
+     .ctx = CTX_HOST,
+     .kind = K_BLOCK,
+     .usage = "PATH { ... }",
+     .repeat = true,
+     .block = CTX_SERVLET,
+     .handler = open_servlet,
+     .close = close_servlet},
     /* sandbox NAME { ... }: the pool, then DESIGN.md's confinement order
      * (limits, user, Landlock paths, system-call groups), guardian, sessions */
     {.name = "workers",
@@ -696,6 +739,7 @@ static const char *where(enum ctx ctx)
     case CTX_SANDBOX: return "in sandbox block";
     case CTX_SERVLET: return "in servlet block";
     case CTX_PAGES: return "in pages block";
+    case CTX_HOST: return "in host block";
     default: return "at top level";
     }
 }
@@ -1651,12 +1695,15 @@ static int open_servlet(parser *ps, const directive *d, const token *dir, token 
         return rc;
     if (prefix)
         path->text[strlen(path->text) - 1] = '\0';
+    /* Each host has a path space of its own. */
     for (size_t i = 0; i < c->nservlets; i++)
-        if (c->servlets[i].prefix == prefix && strcmp(c->servlets[i].path, path->text) == 0)
+        if (c->servlets[i].host == ps->host && c->servlets[i].prefix == prefix &&
+            strcmp(c->servlets[i].path, path->text) == 0)
             return fail(ps, path->line, path->col,
                         "duplicate servlet path '%s%s' (already defined at line %d; expected "
-                        "each path once)",
-                        shown(sh, sizeof(sh), path->text), prefix ? "*" : "", c->servlets[i].line);
+                        "each path once%s)",
+                        shown(sh, sizeof(sh), path->text), prefix ? "*" : "", c->servlets[i].line,
+                        ps->host == SANDLET_HOST_DEFAULT ? "" : " per host");
 
     sandlet_servlet_conf *s = reserve(c->servlets, c->nservlets, sizeof(*s));
     if (!s)
@@ -1668,8 +1715,11 @@ static int open_servlet(parser *ps, const directive *d, const token *dir, token 
     ps->refs = r;
     ps->cur = c->nservlets;
     r[c->nservlets] = (sandbox_ref){0};
-    s[c->nservlets] = (sandlet_servlet_conf){
-        .path = path->text, .prefix = prefix, .sandbox = SIZE_MAX, .line = dir->line};
+    s[c->nservlets] = (sandlet_servlet_conf){.path = path->text,
+                                             .prefix = prefix,
+                                             .host = ps->host,
+                                             .sandbox = SIZE_MAX,
+                                             .line = dir->line};
     set_defaults(CTX_SERVLET, (char *)&s[c->nservlets++]);
     path->text = NULL;
     return 0;
@@ -1684,6 +1734,126 @@ static int close_servlet(parser *ps, const token *dir)
                     "servlet '%s%s' has no library (expected 'library FILE;' in its block)",
                     shown(sh, sizeof(sh), s->path), s->prefix ? "*" : "");
     return 0;
+}
+
+/* A host name as a Host header carries it, without the port: letters,
+ * digits, '-', '.', an optional leading "*." (a wildcard: any name ending
+ * in what follows), no trailing dot.  Lowercased in place, since Host is
+ * matched ignoring case.  IP literals in brackets are left out: an
+ * origin of its own wants a name. */
+static int host_name_check(parser *ps, token *arg)
+{
+    char sh[SHOWN_MAX];
+    char *s = arg->text;
+    size_t len = strlen(s), start = strncmp(s, "*.", 2) == 0 ? 2 : 0;
+    bool ok = len > start && len <= SANDLET_HOST_NAME_MAX && s[len - 1] != '.' && s[start] != '.';
+    for (size_t i = start; ok && i < len; i++) {
+        char c = s[i];
+        if (c >= 'A' && c <= 'Z')
+            s[i] = (char)(c + 32);
+        else if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+                   (c == '.' && s[i + 1] != '.')))
+            ok = false;
+    }
+    if (!ok)
+        return fail(ps, arg->line, arg->col,
+                    "invalid host name '%s' (expected a DNS name such as shop.example.org, or "
+                    "*.example.org for every name under example.org; no port, no other '*', "
+                    "no trailing '.')",
+                    shown(sh, sizeof(sh), arg->text));
+    return 0;
+}
+
+/* Adds a checked name to the open host block; a name of any host block
+ * is refused a second time, naming where it was first. */
+static int add_host_name(parser *ps, token *arg)
+{
+    char sh[SHOWN_MAX];
+    sandlet_conf *c = ps->conf;
+    int rc = host_name_check(ps, arg);
+    if (rc)
+        return rc;
+    size_t total = 0;
+    for (size_t i = 0; i < c->nhosts; i++) {
+        total += c->hosts[i].nnames;
+        for (size_t j = 0; j < c->hosts[i].nnames; j++)
+            if (strcmp(c->hosts[i].names[j], arg->text) == 0)
+                return fail(ps, arg->line, arg->col,
+                            "duplicate host name '%s' (already named at line %d; expected each "
+                            "name in one host block)",
+                            shown(sh, sizeof(sh), arg->text), c->hosts[i].name_lines[j]);
+    }
+    if (total >= SANDLET_MAX_HOST_NAMES)
+        return fail(ps, arg->line, arg->col, "too many host names (at most %d in a file)",
+                    SANDLET_MAX_HOST_NAMES);
+    sandlet_host_conf *h = &c->hosts[ps->host];
+    char **names = reserve(h->names, h->nnames, sizeof(*names));
+    if (!names)
+        return nomem(ps);
+    h->names = names;
+    int *lines = reserve(h->name_lines, h->nnames, sizeof(*lines));
+    if (!lines)
+        return nomem(ps);
+    h->name_lines = lines;
+    names[h->nnames] = arg->text;
+    lines[h->nnames++] = arg->line;
+    arg->text = NULL;
+    return 0;
+}
+
+static int open_host(parser *ps, const directive *d, const token *dir, token *args)
+{
+    (void)d;
+    sandlet_conf *c = ps->conf;
+    if (c->nhosts >= SANDLET_MAX_HOSTS)
+        return fail(ps, dir->line, dir->col, "too many host blocks (at most %d in a file)",
+                    SANDLET_MAX_HOSTS);
+    sandlet_host_conf *h = reserve(c->hosts, c->nhosts, sizeof(*h));
+    if (!h)
+        return nomem(ps);
+    c->hosts = h;
+    h[c->nhosts] = (sandlet_host_conf){.line = dir->line};
+    ps->host = c->nhosts++;
+    return add_host_name(ps, &args[0]);
+}
+
+static int close_host(parser *ps, const token *dir)
+{
+    (void)dir;
+    ps->host = SANDLET_HOST_DEFAULT;
+    return 0;
+}
+
+static int do_host_name(parser *ps, const directive *d, const token *dir, token *args)
+{
+    (void)d;
+    (void)dir;
+    return add_host_name(ps, &args[0]);
+}
+
+/* With unknown-hosts refuse, no request reaches the default host: its
+ * servlets and pages would be dead, which is a mistake to name. */
+static int hosts_reachable(parser *ps)
+{
+    const sandlet_conf *c = ps->conf;
+    if (c->unknown_hosts != SANDLET_UNKNOWN_HOSTS_REFUSE)
+        return 0;
+    int line = c->nhosts ? 0 : seen_line(ps, CTX_TOP, "unknown-hosts");
+    for (size_t i = 0; !line && i < c->nservlets; i++)
+        if (c->servlets[i].host == SANDLET_HOST_DEFAULT)
+            line = c->servlets[i].line;
+    if (!line && c->npages)
+        line = c->pages[0].line;
+    if (!line)
+        return 0;
+    return fail(ps, line, 1,
+                "'unknown-hosts refuse' (line %d) answers 421 to every request no host block "
+                "names, so %s outside a host block would never be served (expected it inside a "
+                "'host NAME { ... }' block, or 'unknown-hosts serve;')",
+                seen_line(ps, CTX_TOP, "unknown-hosts"),
+                !c->nhosts                              ? "everything"
+                : c->npages && line == c->pages[0].line ? "pages"
+                                                        : "a servlet");
 }
 
 /* pages FOLDER: a docroot folder as a request path sees it, "/" or
@@ -1881,6 +2051,7 @@ static int set_value(parser *ps, const directive *d, token *arg)
     sandlet_conf *c = ps->conf;
     char *base = d->ctx == CTX_SANDBOX   ? (char *)&c->sandboxes[ps->cur]
                  : d->ctx == CTX_SERVLET ? (char *)&c->servlets[ps->cur]
+                 : d->ctx == CTX_HOST    ? (char *)&c->hosts[ps->host]
                                          : (char *)c;
     void *f = base + d->off;
     unsigned u = 0;
@@ -1966,7 +2137,9 @@ static const struct {
 } foreign[] = {
     {"location", "a URL path is 'servlet /PATH { library FILE; }', or 'pages /PREFIX/ { ... }' "
                  "for .csp files"},
-    {"server", "the file is one server: put 'listen', 'docroot' and the rest at top level"},
+    {"server", "a name-based virtual server is 'host NAME { docroot DIR; servlet PATH { ... } }'; "
+               "listen and sandboxes stay at top level"},
+    {"server_name", "a host block's other names are 'name NAME;' inside it"},
     {"include", "keep the whole configuration in one file"},
     {"root", "the folder of static files is 'docroot DIR;'"},
     {"port", "the address and port are one 'listen ADDR:PORT;'"},
@@ -2006,6 +2179,13 @@ static int unknown_directive(parser *ps, enum ctx ctx, const token *dir)
             near = &directives[k];
         }
     }
+    /* Not a misplaced '}': pages are not per host yet (the page table,
+     * the compile cache and the supervisor's check know one docroot). */
+    if (ctx == CTX_HOST && other && other->block == CTX_PAGES)
+        return fail(ps, dir->line, dir->col,
+                    "'pages' is not allowed in host block: C Server Pages are served on the "
+                    "default host only (expected the pages block at top level, outside every "
+                    "host block)");
     expected_list(ctx, list, sizeof(list));
     for (size_t k = 0; k < sizeof(foreign) / sizeof(foreign[0]); k++)
         if (strcmp(dir->text, foreign[k].word) == 0)
@@ -2050,6 +2230,8 @@ static int note_line(parser *ps, enum ctx ctx, const char *name, int line)
         at = &c->user_line;
     else if (ctx == CTX_TOP && !strcmp(name, "docroot"))
         at = &c->docroot_line;
+    else if (ctx == CTX_HOST && !strcmp(name, "docroot"))
+        at = &c->hosts[ps->host].docroot_line;
     else if (ctx == CTX_TOP && !strcmp(name, "access-log"))
         at = &c->access_log_line;
     else if (ctx == CTX_TOP && !strcmp(name, "error-log"))
@@ -2377,6 +2559,7 @@ static int parse_text(const char *text, size_t len, const char *name, const char
 {
     parser ps = {.line = 1,
                  .col = 1,
+                 .host = SANDLET_HOST_DEFAULT,
                  .name = name ? name : "(config)",
                  .basedir = basedir,
                  .no_secrets = no_secrets,
@@ -2431,6 +2614,8 @@ static int parse_text(const char *text, size_t len, const char *name, const char
         if (ps.conf->servlets[i].max_body_size == SIZE_MAX)
             ps.conf->servlets[i].max_body_size = ps.conf->max_body_size;
 
+    if (rc == 0)
+        rc = hosts_reachable(&ps);
     if (rc == 0 && ps.conf->npages && !ps.conf->docroot) {
         set_err(err, errlen,
                 "%s:%d: 'pages' without a docroot (expected a 'docroot DIR;' line: pages are "
@@ -2636,6 +2821,14 @@ void sandlet_conf_free(sandlet_conf *conf)
     for (size_t i = 0; i < conf->npages; i++)
         free(conf->pages[i].prefix);
     free(conf->pages);
+    for (size_t i = 0; i < conf->nhosts; i++) {
+        for (size_t j = 0; j < conf->hosts[i].nnames; j++)
+            free(conf->hosts[i].names[j]);
+        free(conf->hosts[i].names);
+        free(conf->hosts[i].name_lines);
+        free(conf->hosts[i].docroot);
+    }
+    free(conf->hosts);
     free(conf->page_cache);
     free(conf->spool_dir);
     free(conf->page_compiler);
@@ -2748,8 +2941,11 @@ static void plan_sandbox(sandlet_sandbox_conf *d, const sandlet_sandbox_conf *s,
 
 static void plan_servlet(sandlet_servlet_conf *d, const sandlet_servlet_conf *s, bool *bad)
 {
-    *d = (sandlet_servlet_conf){
-        .prefix = s->prefix, .sandbox = s->sandbox, .timeout = s->timeout, .line = s->line};
+    *d = (sandlet_servlet_conf){.prefix = s->prefix,
+                                .host = s->host,
+                                .sandbox = s->sandbox,
+                                .timeout = s->timeout,
+                                .line = s->line};
     d->path = copy_str(s->path, bad);
     d->library = copy_str(s->library, bad);
     if (s->nparams == 0)

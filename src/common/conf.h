@@ -50,6 +50,12 @@
  *   page-compiler cc;               # or off: serve only precompiled pages
  *   page-compile-timeout 60000;     # ms one compile may take
  *   development on;                 # compile errors shown in the 500 page
+ *   host shop.example.org {         # requests whose Host names it (sandlet.conf(5), HOSTS)
+ *       name www.shop.example.org;  # more names; "*.example.org" matches subdomains
+ *       docroot /srv/shop;          # its static files (none: 404)
+ *       servlet /cart { library cart.so; sandbox shop; }  # its routes, no others
+ *   }
+ *   unknown-hosts serve;            # or refuse: 421 for a Host no host block names
  *   servlet /hello {                # exact path; "/app/" + "*" matches a prefix
  *       library hello.so;           # relative to the config file's folder
  *       sandbox shop;               # default: "default" (created on demand)
@@ -230,8 +236,37 @@ typedef struct sandlet_sandbox_conf {
     int user_line, group_line; /* of its "user" and "group" lines; 0: none */
 } sandlet_sandbox_conf;
 
+/* The servlets, pages and docroot outside every host block: what a
+ * request whose Host no host block names is served by (unless
+ * unknown-hosts refuse), and all there is in a file without host blocks. */
+#define SANDLET_HOST_DEFAULT SIZE_MAX
+/* Host names: a DNS name is at most 253 bytes; "*." may precede it. */
+#define SANDLET_HOST_NAME_MAX 255
+/* Host blocks and names in one file: a virtual-hosting farm is several
+ * sandletd, not one file with thousands of origins. */
+#define SANDLET_MAX_HOSTS      1024
+#define SANDLET_MAX_HOST_NAMES 4096
+
+/* What a request whose Host no host block names gets ("unknown-hosts"). */
+#define SANDLET_UNKNOWN_HOSTS_SERVE  0u /* the default host */
+#define SANDLET_UNKNOWN_HOSTS_REFUSE 1u /* 421 Misdirected Request */
+
+/* host NAME { name NAME; docroot DIR; servlet PATH { ... } }: an origin of
+ * its own.  names are lowercase, without a trailing dot; a wildcard
+ * "*.example.org" is kept as is and matches any name ending in
+ * ".example.org" (not example.org itself). */
+typedef struct sandlet_host_conf {
+    char **names;
+    int *name_lines;
+    size_t nnames;
+    char *docroot; /* NULL: none, files answer 404 */
+    int line;
+    int docroot_line;
+} sandlet_host_conf;
+
 typedef struct sandlet_servlet_conf {
     char *path;     /* without the trailing "*" for prefix routes */
+    size_t host;    /* index into sandlet_conf.hosts, or SANDLET_HOST_DEFAULT */
     bool prefix;    /* configured with a trailing "/" "*" */
     char *library;  /* absolute when loaded with sandlet_conf_load */
     size_t sandbox; /* index into sandlet_conf.sandboxes */
@@ -281,6 +316,9 @@ typedef struct sandlet_conf {
     size_t nsandboxes;
     sandlet_servlet_conf *servlets;
     size_t nservlets;
+    sandlet_host_conf *hosts;
+    size_t nhosts;
+    unsigned unknown_hosts; /* SANDLET_UNKNOWN_HOSTS_* */
     /* session-secret-file: read and checked when the file is parsed,
      * kept only as a hash of its contents (SANDLET_SESSION_SECRET_LEN). */
     char *session_secret_file;
@@ -357,9 +395,21 @@ bool sandlet_conf_listen_same(const sandlet_listen_conf *a, const sandlet_listen
  * "pages" block covers it. */
 const sandlet_pages_conf *sandlet_conf_pages_for(const sandlet_conf *conf, const char *rel);
 
-/* (route.c) The servlet serving path (the request path before '?'), or NULL.
- * Exact routes win over prefix routes; the longest prefix wins. */
+/* (route.c) The servlet of the default host serving path (the request
+ * path before '?'), or NULL.  Exact routes win over prefix routes; the
+ * longest prefix wins. */
 const sandlet_servlet_conf *sandlet_conf_route(const sandlet_conf *conf, const char *path,
                                                size_t len);
+/* (route.c) As sandlet_conf_route, among the servlets of host (an index
+ * into conf->hosts, or SANDLET_HOST_DEFAULT) only. */
+const sandlet_servlet_conf *sandlet_conf_route_host(const sandlet_conf *conf, size_t host,
+                                                    const char *path, size_t len);
+/* (route.c) The host block serving a request whose Host header is host
+ * (len bytes, port and all; NULL when the request has none): an exact
+ * name first, then the longest matching wildcard, else
+ * SANDLET_HOST_DEFAULT, or SIZE_MAX - 1 (SANDLET_HOST_MISDIRECTED) when
+ * unknown-hosts is refuse. */
+#define SANDLET_HOST_MISDIRECTED (SIZE_MAX - 1)
+size_t sandlet_conf_host(const sandlet_conf *conf, const char *host, size_t len);
 
 #endif /* SANDLET_CONF_H */

@@ -308,6 +308,15 @@ int sandlet_check_deep(const sandlet_conf *c)
         snprintf(fix, sizeof(fix), "create it: mkdir -p %s, or fix 'docroot'", c->docroot);
         need_dir(&n, c, c->docroot_line, "docroot", c->docroot, fix);
     }
+    for (size_t i = 0; i < c->nhosts; i++) {
+        const sandlet_host_conf *h = &c->hosts[i];
+        if (!h->docroot)
+            continue;
+        char fix[PATH_MAX + 64];
+        snprintf(fix, sizeof(fix), "create it: mkdir -p %s, or fix host %s's 'docroot'", h->docroot,
+                 h->names[0]);
+        need_dir(&n, c, h->docroot_line, "docroot", h->docroot, fix);
+    }
     struct stat st;
     if (!sandlet_log_is_syslog(c->error_log)) {
         if (c->error_log)

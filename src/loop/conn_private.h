@@ -76,6 +76,9 @@ struct sandlet_conn {
     /* Fields whose name and value are complete (NUL-terminated in head). */
     unsigned nterminated;
     uint32_t target, target_len;
+    /* An absolute-form target's host[:port], in head (0 long: none): it,
+     * not Host, names the host the request is for (RFC 9112 3.2.2). */
+    uint32_t authority, authority_len;
     bool in_value; /* last header callback was a value */
     /* The input parsed so far ends in a line feed and optional blanks: a
      * header value piece right after it is an obs-fold continuation. */
@@ -92,10 +95,11 @@ struct sandlet_conn {
     bool body_dispatched;
     bool body_paused;                    /* reading stopped: the window is full */
     uint64_t body_total;                 /* body bytes received, against max-body-size */
-    enum sandlet_route_kind route;       /* who answers it (route.c) */
     const sandlet_servlet_conf *servlet; /* lives in gen's configuration */
     uint16_t servlet_local;
-    uint32_t servlet_sandbox; /* its sandbox's id: the pool is looked up at dispatch */
+    uint32_t servlet_sandbox;      /* its sandbox's id: the pool is looked up at dispatch */
+    enum sandlet_route_kind route; /* who answers it (route.c) */
+    int docroot_fd;                /* its host's docroot (the server's or gen's); -1: none */
     /* The configuration the request was routed under, held until it ends:
      * a reload meanwhile changes nothing of it. */
     sandlet_confgen *gen;

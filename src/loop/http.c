@@ -98,6 +98,7 @@ static const char *reason(int status)
     case 415: return "Unsupported Media Type";
     case 416: return "Range Not Satisfiable";
     case 417: return "Expectation Failed";
+    case 421: return "Misdirected Request";
     case 422: return "Unprocessable Content";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
@@ -204,6 +205,11 @@ const char *sandlet_conn_reqline(const sandlet_conn *c)
 const sandlet_servlet_conf *sandlet_conn_servlet(const sandlet_conn *c)
 {
     return c->servlet;
+}
+
+int sandlet_conn_docroot_fd(const sandlet_conn *c)
+{
+    return c->docroot_fd;
 }
 
 void sandlet_conn_request_view(const sandlet_conn *c, sandlet_request_view *v)
@@ -563,14 +569,29 @@ static void take_route(sandlet_conn *c)
     const char *q = memchr(target, '?', c->target_len);
     size_t plen = q ? (size_t)(q - target) : c->target_len;
     sandlet_confgen *g = c->srv->gen;
-    sandlet_route route = sandlet_route_request(g->conf, c->peer, target, plen);
+    const char *host = sandlet_conn_header(c, "host");
+    size_t host_len = host ? strlen(host) : 0;
+    if (c->authority_len) {
+        host = (const char *)c->head.data + c->authority;
+        host_len = c->authority_len;
+    }
+    sandlet_route route = sandlet_route_request(g->conf, host, host_len, c->peer, target, plen);
     sandlet_confgen_put(c->gen);
     c->gen = NULL;
     c->route = route.kind;
     c->servlet = route.servlet;
+    c->docroot_fd = c->srv->docroot_fd;
+    if (route.host < g->conf->nhosts) {
+        /* The host's docroot lives in the generation: held until the
+         * request ends, so a reload cannot close it under a file being
+         * opened. */
+        c->gen = sandlet_confgen_hold(g);
+        c->docroot_fd = g->host_fd[route.host];
+    }
     if (c->servlet) {
         size_t i = (size_t)(c->servlet - g->conf->servlets);
-        c->gen = sandlet_confgen_hold(g);
+        if (!c->gen)
+            c->gen = sandlet_confgen_hold(g);
         c->servlet_local = g->local_index[i];
         c->servlet_sandbox = g->conf->sandboxes[c->servlet->sandbox].id;
     }
@@ -587,6 +608,7 @@ static void reset_request(sandlet_conn *c)
     c->nhdrs = c->nhead = c->nterminated = 0;
     sandlet_buf_reset(&c->hdrs);
     c->target = c->target_len = 0;
+    c->authority = c->authority_len = 0;
     c->in_value = false;
     c->nhost = 0;
     c->expect_continue = false;
@@ -594,6 +616,7 @@ static void reset_request(sandlet_conn *c)
     sandlet_confgen_put(c->gen);
     c->gen = NULL;
     c->route = SANDLET_ROUTE_FILES;
+    c->docroot_fd = -1;
     c->error_status = 0;
     sandlet_pool_link_reset(&c->link);
     sandlet_page_link_reset(&c->plink);
@@ -973,6 +996,11 @@ static bool origin_form(sandlet_conn *c)
     if (!path)
         return false; /* "http://host" without a path: not worth guessing */
     uint32_t cut = (uint32_t)(path - t);
+    /* userinfo@ has no place in an http(s) URI (RFC 9110 4.2.4). */
+    if (memchr(t + skip, '@', cut - skip))
+        return false;
+    c->authority = c->target + (uint32_t)skip;
+    c->authority_len = cut - (uint32_t)skip;
     c->target += cut;
     c->target_len -= cut;
     return true;
@@ -1175,6 +1203,7 @@ static void dispatch(sandlet_conn *c)
     case SANDLET_ROUTE_STATUS: sandlet_status_serve(c); break;
     case SANDLET_ROUTE_FILES: sandlet_files_serve(c); break;
     case SANDLET_ROUTE_PAGE: sandlet_pages_serve(c); break;
+    case SANDLET_ROUTE_MISDIRECTED: sandlet_conn_fail(c, 421); break;
     }
 }
 
@@ -1510,6 +1539,7 @@ void sandlet_http_accept(uv_stream_t *listener, int status)
         return;
     }
     c->srv = srv;
+    c->docroot_fd = -1;
     c->started = uv_hrtime();
     uv_tcp_init(srv->loop, &c->tcp);
     c->tcp.data = c;

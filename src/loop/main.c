@@ -548,6 +548,11 @@ static int run(sandlet_conf *conf, bool *taken)
         sandlet_error("out of memory starting the acceptor");
         return 1; /* the supervisor sees its socket close and leaves */
     }
+    /* As for the docroot: a start does not serve a host without its files
+     * (the generation logged which); a reload serves it with 404s. */
+    for (size_t i = 0; i < conf->nhosts; i++)
+        if (conf->hosts[i].docroot && srv->gen->host_fd[i] < 0)
+            return 1;
     *taken = true;
     close(ctl[1]);
     close(exe);

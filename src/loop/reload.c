@@ -25,6 +25,7 @@
 #include "loop/acceptor.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,7 +50,10 @@ sandlet_confgen *sandlet_confgen_new(sandlet_conf *conf)
         calloc(conf->nsandboxes + 1, sizeof(sandlet_pool *)); // NOLINT(bugprone-sizeof-expression)
     g->local_index = calloc(conf->nservlets + 1, sizeof(*g->local_index));
     g->nservlets = calloc(conf->nsandboxes + 1, sizeof(*g->nservlets));
-    if (!g->pool_of || !g->local_index || !g->nservlets) {
+    g->host_fd = malloc((conf->nhosts + 1) * sizeof(*g->host_fd));
+    if (!g->pool_of || !g->local_index || !g->nservlets || !g->host_fd) {
+        free(g->host_fd);
+        g->host_fd = NULL;
         g->conf = NULL; /* still the caller's */
         sandlet_confgen_put(g);
         return NULL;
@@ -59,6 +63,17 @@ sandlet_confgen *sandlet_confgen_new(sandlet_conf *conf)
     for (size_t j = 0; j < conf->nservlets; j++) {
         size_t i = conf->servlets[j].sandbox;
         g->local_index[j] = g->nservlets[i]++;
+    }
+    /* As files.c opens the default host's docroot: a directory handle
+     * beneath which static.c resolves every file. */
+    for (size_t i = 0; i < conf->nhosts; i++) {
+        const sandlet_host_conf *h = &conf->hosts[i];
+        g->host_fd[i] = -1;
+        if (h->docroot && (g->host_fd[i] = open(h->docroot, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+            sandlet_log_errno(SANDLET_LOG_ERROR, -errno,
+                              "%s:%d: host %s: docroot %s cannot be opened, so its files "
+                              "answer 404; create it or fix the docroot line",
+                              conf->file, h->docroot_line, h->names[0], h->docroot);
     }
     return g;
 }
@@ -73,6 +88,10 @@ void sandlet_confgen_put(sandlet_confgen *g)
 {
     if (!g || --g->refs > 0)
         return;
+    for (size_t i = 0; g->host_fd && g->conf && i < g->conf->nhosts; i++)
+        if (g->host_fd[i] >= 0)
+            close(g->host_fd[i]);
+    free(g->host_fd);
     sandlet_conf_free(g->conf);
     free(g->pool_of);
     free(g->local_index);

@@ -64,9 +64,9 @@ static int group_setup(void **state)
     bool root = geteuid() == 0;
     if (root) {
         /* Sandbox b runs as nobody: its directory must be its own. */
-        if (chmod(dir_a, 0777) < 0 || chmod(dir_q, 0777) < 0 ||
-            chown(dir_b, 65534, 65534) < 0 || chown(secret_b, 65534, 65534) < 0 ||
-            chmod(dir_b, 0700) < 0 || chmod(secret_b, 0600) < 0) {
+        if (chmod(dir_a, 0777) < 0 || chmod(dir_q, 0777) < 0 || chown(dir_b, 65534, 65534) < 0 ||
+            chown(secret_b, 65534, 65534) < 0 || chmod(dir_b, 0700) < 0 ||
+            chmod(secret_b, 0600) < 0) {
             perror("test_hostile: preparing the sandboxes' folders");
             return -1;
         }
@@ -263,6 +263,85 @@ static void test_forbidden_syscalls(void **state)
     assert_non_null(p);
     assert_true(atol(p + strlen(series)) >= 9);
     th_response_free(&r);
+}
+
+/* "?do=setcookie&arg=" and value percent-encoded. */
+static void setcookie_target(char *out, size_t size, const char *path, const char *value)
+{
+    int n = snprintf(out, size, "%s?do=setcookie&arg=", path);
+    assert_true(n > 0 && (size_t)n < size);
+    size_t o = (size_t)n;
+    for (const unsigned char *p = (const unsigned char *)value; *p; p++) {
+        assert_true(o + 4 < size);
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+            *p == '_' || *p == '-')
+            out[o++] = (char)*p;
+        else
+            o += (size_t)snprintf(out + o, size - o, "%%%02X", *p);
+    }
+    out[o] = '\0';
+}
+
+/* A Set-Cookie is judged by the name a browser will send the cookie back
+ * under (RFC 6265bis 5.6, 5.8.3), not by what precedes its first '=':
+ * sandbox evil may not plant good's session cookie (fixation) by any
+ * spelling, nor any other session cookie name; its own cookies, and
+ * cookies that only carry such a name in their value, go out.  The
+ * nameless, bare and prefixed spellings were delivered before. */
+static void test_foreign_set_cookie(void **state)
+{
+    (void)state;
+    if (th_unconfined())
+        skip();
+    static const char *const refused[] = {
+        "=SLSESSION_good=TOKEN; Path=/good", /* issue 29: comes back as SLSESSION_good=TOKEN */
+        " =\t slsession_GOOD = TOKEN ;Path=/",
+        "SLSESSION_good",          /* comes back bare: a name with no value to many parsers */
+        "=SLSESSION_good",         /* the same, nameless */
+        "SLSESSION_good=TOKEN",    /* the plain spelling, refused before too */
+        "=SLSESSION_future=TOKEN", /* no sandbox yet: a reload may add one */
+        "__Host-SLSESSION_good=TOKEN; Secure; Path=/",
+        "=__Secure-__Host-SLSESSION_good=TOKEN",
+    };
+    char target[512];
+    th_response r;
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        setcookie_target(target, sizeof(target), "/evil", refused[i]);
+        get(target, &r);
+        if (r.status != 502)
+            fail_msg("Set-Cookie: %s: status %d, expected 502", refused[i], r.status);
+        char sc[256];
+        assert_false(th_header(&r, "Set-Cookie", sc, sizeof(sc)));
+        assert_null(strstr(r.body, "TOKEN"));
+        th_response_free(&r);
+    }
+    assert_true(
+        th_log_wait(&d,
+                    "servlet /evil of sandbox 'evil' tried to set the session cookie "
+                    "SLSESSION_good of sandbox 'good' (GET /evil?do=setcookie&arg=%3DSLSESSION",
+                    3000));
+    assert_true(th_log_wait(&d,
+                            "servlet /evil of sandbox 'evil' tried to set the session cookie "
+                            "SLSESSION_future, which is not its own",
+                            3000));
+    assert_good_alive();
+    static const char *const allowed[] = {
+        "=theme=dark",                /* nameless, but no session cookie */
+        "SLSESSION_evil=x; Path=/",   /* its own */
+        "=slsession_EVIL=x",          /* its own, nameless */
+        "theme=SLSESSION_good=TOKEN", /* comes back as the cookie theme */
+        "==SLSESSION_good=TOKEN",     /* comes back as \"=SLSESSION...\": an empty name */
+    };
+    for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++) {
+        setcookie_target(target, sizeof(target), "/evil", allowed[i]);
+        get(target, &r);
+        if (r.status != 200)
+            fail_msg("Set-Cookie: %s: status %d, expected 200", allowed[i], r.status);
+        char sc[256];
+        assert_true(th_header(&r, "Set-Cookie", sc, sizeof(sc)));
+        assert_string_equal(sc, allowed[i]);
+        th_response_free(&r);
+    }
 }
 
 static void test_runaway_servlets(void **state)
@@ -500,10 +579,11 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_worker_status),    cmocka_unit_test(test_forbidden_syscalls),
-        cmocka_unit_test(test_runaway_servlets), cmocka_unit_test(test_files_fenced),
-        cmocka_unit_test(test_broken_streams),   cmocka_unit_test(test_database_group),
-        cmocka_unit_test(test_wx_bypass),        cmocka_unit_test(test_default_memory),
-        cmocka_unit_test(test_file_size),        cmocka_unit_test(test_write_quota),
+        cmocka_unit_test(test_runaway_servlets), cmocka_unit_test(test_foreign_set_cookie),
+        cmocka_unit_test(test_files_fenced),     cmocka_unit_test(test_broken_streams),
+        cmocka_unit_test(test_database_group),   cmocka_unit_test(test_wx_bypass),
+        cmocka_unit_test(test_default_memory),   cmocka_unit_test(test_file_size),
+        cmocka_unit_test(test_write_quota),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
