@@ -31,6 +31,7 @@ enum sandlet_conn_phase { PHASE_IDLE, PHASE_HEADERS, PHASE_BODY, PHASE_DONE };
 /* What only a request being served needs, apart from the connection so
  * that an idle keep-alive connection does not carry it. */
 typedef struct sandlet_conn_req {
+    llhttp_t parser;
     sandlet_file_send file; /* files.c's, see conn.h */
     char reqline[160];      /* "GET /path HTTP/1.1", truncated, for logs */
 } sandlet_conn_req;
@@ -49,7 +50,6 @@ struct sandlet_conn {
     sandlet_server *srv;
     sandlet_conn *prev, *next; /* all connections, for shutdown */
     enum sandlet_conn_state state;
-    llhttp_t parser;
     /* Received, not yet parsed.  Reads of a connection with nothing
      * pending go to the loop's shared read buffer, which in borrows while
      * they are parsed (on_read): what is left is copied into in's own

@@ -38,11 +38,19 @@ typedef struct wreq {
 } wreq;
 
 /* The per-request part of a connection that an idle one does not keep. */
-static sandlet_conn_req *req_new(void)
+static const llhttp_settings_t *parser_settings(void);
+
+/* The per-request part of a connection that an idle one does not keep,
+ * made when a request's first bytes are parsed; its parser starts fresh,
+ * as it is at the end of any request. */
+static sandlet_conn_req *req_new(sandlet_conn *c)
 {
     sandlet_conn_req *rq = calloc(1, sizeof(*rq));
-    if (rq)
-        rq->file.fd = -1;
+    if (!rq)
+        return NULL;
+    rq->file.fd = -1;
+    llhttp_init(&rq->parser, HTTP_REQUEST, parser_settings());
+    rq->parser.data = c;
     return rq;
 }
 static sandlet_hdr_ref *hdr_refs(const sandlet_conn *c)
@@ -159,12 +167,12 @@ const char *sandlet_conn_target(const sandlet_conn *c, size_t *len, size_t *path
 
 int sandlet_conn_method(const sandlet_conn *c)
 {
-    return c->parser.method;
+    return c->rq ? c->rq->parser.method : HTTP_GET;
 }
 
 const char *sandlet_conn_method_name(const sandlet_conn *c)
 {
-    return llhttp_method_name((llhttp_method_t)c->parser.method);
+    return llhttp_method_name((llhttp_method_t)sandlet_conn_method(c));
 }
 
 void sandlet_conn_version(const sandlet_conn *c, unsigned *major, unsigned *minor)
@@ -647,7 +655,8 @@ void sandlet_conn_request_done(sandlet_conn *c)
     set_phase(c, PHASE_IDLE);
     if (c->in.len == 0)
         release_idle(c);
-    llhttp_resume(&c->parser);
+    if (c->rq)
+        llhttp_resume(&c->rq->parser);
     /* Answered while process_input dispatched it (a file, an error page,
      * the status page...): its loop takes the next pipelined request.
      * Calling it from here would nest one stack frame per request, and a
@@ -1066,7 +1075,7 @@ static int on_headers_complete(llhttp_t *p)
         c->expect_continue = c->http_minor >= 1;
     }
     const char *target = (const char *)c->head.data + c->target;
-    if (!c->rq && !(c->rq = req_new())) {
+    if (!c->rq && !(c->rq = req_new(c))) {
         c->error_status = 503;
         return -1;
     }
@@ -1171,6 +1180,13 @@ static void init_settings(void)
     settings.on_body = on_body;
     settings.on_message_complete = on_message_complete;
     settings_ready = true;
+}
+
+static const llhttp_settings_t *parser_settings(void)
+{
+    if (!settings_ready)
+        init_settings();
+    return &settings;
 }
 
 /* ---- input -------------------------------------------------------------- */
@@ -1324,10 +1340,15 @@ static int bad_method_status(const sandlet_conn *c)
 
 static void process_input(sandlet_conn *c)
 {
+    if (!c->rq && c->in.len > 0 && !(c->rq = req_new(c))) {
+        sandlet_error("%s: out of memory for a request; closing", c->peer);
+        conn_close(c);
+        return;
+    }
     c->parsing = true;
     while ((c->state == CONN_READING || body_streaming(c)) && !c->body_paused && c->in.len > 0) {
         const char *data = (const char *)c->in.data;
-        llhttp_errno_t err = llhttp_execute(&c->parser, data, c->in.len);
+        llhttp_errno_t err = llhttp_execute(&c->rq->parser, data, c->in.len);
         if (err == HPE_OK) {
             c->lf_ws = ends_in_lf_ws(data, c->in.len, c->lf_ws);
             sandlet_buf_reset(&c->in);
@@ -1336,7 +1357,7 @@ static void process_input(sandlet_conn *c)
             break;
         }
         if (err == HPE_PAUSED) {
-            size_t used = (size_t)(llhttp_get_error_pos(&c->parser) - data);
+            size_t used = (size_t)(llhttp_get_error_pos(&c->rq->parser) - data);
             c->lf_ws = ends_in_lf_ws(data, used, c->lf_ws);
             sandlet_buf_consume(&c->in, used);
             if (c->body_dispatched) {
@@ -1531,8 +1552,6 @@ void sandlet_http_accept(uv_stream_t *listener, int status)
         }
         return;
     }
-    if (!settings_ready)
-        init_settings();
     sandlet_conn *c = calloc(1, sizeof(*c));
     if (!c) {
         sandlet_error("out of memory accepting a connection");
@@ -1580,8 +1599,6 @@ void sandlet_http_accept(uv_stream_t *listener, int status)
     sandlet_buf_init(&c->head, conf->max_header_size);
     sandlet_buf_init(&c->hdrs, SANDLET_MAX_HEADERS * sizeof(sandlet_hdr_ref));
     sandlet_buf_init(&c->body, conf->max_body_size);
-    llhttp_init(&c->parser, HTTP_REQUEST, &settings);
-    c->parser.data = c;
     c->state = CONN_READING;
     /* A new connection must send its request head in time. */
     set_phase(c, PHASE_HEADERS);
