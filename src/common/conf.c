@@ -301,6 +301,13 @@ static const directive directives[] = {
      .usage = "on|off",
      .off = TOP(development, bool),
      .values = on_off},
+    /* Where the supervisor says its pid, readiness and reload verdicts
+     * (state.h); the default is named after the configuration file. */
+    {.name = "state-file",
+     .ctx = CTX_TOP,
+     .kind = K_PATH,
+     .usage = "FILE",
+     .off = TOP(state_file, char *)},
     {.name = "sandbox",
      .ctx = CTX_TOP,
      .kind = K_BLOCK,
@@ -2572,6 +2579,7 @@ void sandlet_conf_free(sandlet_conf *conf)
     free(conf->status_page);
     free(conf->error_log);
     free(conf->session_secret_file);
+    free(conf->state_file);
     sodium_memzero(conf->session_secret, sizeof(conf->session_secret));
     sandlet_conf_forget_secrets(conf);
     free(conf->sandboxes);
@@ -2716,6 +2724,7 @@ sandlet_conf *sandlet_conf_plan(const sandlet_conf *conf)
     p->page_compiler = copy_str(conf->page_compiler, &bad);
     p->page_compile_timeout = conf->page_compile_timeout;
     p->development = conf->development;
+    p->state_file = copy_str(conf->state_file, &bad);
     /* The addresses, so that a reload binds only the new ones. */
     if (conf->nlistens) {
         p->listens = calloc(conf->nlistens, sizeof(*p->listens));
@@ -2860,6 +2869,8 @@ const char *sandlet_conf_restart_needed(const sandlet_conf *a, const sandlet_con
         return "page-compile-timeout";
     if (a->development != b->development)
         return "development";
+    if (!same_str(a->state_file, b->state_file))
+        return "state-file";
     if (a->npages != b->npages)
         return "pages";
     for (size_t i = 0; i < a->npages; i++)

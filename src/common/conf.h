@@ -289,6 +289,8 @@ typedef struct sandlet_conf {
     int page_compiler_line;        /* of its line (0: the default), for -t */
     unsigned page_compile_timeout; /* ms of wall clock one compile may take */
     bool development;              /* compile errors go into the 500 page */
+    /* The state file (state.h): NULL for the default, one per file name. */
+    char *state_file;
 } sandlet_conf;
 
 /* Parses text (len bytes, need not be NUL-terminated).  name is used in

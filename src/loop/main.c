@@ -10,6 +10,7 @@
 
 #include "loop/acceptor.h"
 #include "loop/check.h"
+#include "loop/command.h"
 #include "common/listen.h"
 #include "common/log.h"
 #include "sandbox/control.h"
@@ -49,9 +50,11 @@ static struct {
 
 static void usage(FILE *to)
 {
-    fprintf(to, "usage: sandletd [-t] [-d] [-c FILE]\n"
+    fprintf(to, "usage: sandletd [-t] [-d] [-c FILE] [-s reload|wait-ready]\n"
                 "  -c FILE  configuration file (default " DEFAULT_CONF ")\n"
                 "  -t       check the configuration and exit\n"
+                "  -s CMD   tell the daemon running FILE: reload (and wait for its verdict),\n"
+                "           wait-ready (until it serves); exit 0, 1 (refused) or 7 (not running)\n"
                 "  -d       log debug messages\n"
                 "  -V       print the version and exit\n");
 }
@@ -683,11 +686,13 @@ int main(int argc, char **argv)
     signal(SIGHUP, SIG_IGN);
     const char *file = DEFAULT_CONF;
     bool check = false;
+    const char *command = NULL;
     int opt;
-    while ((opt = getopt(argc, argv, "c:tdVh")) != -1) {
+    while ((opt = getopt(argc, argv, "c:tdVhs:")) != -1) {
         switch (opt) {
         case 'c': file = optarg; break;
         case 't': check = true; break;
+        case 's': command = optarg; break;
         case 'd': sandlet_log_set_level(SANDLET_LOG_DEBUG); break;
         case 'V': printf("sandletd %s\n", PACKAGE_VERSION); return 0;
         case 'h': usage(stdout); return 0;
@@ -704,6 +709,13 @@ int main(int argc, char **argv)
     if (rc < 0) {
         fprintf(stderr, "sandletd: %s\n", err);
         return 1;
+    }
+    if (command) {
+        /* 30 s: a reload waits at most a second for its turn, then for
+         * the supervisor to read the file and bind new addresses. */
+        rc = sandlet_command(conf, command, 30000);
+        sandlet_conf_free(conf);
+        return rc;
     }
     if (check) {
         /* As a start would see it: users, folders, libraries. */
