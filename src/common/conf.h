@@ -245,6 +245,16 @@ typedef struct sandlet_pages_conf {
     int line;
 } sandlet_pages_conf;
 
+/* Where lines of a configuration with "include" come from: the parser
+ * reads the files as one text (sandlet_conf_load expands each include in
+ * place), and a span maps the text's lines from `line` on to the lines
+ * from `local` on of files[file]. */
+typedef struct sandlet_conf_span {
+    int line;
+    unsigned file;
+    int local;
+} sandlet_conf_span;
+
 typedef struct sandlet_conf {
     char *file; /* as given, for messages */
     /* sandlet_conf_load: the file's absolute path (what a reload reads
@@ -291,6 +301,12 @@ typedef struct sandlet_conf {
     bool development;              /* compile errors go into the 500 page */
     /* The state file (state.h): NULL for the default, one per file name. */
     char *state_file;
+    /* With includes: every file read (files[0] the main one) and the
+     * spans of the text they make; nspans 0 without any. */
+    char **files;
+    size_t nfiles;
+    sandlet_conf_span *spans;
+    size_t nspans;
 } sandlet_conf;
 
 /* Parses text (len bytes, need not be NUL-terminated).  name is used in
@@ -317,6 +333,9 @@ typedef struct sandlet_conf_text {
 int sandlet_conf_load_text(const char *path, sandlet_conf **out, sandlet_conf_text *kept, char *err,
                            size_t errlen);
 void sandlet_conf_free(sandlet_conf *conf);
+/* The file and its line (*local) that line of conf's text comes from:
+ * conf->file and line itself without includes. */
+const char *sandlet_conf_where(const sandlet_conf *conf, int line, int *local);
 /* Zeroes and drops what only the supervisor and workers may hold (the
  * databases' connection strings and passwords): the acceptor calls it
  * once the supervisor has its plan. */
