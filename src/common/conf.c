@@ -21,6 +21,7 @@
 #include "common/conf.h"
 #include "lib/servlet.h"
 #include "common/log.h"
+#include "common/state.h"
 #include "db/pq.h"
 
 #include <arpa/inet.h>
@@ -2178,6 +2179,8 @@ static int resolve_sandboxes(parser *ps)
             }
             sb = c->nsandboxes - 1;
             c->sandboxes[sb].max_file_size = 0; /* writes no files, see close_sandbox */
+            /* A fixed pool, as for "default" above (and what -T writes). */
+            c->sandboxes[sb].max_workers = c->sandboxes[sb].workers;
         }
         c->pages[i].sandbox = sb;
         c->sandboxes[sb].pages = true;
@@ -2905,6 +2908,193 @@ int sandlet_conf_load_text(const char *path, sandlet_conf **out, sandlet_conf_te
     return rc;
 }
 
+/* ---- sandletd -T: the configuration as read ------------------------------ */
+
+/* A value as the lexer reads it back: a bare word when it is one, else a
+ * quoted string with '"' and '\' escaped. */
+static void dump_value(FILE *out, const char *s)
+{
+    bool word = s[0] != '\0';
+    for (const char *p = s; *p && word; p++)
+        word = is_word(*p) && (unsigned char)*p >= 0x21;
+    if (word) {
+        fputs(s, out);
+        return;
+    }
+    fputc('"', out);
+    for (const char *p = s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fputc('\\', out);
+        fputc(*p, out);
+    }
+    fputc('"', out);
+}
+
+static const char *word_of(const word_value *v, unsigned value)
+{
+    for (; v && v->word; v++)
+        if (v->value == value)
+            return v->word;
+    return NULL;
+}
+
+/* Every row of ctx whose value set_value stores, from base (a struct of
+ * ctx), one line each: the table says how each is written, so a new
+ * directive is dumped without a line here.  Values that mean "not set"
+ * (a NULL string, a 0 that the row's bounds refuse) are left out, as
+ * reading them back leaves them so. */
+static void dump_rows(FILE *out, enum ctx ctx, const char *base, const char *indent)
+{
+    for (size_t k = 0; k < NDIRECTIVES; k++) {
+        const directive *d = &directives[k];
+        if (d->ctx != ctx || strcmp(d->name, "state-file") == 0) /* set or not: below */
+            continue;
+        const void *f = base + d->off;
+        switch (d->kind) {
+        case K_UINT: {
+            unsigned v = *(const unsigned *)f;
+            if (v == 0 && d->none)
+                fprintf(out, "%s%s %s;\n", indent, d->name, d->none);
+            else if (v != 0 || d->min == 0)
+                fprintf(out, "%s%s %u;\n", indent, d->name, v);
+            break;
+        }
+        case K_SIZE: fprintf(out, "%s%s %zu;\n", indent, d->name, *(const size_t *)f); break;
+        case K_BYTES: {
+            unsigned long long v = *(const unsigned long long *)f;
+            if (v == 0 && d->none)
+                fprintf(out, "%s%s %s;\n", indent, d->name, d->none);
+            else if (v != 0 || d->min == 0)
+                fprintf(out, "%s%s %llu;\n", indent, d->name, v);
+            break;
+        }
+        case K_BOOL:
+        case K_ENUM: {
+            unsigned v = d->kind == K_BOOL ? *(const bool *)f : *(const unsigned *)f;
+            const char *w = word_of(d->values, v);
+            if (w)
+                fprintf(out, "%s%s %s;\n", indent, d->name, w);
+            break;
+        }
+        case K_FLAGS:
+            for (const word_value *v = d->values; v->word; v++)
+                if (*(const unsigned *)f & v->value)
+                    fprintf(out, "%s%s %s;\n", indent, d->name, v->word);
+            break;
+        case K_STRING:
+        case K_PATH:
+            if (*(char *const *)f) {
+                fprintf(out, "%s%s ", indent, d->name);
+                dump_value(out, *(char *const *)f);
+                fputs(";\n", out);
+            }
+            break;
+        case K_PATHS: {
+            char *const *list = *(char **const *)f;
+            size_t n = *(const size_t *)(base + d->off_n);
+            for (size_t i = 0; i < n; i++) {
+                fprintf(out, "%s%s ", indent, d->name);
+                dump_value(out, list[i]);
+                fputs(";\n", out);
+            }
+            break;
+        }
+        case K_PORTS: {
+            const unsigned short *ports = (const unsigned short *)f;
+            size_t n = *(const size_t *)(base + d->off_n);
+            for (size_t i = 0; i < n; i++)
+                fprintf(out, "%s%s %u;\n", indent, d->name, ports[i]);
+            break;
+        }
+        case K_CUSTOM:
+        case K_BLOCK: break; /* written by sandlet_conf_dump */
+        }
+    }
+}
+
+/* "name value;" for a string the table's custom handlers store. */
+static void dump_line(FILE *out, const char *indent, const char *name, const char *value)
+{
+    if (!value)
+        return;
+    fprintf(out, "%s%s ", indent, name);
+    dump_value(out, value);
+    fputs(";\n", out);
+}
+
+int sandlet_conf_dump(const sandlet_conf *c, FILE *out)
+{
+    const char *in = "    ";
+    fprintf(out, "# sandletd -T: %s as sandletd reads it: includes expanded, every default\n"
+                 "# written out, relative paths made absolute.  Read back, it gives the same\n"
+                 "# configuration.\n",
+            c->file);
+    for (size_t i = 1; i < c->nfiles; i++)
+        fprintf(out, "# included: %s\n", c->files[i]);
+    for (size_t i = 0; i < c->nlistens; i++) {
+        const sandlet_listen_conf *l = &c->listens[i];
+        bool v6 = strchr(l->host, ':') != NULL;
+        fprintf(out, "listen %s%s%s:%u;\n", v6 ? "[" : "", l->host, v6 ? "]" : "", l->port);
+    }
+    dump_rows(out, CTX_TOP, (const char *)c, "");
+    if (sandlet_log_is_syslog(c->error_log))
+        fprintf(out, "error-log syslog;\n");
+    else
+        dump_line(out, "", "error-log", c->error_log);
+    dump_line(out, "", "status-page", c->status_page);
+    dump_line(out, "", "session-secret-file", c->session_secret_file);
+    if (c->page_compiler)
+        dump_line(out, "", "page-compiler", c->page_compiler);
+    else
+        fprintf(out, "page-compiler off;\n");
+    char state[4096];
+    if (sandlet_state_path(c, state, sizeof(state)) == 0)
+        dump_line(out, "", "state-file", state); /* the default is named after the file */
+    for (size_t i = 0; i < c->nsandboxes; i++) {
+        const sandlet_sandbox_conf *sb = &c->sandboxes[i];
+        fputs("\nsandbox ", out);
+        dump_value(out, sb->name);
+        fputs(" {\n", out);
+        /* An implicit sandbox's 0 means "as many as workers", as a block's
+         * close makes it: written as that number, which reads back so. */
+        sandlet_sandbox_conf shown_sb = *sb;
+        if (!shown_sb.max_workers)
+            shown_sb.max_workers = shown_sb.workers;
+        dump_rows(out, CTX_SANDBOX, (const char *)&shown_sb, in);
+        dump_line(out, in, "database", sb->database);
+        dump_line(out, in, "database-password-file", sb->database_password_file);
+        fputs("}\n", out);
+    }
+    for (size_t i = 0; i < c->nservlets; i++) {
+        const sandlet_servlet_conf *sv = &c->servlets[i];
+        char *path = NULL;
+        if (asprintf(&path, "%s%s", sv->path, sv->prefix ? "*" : "") < 0)
+            return -ENOMEM;
+        fputs("\nservlet ", out);
+        dump_value(out, path);
+        free(path);
+        fputs(" {\n", out);
+        dump_rows(out, CTX_SERVLET, (const char *)sv, in);
+        dump_line(out, in, "sandbox", c->sandboxes[sv->sandbox].name);
+        for (size_t j = 0; j < sv->nparams; j++) {
+            fprintf(out, "%sparam ", in);
+            dump_value(out, sv->params[j].name);
+            fputc(' ', out);
+            dump_value(out, sv->params[j].value);
+            fputs(";\n", out);
+        }
+        fputs("}\n", out);
+    }
+    for (size_t i = 0; i < c->npages; i++) {
+        fputs("\npages ", out);
+        dump_value(out, c->pages[i].prefix);
+        fputs(" {\n", out);
+        dump_line(out, in, "sandbox", c->sandboxes[c->pages[i].sandbox].name);
+        fputs("}\n", out);
+    }
+    return fflush(out) == 0 && !ferror(out) ? 0 : -EIO;
+}
+
 void sandlet_conf_free(sandlet_conf *conf)
 {
     if (!conf)
@@ -3248,7 +3438,11 @@ const char *sandlet_conf_restart_needed(const sandlet_conf *a, const sandlet_con
         return "page-compile-timeout";
     if (a->development != b->development)
         return "development";
-    if (!same_str(a->state_file, b->state_file))
+    /* The state file the supervisor writes: its default is named after
+     * the file, so the paths in effect are what must agree. */
+    char sa[4096], sb[4096];
+    if (sandlet_state_path(a, sa, sizeof(sa)) < 0 || sandlet_state_path(b, sb, sizeof(sb)) < 0 ||
+        strcmp(sa, sb) != 0)
         return "state-file";
     if (a->npages != b->npages)
         return "pages";

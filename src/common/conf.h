@@ -68,6 +68,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define SANDLET_DEFAULT_LISTEN        "127.0.0.1:8080"
 #define SANDLET_DEFAULT_WORKERS       2
@@ -333,6 +334,10 @@ typedef struct sandlet_conf_text {
 int sandlet_conf_load_text(const char *path, sandlet_conf **out, sandlet_conf_text *kept, char *err,
                            size_t errlen);
 void sandlet_conf_free(sandlet_conf *conf);
+/* Writes conf as a configuration file that reads back to the same
+ * configuration: includes expanded, defaults written out, paths
+ * absolute ("sandletd -T").  Returns 0 or a negative errno. */
+int sandlet_conf_dump(const sandlet_conf *conf, FILE *out);
 /* The file and its line (*local) that line of conf's text comes from:
  * conf->file and line itself without includes. */
 const char *sandlet_conf_where(const sandlet_conf *conf, int line, int *local);

@@ -50,9 +50,11 @@ static struct {
 
 static void usage(FILE *to)
 {
-    fprintf(to, "usage: sandletd [-t] [-d] [-c FILE] [-s reload|wait-ready]\n"
+    fprintf(to, "usage: sandletd [-t] [-T] [-d] [-c FILE] [-s reload|wait-ready]\n"
                 "  -c FILE  configuration file (default " DEFAULT_CONF ")\n"
                 "  -t       check the configuration and exit\n"
+                "  -T       print the configuration as read (includes expanded, defaults\n"
+                "           written out) and exit\n"
                 "  -s CMD   tell the daemon running FILE: reload (and wait for its verdict),\n"
                 "           wait-ready (until it serves); exit 0, 1 (refused) or 7 (not running)\n"
                 "  -d       log debug messages\n"
@@ -685,13 +687,14 @@ int main(int argc, char **argv)
      * stay ignored across exec), which a terminal's hang-up reaches too. */
     signal(SIGHUP, SIG_IGN);
     const char *file = DEFAULT_CONF;
-    bool check = false;
+    bool check = false, dump = false;
     const char *command = NULL;
     int opt;
-    while ((opt = getopt(argc, argv, "c:tdVhs:")) != -1) {
+    while ((opt = getopt(argc, argv, "c:tTdVhs:")) != -1) {
         switch (opt) {
         case 'c': file = optarg; break;
         case 't': check = true; break;
+        case 'T': dump = true; break;
         case 's': command = optarg; break;
         case 'd': sandlet_log_set_level(SANDLET_LOG_DEBUG); break;
         case 'V': printf("sandletd %s\n", PACKAGE_VERSION); return 0;
@@ -709,6 +712,13 @@ int main(int argc, char **argv)
     if (rc < 0) {
         fprintf(stderr, "sandletd: %s\n", err);
         return 1;
+    }
+    if (dump) {
+        rc = sandlet_conf_dump(conf, stdout);
+        if (rc < 0)
+            fprintf(stderr, "sandletd: cannot write the configuration: %s\n", strerror(-rc));
+        sandlet_conf_free(conf);
+        return rc < 0 ? 1 : 0;
     }
     if (command) {
         /* 30 s: a reload waits at most a second for its turn, then for

@@ -212,6 +212,73 @@ static void test_state_file(void **state)
     assert_string_equal(path, SANDLET_STATE_DIR "/second.state");
 }
 
+/* sandletd -T: what it writes reads back to the same configuration, and
+ * writes the same text again.  The file uses what the dump must get
+ * right: includes, IPv6, syslog, quoted values, prefix routes, params,
+ * the implicit "default" and "pages" sandboxes, "off" and "unlimited". */
+static char *dump(const sandlet_conf *c)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    assert_int_equal(sandlet_conf_dump(c, f), 0);
+    assert_int_equal(fclose(f), 0);
+    return text;
+}
+
+static void test_dump_round_trip(void **state)
+{
+    (void)state;
+    put("main.conf", "listen [::1]:8089;\nlisten 127.0.0.1:0;\n"
+                     "docroot www;\nerror-log syslog;\nstatus-page /st;\n"
+                     "max-body-size 2m;\npage-compiler off;\n"
+                     "include conf.d/*.conf;\n"
+                     "pages /p/ { }\n");
+    put("conf.d/10-a.conf", "sandbox a {\n  workers 3; max-workers 5; memory unlimited;\n"
+                            "  timeout off; max-requests 100; syscalls files; syscalls database;\n"
+                            "  writable \"/tmp/with space\"; readable /usr/share;\n"
+                            "  database \"host=db.example port=6543 dbname=x\";\n"
+                            "  sessions none; syscall-violations log;\n}\n");
+    put("conf.d/20-b.conf", "servlet /app/* {\n  library lib/app.so;\n  sandbox a;\n"
+                            "  param greeting \"Hello, \\\"you\\\"\";\n  timeout 5;\n}\n"
+                            "servlet /x { library x.so; }\n");
+    char err[512] = "";
+    sandlet_conf *a = NULL, *b = NULL;
+    assert_int_equal(load("main.conf", &a, err, sizeof(err)), 0);
+    char *text = dump(a);
+    assert_non_null(strstr(text, "conf.d/20-b.conf")); /* the files read */
+    assert_non_null(strstr(text, "listen [::1]:8089;"));
+    assert_non_null(strstr(text, "error-log syslog;"));
+    assert_non_null(strstr(text, "header-timeout 10000;")); /* a default */
+    assert_non_null(strstr(text, "servlet /app/* {"));
+    assert_non_null(strstr(text, "sandbox default {")); /* implicit */
+    assert_non_null(strstr(text, "state-file " SANDLET_STATE_DIR "/main.state;"));
+    put("dumped.conf", text);
+    if (load("dumped.conf", &b, err, sizeof(err)) != 0)
+        fail_msg("the dump does not read back: %s\n%s", err, text);
+    char *again = dump(b);
+    /* The same text, but for the header that names the file. */
+    const char *body1 = strstr(text, "\nlisten"), *body2 = strstr(again, "\nlisten");
+    assert_non_null(body1);
+    assert_non_null(body2);
+    assert_string_equal(body1, body2);
+    /* And the same configuration, as a reload would judge it. */
+    assert_null(sandlet_conf_restart_needed(a, b));
+    assert_int_equal(a->nsandboxes, b->nsandboxes);
+    for (size_t i = 0; i < a->nsandboxes; i++)
+        assert_true(sandlet_conf_sandbox_same(a, i, b, i));
+    assert_int_equal(a->nservlets, b->nservlets);
+    assert_string_equal(a->servlets[0].params[0].value, b->servlets[0].params[0].value);
+    assert_int_equal(a->servlets[0].prefix, b->servlets[0].prefix);
+    assert_int_equal(a->servlets[1].max_body_size, 2 * 1024 * 1024);
+    assert_int_equal(b->servlets[1].max_body_size, 2 * 1024 * 1024);
+    free(text);
+    free(again);
+    sandlet_conf_free(a);
+    sandlet_conf_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -220,6 +287,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_include_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_include_digest, setup, teardown),
         cmocka_unit_test_setup_teardown(test_state_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dump_round_trip, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
