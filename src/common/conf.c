@@ -3025,9 +3025,10 @@ static void dump_line(FILE *out, const char *indent, const char *name, const cha
 int sandlet_conf_dump(const sandlet_conf *c, FILE *out)
 {
     const char *in = "    ";
-    fprintf(out, "# sandletd -T: %s as sandletd reads it: includes expanded, every default\n"
-                 "# written out, relative paths made absolute.  Read back, it gives the same\n"
-                 "# configuration.\n",
+    fprintf(out,
+            "# sandletd -T: %s as sandletd reads it: includes expanded, every default\n"
+            "# written out, relative paths made absolute.  Read back, it gives the same\n"
+            "# configuration.\n",
             c->file);
     for (size_t i = 1; i < c->nfiles; i++)
         fprintf(out, "# included: %s\n", c->files[i]);
