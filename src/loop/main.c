@@ -13,6 +13,7 @@
 #include "loop/command.h"
 #include "common/listen.h"
 #include "common/log.h"
+#include "common/state.h"
 #include "sandbox/control.h"
 #include "sandbox/identity.h"
 #include "sandbox/supervisor.h"
@@ -406,6 +407,17 @@ static void on_ctl(uv_poll_t *p, int status, int events)
         }
         if (fd >= 0)
             close(fd); /* only LOGFD and WORKER carry descriptors */
+        if (msg.type == SANDLET_CTL_NOTIFY) {
+            /* sd_notify's protocol (state.c): the unit's NotifyAccess=main
+             * takes it from this process only. */
+            int nrc = sandlet_notify("READY=1\nSTATUS=serving");
+            if (nrc < 0)
+                sandlet_log_errno(SANDLET_LOG_WARN, nrc,
+                                  "cannot tell the service manager that sandletd is ready "
+                                  "(NOTIFY_SOCKET=%s)",
+                                  getenv("NOTIFY_SOCKET"));
+            continue;
+        }
         sandlet_pool_control(srv, &msg);
     }
 }

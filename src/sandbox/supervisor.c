@@ -321,12 +321,9 @@ static void maybe_ready(void)
     }
     snprintf(sv.state.phase, sizeof(sv.state.phase), "ready");
     state_save();
-    int rc = sandlet_notify("READY=1\nSTATUS=serving");
-    if (rc < 0)
-        sandlet_log_errno(SANDLET_LOG_WARN, rc,
-                          "cannot tell the service manager that sandletd is ready "
-                          "(NOTIFY_SOCKET=%s)",
-                          getenv("NOTIFY_SOCKET"));
+    /* The acceptor is the service's main process: it tells systemd. */
+    sandlet_ctl m = {.type = SANDLET_CTL_NOTIFY};
+    tell(&m, NULL, 0);
     sandlet_info("ready: every sandbox has a worker up");
 }
 
