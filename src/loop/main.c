@@ -58,6 +58,7 @@ static void usage(FILE *to)
                 "           written out) and exit\n"
                 "  -s CMD   tell the daemon running FILE: reload (and wait for its verdict),\n"
                 "           wait-ready (until it serves); exit 0, 1 (refused) or 7 (not running)\n"
+                "  -W MS    how long -s waits for the answer (default 30000)\n"
                 "  -d       log debug messages\n"
                 "  -V       print the version and exit\n");
 }
@@ -701,13 +702,25 @@ int main(int argc, char **argv)
     const char *file = DEFAULT_CONF;
     bool check = false, dump = false;
     const char *command = NULL;
+    /* 30 s: a reload waits at most a second for its turn, then for the
+     * supervisor to read the file and bind new addresses. */
+    unsigned long wait_ms = 30000;
+    char *end = NULL;
     int opt;
-    while ((opt = getopt(argc, argv, "c:tTdVhs:")) != -1) {
+    while ((opt = getopt(argc, argv, "c:tTdVhs:W:")) != -1) {
         switch (opt) {
         case 'c': file = optarg; break;
         case 't': check = true; break;
         case 'T': dump = true; break;
         case 's': command = optarg; break;
+        case 'W':
+            errno = 0;
+            wait_ms = strtoul(optarg, &end, 10);
+            if (errno || !end || *end || optarg[0] == '-' || wait_ms > 3600000) {
+                fprintf(stderr, "sandletd: -W %s: expected milliseconds, 0 to 3600000\n", optarg);
+                return 2;
+            }
+            break;
         case 'd': sandlet_log_set_level(SANDLET_LOG_DEBUG); break;
         case 'V': printf("sandletd %s\n", PACKAGE_VERSION); return 0;
         case 'h': usage(stdout); return 0;
@@ -733,9 +746,7 @@ int main(int argc, char **argv)
         return rc < 0 ? 1 : 0;
     }
     if (command) {
-        /* 30 s: a reload waits at most a second for its turn, then for
-         * the supervisor to read the file and bind new addresses. */
-        rc = sandlet_command(conf, command, 30000);
+        rc = sandlet_command(conf, command, (unsigned)wait_ms);
         sandlet_conf_free(conf);
         return rc;
     }
