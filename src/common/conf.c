@@ -152,6 +152,7 @@ static int open_pages(parser *ps, const directive *d, const token *dir, token *a
 static int do_compiler(parser *ps, const directive *d, const token *dir, token *args);
 static int do_use_sandbox(parser *ps, const directive *d, const token *dir, token *args);
 static int do_param(parser *ps, const directive *d, const token *dir, token *args);
+static int do_dynamic_uids(parser *ps, const directive *d, const token *dir, token *args);
 
 /* The offset of field f of struct T, refused at compile time unless the
  * field has the type its row's kind stores (the selection is never
@@ -310,6 +311,12 @@ static const directive directives[] = {
      .kind = K_PATH,
      .usage = "FILE",
      .off = TOP(state_file, char *)},
+    /* The uids of an acceptor and sandboxes without a user (identity.h). */
+    {.name = "dynamic-uids",
+     .ctx = CTX_TOP,
+     .kind = K_CUSTOM,
+     .usage = "FIRST-LAST",
+     .handler = do_dynamic_uids},
     {.name = "sandbox",
      .ctx = CTX_TOP,
      .kind = K_BLOCK,
@@ -2475,6 +2482,49 @@ static int read_file(const char *path, char **buf, size_t *len, char *err, size_
     return 0;
 }
 
+/* ---- dynamic-uids ------------------------------------------------------------ */
+
+/* Below 2^31: ids past it are read as negative by too many programs
+ * (systemd calls that range "HIC SVNT LEONES"). */
+#define DYNAMIC_UID_MAX 2147483646UL
+
+/* The range in effect: the file's, or the default. */
+static uint32_t dynamic_first(const sandlet_conf *c)
+{
+    return c->dynamic_uid_first ? c->dynamic_uid_first : SANDLET_DEFAULT_DYNAMIC_UID_FIRST;
+}
+
+static uint32_t dynamic_last(const sandlet_conf *c)
+{
+    return c->dynamic_uid_last ? c->dynamic_uid_last : SANDLET_DEFAULT_DYNAMIC_UID_LAST;
+}
+
+/* "FIRST-LAST": the acceptor's uid and at least one sandbox's, above the
+ * ids a distribution gives its users and below 2^31. */
+static int do_dynamic_uids(parser *ps, const directive *d, const token *dir, token *args)
+{
+    (void)d;
+    (void)dir;
+    char sh[SHOWN_MAX], first[16] = "";
+    const char *s = args[0].text, *dash = strchr(s, '-');
+    unsigned lo = 0, hi = 0;
+    size_t n = dash ? (size_t)(dash - s) : 0;
+    if (n && n < sizeof(first)) {
+        memcpy(first, s, n);
+        first[n] = '\0';
+    }
+    if (!dash || !first[0] || parse_uint(first, 1000, DYNAMIC_UID_MAX, &lo) != 0 ||
+        parse_uint(dash + 1, 1000, DYNAMIC_UID_MAX, &hi) != 0 || hi <= lo)
+        return fail(ps, args[0].line, args[0].col,
+                    "invalid dynamic-uids '%s' (expected FIRST-LAST, two ids from 1000 to %lu "
+                    "with FIRST below LAST, e.g. 1879048192-1879113727)",
+                    shown(sh, sizeof(sh), s), DYNAMIC_UID_MAX);
+    ps->conf->dynamic_uid_first = lo;
+    ps->conf->dynamic_uid_last = hi;
+    ps->conf->dynamic_uids_line = args[0].line;
+    return 0;
+}
+
 /* ---- include (sandlet.conf(5), INCLUDE) ------------------------------------ */
 
 /* Nesting deeper than this is a mistake (or a cycle through links). */
@@ -3043,6 +3093,7 @@ int sandlet_conf_dump(const sandlet_conf *c, FILE *out)
     else
         dump_line(out, "", "error-log", c->error_log);
     dump_line(out, "", "status-page", c->status_page);
+    fprintf(out, "dynamic-uids %u-%u;\n", dynamic_first(c), dynamic_last(c));
     dump_line(out, "", "session-secret-file", c->session_secret_file);
     if (c->page_compiler)
         dump_line(out, "", "page-compiler", c->page_compiler);
@@ -3295,6 +3346,10 @@ sandlet_conf *sandlet_conf_plan(const sandlet_conf *conf)
     p->page_compile_timeout = conf->page_compile_timeout;
     p->development = conf->development;
     p->state_file = copy_str(conf->state_file, &bad);
+    /* The supervisor decides the workers' uids. */
+    p->dynamic_uid_first = conf->dynamic_uid_first;
+    p->dynamic_uid_last = conf->dynamic_uid_last;
+    p->dynamic_uids_line = conf->dynamic_uids_line;
     /* The addresses, so that a reload binds only the new ones. */
     if (conf->nlistens) {
         p->listens = calloc(conf->nlistens, sizeof(*p->listens));
@@ -3439,6 +3494,9 @@ const char *sandlet_conf_restart_needed(const sandlet_conf *a, const sandlet_con
         return "page-compile-timeout";
     if (a->development != b->development)
         return "development";
+    /* Running workers keep the uids they were started with. */
+    if (dynamic_first(a) != dynamic_first(b) || dynamic_last(a) != dynamic_last(b))
+        return "dynamic-uids";
     /* The state file the supervisor writes: its default is named after
      * the file, so the paths in effect are what must agree. */
     char sa[4096], sb[4096];

@@ -140,6 +140,14 @@
 #define SANDLET_MAX_DATABASE_PORTS 16
 /* A database's port when its conninfo names a TCP host but no port. */
 #define SANDLET_DEFAULT_DATABASE_PORT 5432
+/* The uids of an acceptor and sandboxes without "user" ("dynamic-uids"):
+ * 0x70000000-0x7000FFFF, past every range systemd documents an owner for
+ * (users up to 60000, DynamicUser= 61184-65519, nspawn containers
+ * 524288-1879048191) and below 2^31, which too many programs read as
+ * negative; /etc/subuid's ranges start at 100000, 65536 per user, and
+ * would need some 28000 users to reach it. */
+#define SANDLET_DEFAULT_DYNAMIC_UID_FIRST 1879048192u
+#define SANDLET_DEFAULT_DYNAMIC_UID_LAST  1879113727u
 /* Bytes a database-password-file may hold (one line, the password). */
 #define SANDLET_DATABASE_PASSWORD_MAX 1024
 
@@ -302,6 +310,11 @@ typedef struct sandlet_conf {
     bool development;              /* compile errors go into the 500 page */
     /* The state file (state.h): NULL for the default, one per file name. */
     char *state_file;
+    /* dynamic-uids FIRST-LAST: the acceptor's uid without "user" (FIRST)
+     * and the sandboxes' without one; 0 and 0 for the default range
+     * (identity.h). */
+    uint32_t dynamic_uid_first, dynamic_uid_last;
+    int dynamic_uids_line;
     /* With includes: every file read (files[0] the main one) and the
      * spans of the text they make; nspans 0 without any. */
     char **files;

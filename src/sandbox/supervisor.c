@@ -1653,6 +1653,11 @@ static box *box_make(plan *p, size_t index, uint32_t id, box *from)
 static void box_start(box *b)
 {
     b->started = true;
+    /* ps shows a worker's uid as a number when it is a dynamic one: this
+     * line says whose it is. */
+    if (b->ident.uid != UINT32_MAX)
+        sandlet_info("sandbox '%s' runs as uid %u, gid %u%s", b->sb->name, b->ident.uid,
+                     b->ident.gid, b->sb->user ? "" : " (dynamic-uids)");
     for (size_t i = 0; i < b->nslots; i++) {
         uv_timer_init(&sv.loop, &b->slots[i].restart);
         b->slots[i].restart.data = &b->slots[i];

@@ -52,7 +52,7 @@ static const err_case cases[] = {
     {"misspelled top-level directive", "servelt /x {\n}\n", 1, "1:1:", "did you mean 'servlet'?",
      0},
     {"unknown directive lists them all", "\nxyzzy 1;\n", 1,
-     "2:1:", "development, state-file, sandbox, servlet or pages)", 0},
+     "2:1:", "development, state-file, dynamic-uids, sandbox, servlet or pages)", 0},
     {"misspelled in sandbox block", "sandbox a {\n  wrokers 2;\n}\n", 1,
      "2:3:", "did you mean 'workers'?", 0},
     {"misspelled in servlet block", "servlet /x {\n  libary \"x.so\";\n}\n", 1,

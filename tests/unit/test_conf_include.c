@@ -279,6 +279,41 @@ static void test_dump_round_trip(void **state)
     sandlet_conf_free(b);
 }
 
+/* dynamic-uids: where sandboxes without a user get their uids. */
+static void test_dynamic_uids(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    sandlet_conf *a = NULL, *b = NULL;
+    put("main.conf", "dynamic-uids 70000-70999;\n");
+    assert_int_equal(load("main.conf", &a, err, sizeof(err)), 0);
+    assert_int_equal(a->dynamic_uid_first, 70000);
+    assert_int_equal(a->dynamic_uid_last, 70999);
+    char *text = dump(a);
+    assert_non_null(strstr(text, "dynamic-uids 70000-70999;"));
+    free(text);
+    put("main.conf", "listen 127.0.0.1:0;\n");
+    assert_int_equal(load("main.conf", &b, err, sizeof(err)), 0);
+    text = dump(b); /* the default, written out */
+    char want[64];
+    snprintf(want, sizeof(want), "dynamic-uids %u-%u;", SANDLET_DEFAULT_DYNAMIC_UID_FIRST,
+             SANDLET_DEFAULT_DYNAMIC_UID_LAST);
+    assert_non_null(strstr(text, want));
+    free(text);
+    /* Running workers keep their uids: only a restart moves the range. */
+    assert_string_equal(sandlet_conf_restart_needed(b, a), "dynamic-uids");
+    sandlet_conf_free(a);
+    sandlet_conf_free(b);
+    const char *bad[] = {"dynamic-uids 70000;\n", "dynamic-uids 70999-70000;\n",
+                         "dynamic-uids 0-100;\n", "dynamic-uids 70000-4294967295;\n",
+                         "dynamic-uids -5-10;\n", "dynamic-uids 70000-;\n"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        put("main.conf", bad[i]);
+        assert_int_equal(load("main.conf", &a, err, sizeof(err)), -EINVAL);
+        assert_non_null(strstr(err, "main.conf:1:14: invalid dynamic-uids"));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -288,6 +323,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_include_digest, setup, teardown),
         cmocka_unit_test_setup_teardown(test_state_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dump_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dynamic_uids, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
