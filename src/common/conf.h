@@ -15,6 +15,9 @@
  *   keepalive-timeout 15000;        # ms an idle connection is kept
  *   max-connections 10000;          # accepting pauses at this many clients
  *   session-secret-file /etc/sandlet/session.key;  # stable session keys
+ *   include GLOB;                   # drop-in files (conf.d, .conf), sorted, top level
+ *   state-file /run/sandlet/x.state; # pid, readiness, reload verdicts
+ *   dynamic-uids 1879048192-1879113727; # uids of sandboxes without a user
  *   sandbox shop {
  *       workers 4;                  # 1..256, default 2
  *       max-workers 8;              # grow up to 8 under load; default = workers
