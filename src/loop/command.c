@@ -57,7 +57,8 @@ static int running(const sandlet_conf *conf, const char *path, sandlet_state *st
     if (rc == -ENOENT) {
         fprintf(stderr,
                 "sandletd: no sandletd runs with %s (its state file %s does not exist); start "
-                "it first\n",
+                "it first (a daemon that runs but could not write the file says so in its "
+                "error log: set 'state-file' to a file in a folder it may write)\n",
                 conf->file, path);
         return SANDLET_COMMAND_NOT_RUNNING;
     }
