@@ -276,7 +276,7 @@ static void maybe_finish(void)
 /* ---- the state file ------------------------------------------------------------ */
 
 /* Writes the state file.  A daemon that cannot is still a daemon: it
- * says so once (only at debug level for the default path when not root,
+ * says so once (at the info level for the default path when not root,
  * as in tests and development, where /run is not ours). */
 static void state_save(void)
 {
@@ -287,7 +287,7 @@ static void state_save(void)
         return;
     sv.state_said = true;
     bool quiet = !sv.conf->state_file && geteuid() != 0;
-    sandlet_log_errno(quiet ? SANDLET_LOG_DEBUG : SANDLET_LOG_WARN, rc,
+    sandlet_log_errno(quiet ? SANDLET_LOG_INFO : SANDLET_LOG_WARN, rc,
                       "cannot write the state file %s: 'sandletd -s reload' and the init script "
                       "cannot learn reload verdicts (set 'state-file' in %s to a file in a "
                       "folder root may write)",
