@@ -597,6 +597,7 @@ static int run(sandlet_conf *conf, bool *taken)
         sandlet_info("started as root without a 'user' line: the acceptor runs as uid %u "
                      "(name a user with 'user' in %s to choose)",
                      acceptor.uid, conf->file);
+    sandlet_status_root_start(geteuid() == 0);
     rc = drop_privileges(&acceptor);
     if (rc < 0) {
         sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot become uid %u", acceptor.uid);

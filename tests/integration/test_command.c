@@ -22,6 +22,8 @@
 
 #include <cmocka.h>
 
+#include "sandbox/identity.h"
+
 /* Runs "sandletd ARGS -c conf" and returns its exit status, with its
  * standard output and error in out. */
 static int sandletd(const char *args, const char *conf, char *out, size_t cap)
@@ -106,11 +108,52 @@ static void test_reload_verdicts(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* The status page names who each sandbox's workers run as: ps shows a
+ * dynamic uid as a bare number. */
+static void test_status_names_uid(void **state)
+{
+    (void)state;
+    th_daemon d;
+    assert_int_equal(th_start(&d,
+                              "state-file run/s.state;\nstatus-page /st;\n"
+                              "dynamic-uids 1879048192-1879113727;\n"
+                              "sandbox shop { workers 1; }\n",
+                              false),
+                     0);
+    th_response r;
+    assert_int_equal(th_request(d.port, "GET", "/st", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, " user\n"));
+    char want[64];
+    if (geteuid() == 0)
+        snprintf(want, sizeof(want), " %u\n", sandlet_identity_dynamic_uid("shop"));
+    else
+        snprintf(want, sizeof(want), " -\n"); /* everything runs as the starter */
+    const char *line = strstr(r.body, "\nshop ");
+    assert_non_null(line);
+    const char *end = strchr(line + 1, '\n');
+    assert_non_null(end);
+    if (strncmp(end - strlen(want) + 1, want, strlen(want)) != 0)
+        fail_msg("the status line of shop does not end in '%s': %s", want, r.body);
+    th_response_free(&r);
+    if (geteuid() == 0) {
+        char needle[96];
+        snprintf(needle, sizeof(needle), "sandbox 'shop' runs as uid %u",
+                 sandlet_identity_dynamic_uid("shop"));
+        assert_true(th_log_contains(&d, needle));
+    }
+    assert_int_equal(th_stop(&d), 0);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d.dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     th_prepare();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reload_verdicts),
+        cmocka_unit_test(test_status_names_uid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
