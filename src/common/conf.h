@@ -15,6 +15,9 @@
  *   keepalive-timeout 15000;        # ms an idle connection is kept
  *   max-connections 10000;          # accepting pauses at this many clients
  *   session-secret-file /etc/sandlet/session.key;  # stable session keys
+ *   include GLOB;                   # drop-in files (conf.d, .conf), sorted, top level
+ *   state-file /run/sandlet/x.state; # pid, readiness, reload verdicts
+ *   dynamic-uids 1879048192-1879113727; # uids of sandboxes without a user
  *   sandbox shop {
  *       workers 4;                  # 1..256, default 2
  *       max-workers 8;              # grow up to 8 under load; default = workers
@@ -74,6 +77,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define SANDLET_DEFAULT_LISTEN        "127.0.0.1:8080"
 #define SANDLET_DEFAULT_WORKERS       2
@@ -150,6 +154,14 @@
 #define SANDLET_MAX_DATABASE_PORTS 16
 /* A database's port when its conninfo names a TCP host but no port. */
 #define SANDLET_DEFAULT_DATABASE_PORT 5432
+/* The uids of an acceptor and sandboxes without "user" ("dynamic-uids"):
+ * 0x70000000-0x7000FFFF, past every range systemd documents an owner for
+ * (users up to 60000, DynamicUser= 61184-65519, nspawn containers
+ * 524288-1879048191) and below 2^31, which too many programs read as
+ * negative; /etc/subuid's ranges start at 100000, 65536 per user, and
+ * would need some 28000 users to reach it. */
+#define SANDLET_DEFAULT_DYNAMIC_UID_FIRST 1879048192u
+#define SANDLET_DEFAULT_DYNAMIC_UID_LAST  1879113727u
 /* Bytes a database-password-file may hold (one line, the password). */
 #define SANDLET_DATABASE_PASSWORD_MAX 1024
 
@@ -286,6 +298,16 @@ typedef struct sandlet_pages_conf {
     int line;
 } sandlet_pages_conf;
 
+/* Where lines of a configuration with "include" come from: the parser
+ * reads the files as one text (sandlet_conf_load expands each include in
+ * place), and a span maps the text's lines from `line` on to the lines
+ * from `local` on of files[file]. */
+typedef struct sandlet_conf_span {
+    int line;
+    unsigned file;
+    int local;
+} sandlet_conf_span;
+
 typedef struct sandlet_conf {
     char *file; /* as given, for messages */
     /* sandlet_conf_load: the file's absolute path (what a reload reads
@@ -333,6 +355,19 @@ typedef struct sandlet_conf {
     int page_compiler_line;        /* of its line (0: the default), for -t */
     unsigned page_compile_timeout; /* ms of wall clock one compile may take */
     bool development;              /* compile errors go into the 500 page */
+    /* The state file (state.h): NULL for the default, one per file name. */
+    char *state_file;
+    /* dynamic-uids FIRST-LAST: the acceptor's uid without "user" (FIRST)
+     * and the sandboxes' without one; 0 and 0 for the default range
+     * (identity.h). */
+    uint32_t dynamic_uid_first, dynamic_uid_last;
+    int dynamic_uids_line;
+    /* With includes: every file read (files[0] the main one) and the
+     * spans of the text they make; nspans 0 without any. */
+    char **files;
+    size_t nfiles;
+    sandlet_conf_span *spans;
+    size_t nspans;
 } sandlet_conf;
 
 /* Parses text (len bytes, need not be NUL-terminated).  name is used in
@@ -359,6 +394,13 @@ typedef struct sandlet_conf_text {
 int sandlet_conf_load_text(const char *path, sandlet_conf **out, sandlet_conf_text *kept, char *err,
                            size_t errlen);
 void sandlet_conf_free(sandlet_conf *conf);
+/* Writes conf as a configuration file that reads back to the same
+ * configuration: includes expanded, defaults written out, paths
+ * absolute ("sandletd -T").  Returns 0 or a negative errno. */
+int sandlet_conf_dump(const sandlet_conf *conf, FILE *out);
+/* The file and its line (*local) that line of conf's text comes from:
+ * conf->file and line itself without includes. */
+const char *sandlet_conf_where(const sandlet_conf *conf, int line, int *local);
 /* Zeroes and drops what only the supervisor and workers may hold (the
  * databases' connection strings and passwords): the acceptor calls it
  * once the supervisor has its plan. */

@@ -132,6 +132,9 @@ void sandlet_access_reopen(sandlet_server *srv, int fd);
 
 /* Answers the status page (route.c decided c is for it). */
 void sandlet_status_serve(sandlet_conn *c);
+/* Whether sandletd was started as root, so that the status page can say
+ * which uid a sandbox without a user runs as (main.c, before the drop). */
+void sandlet_status_root_start(bool root);
 
 /* ---- files.c ---------------------------------------------------------- */
 

@@ -168,11 +168,19 @@ void sandlet_server_caps(sandlet_server *srv)
         if (room < cap) {
             static unsigned warned; /* the cap last warned about */
             cap = room ? (unsigned)room : 1;
+            /* The default max-connections is a ceiling, not a request:
+             * below it the cap follows the limit, said at info level, so
+             * that the shipped configuration does not warn at every start
+             * on a host with a lower limit.  A value the file chose is
+             * one the operator expects, and gets a warning. */
+            bool chosen = srv->conf->max_connections != SANDLET_DEFAULT_MAX_CONNECTIONS;
             if (warned != cap)
-                sandlet_warn("the open-files limit (%llu) leaves room for %u connections, fewer "
-                             "than max-connections %u: accepting pauses there (raise the limit: "
-                             "LimitNOFILE= in the unit, ulimit -n before starting sandletd)",
-                             (unsigned long long)rl.rlim_cur, cap, srv->conf->max_connections);
+                sandlet_log(chosen ? SANDLET_LOG_WARN : SANDLET_LOG_INFO,
+                            "the open-files limit (%llu) leaves room for %u connections, fewer "
+                            "than max-connections %u: accepting pauses there (raise the limit: "
+                            "LimitNOFILE= in the unit, ULIMIT in /etc/default/sandlet, ulimit -n "
+                            "before starting sandletd)",
+                            (unsigned long long)rl.rlim_cur, cap, srv->conf->max_connections);
             warned = cap;
         }
     }

@@ -52,7 +52,7 @@ static const err_case cases[] = {
     {"misspelled top-level directive", "servelt /x {\n}\n", 1, "1:1:", "did you mean 'servlet'?",
      0},
     {"unknown directive lists them all", "\nxyzzy 1;\n", 1,
-     "2:1:", "development, unknown-hosts, sandbox, servlet, pages or host)", 0},
+     "2:1:", "development, unknown-hosts, state-file, dynamic-uids, sandbox, servlet, pages or host)", 0},
     {"misspelled in sandbox block", "sandbox a {\n  wrokers 2;\n}\n", 1,
      "2:3:", "did you mean 'workers'?", 0},
     {"misspelled in servlet block", "servlet /x {\n  libary \"x.so\";\n}\n", 1,
@@ -76,8 +76,10 @@ static const err_case cases[] = {
      "unknown-hosts refuse;\nservlet /x { library \"@PROBE@\"; }\n"
      "host a.test { }\n",
      1, "2:1:", "(expected it inside a 'host NAME { ... }' block, or 'unknown-hosts serve;')", 0},
-    {"nginx's include", "include \"sites/*.conf\";\n", 1,
-     "1:1:", "sandlet.conf has no 'include': keep the whole configuration in one file", 0},
+    {"include of a file that is missing", "\ninclude \"@D@/sites/nope.conf\";\n", 1,
+     "2:1:", "nope.conf: no such file (expected an existing file, or a pattern", 0},
+    {"include inside a block", "sandbox a {\n  include \"sites/*.conf\";\n}\n", 1,
+     "2:3:", "'include' inside a block (expected it at top level", 0},
     {"block inside a block", "sandbox a {\n  workers 1;\n  sandbox b {\n  }\n}\n", 1,
      "3:3:", "is a '}' missing?", 0},
     /* Syntax. */

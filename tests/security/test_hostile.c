@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "common/conf.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -204,8 +205,12 @@ static void test_worker_status(void **state)
     f = fopen(path, "r");
     assert_non_null(f);
     bool uid_reserved = false, no_eff = false, no_prm = false, no_groups = false;
+    char want_uid[96], want_log[64];
+    unsigned first = SANDLET_DEFAULT_DYNAMIC_UID_FIRST;
+    snprintf(want_uid, sizeof(want_uid), "Uid:\t%u\t%u\t%u\t%u\n", first, first, first, first);
+    snprintf(want_log, sizeof(want_log), "the acceptor runs as uid %u", first);
     while (fgets(line, sizeof(line), f)) {
-        uid_reserved |= strcmp(line, "Uid:\t61184\t61184\t61184\t61184\n") == 0;
+        uid_reserved |= strcmp(line, want_uid) == 0;
         no_eff |= strcmp(line, "CapEff:\t0000000000000000\n") == 0;
         no_prm |= strcmp(line, "CapPrm:\t0000000000000000\n") == 0;
         if (strncmp(line, "Groups:", 7) == 0)
@@ -216,7 +221,7 @@ static void test_worker_status(void **state)
     assert_true(no_eff);
     assert_true(no_prm);
     assert_true(no_groups);
-    assert_true(th_log_contains(&d, "the acceptor runs as uid 61184"));
+    assert_true(th_log_contains(&d, want_log));
 }
 
 static void test_forbidden_syscalls(void **state)

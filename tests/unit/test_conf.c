@@ -1250,7 +1250,7 @@ static const struct bad_case bad_cases[] = {
     /* the whole list, however long, and the likely word */
     {"servelt /x { }\n", 1, 1,
      "unknown directive 'servelt' at top level; did you mean 'servlet'? (expected listen, "},
-    {"servelt /x { }\n", 1, 1, "development, unknown-hosts, sandbox, servlet, pages or host)"},
+    {"servelt /x { }\n", 1, 1, "development, unknown-hosts, state-file, dynamic-uids, sandbox, servlet, pages or host)"},
     {"sandbox a { wokers 2; }\n", 1, 13, "did you mean 'workers'?"},
     /* what other formats write */
     {"listen = 127.0.0.1:8091;\n", 1, 8,
