@@ -3378,25 +3378,47 @@ int sandlet_conf_dump(const sandlet_conf *c, FILE *out)
         dump_line(out, in, "database-password-file", sb->database_password_file);
         fputs("}\n", out);
     }
-    for (size_t i = 0; i < c->nservlets; i++) {
-        const sandlet_servlet_conf *sv = &c->servlets[i];
-        char *path = NULL;
-        if (asprintf(&path, "%s%s", sv->path, sv->prefix ? "*" : "") < 0)
-            return -ENOMEM;
-        fputs("\nservlet ", out);
-        dump_value(out, path);
-        free(path);
-        fputs(" {\n", out);
-        dump_rows(out, CTX_SERVLET, (const char *)sv, in);
-        dump_line(out, in, "sandbox", c->sandboxes[sv->sandbox].name);
-        for (size_t j = 0; j < sv->nparams; j++) {
-            fprintf(out, "%sparam ", in);
-            dump_value(out, sv->params[j].name);
-            fputc(' ', out);
-            dump_value(out, sv->params[j].value);
-            fputs(";\n", out);
+    /* The default host's servlets, then each host block with its own (a
+     * file that puts default servlets after a host block reads back with
+     * them first: their sandbox's servlet order, which a reload compares,
+     * is the dump's). */
+    for (size_t h = 0; h <= c->nhosts; h++) {
+        size_t host = h == 0 ? SANDLET_HOST_DEFAULT : h - 1;
+        const char *sin = in;
+        if (host != SANDLET_HOST_DEFAULT) {
+            const sandlet_host_conf *hc = &c->hosts[host];
+            fputs("\nhost ", out);
+            dump_value(out, hc->names[0]);
+            fputs(" {\n", out);
+            for (size_t j = 1; j < hc->nnames; j++)
+                dump_line(out, in, "name", hc->names[j]);
+            dump_line(out, in, "docroot", hc->docroot);
+            sin = "        ";
         }
-        fputs("}\n", out);
+        for (size_t i = 0; i < c->nservlets; i++) {
+            const sandlet_servlet_conf *sv = &c->servlets[i];
+            if (sv->host != host)
+                continue;
+            char *path = NULL;
+            if (asprintf(&path, "%s%s", sv->path, sv->prefix ? "*" : "") < 0)
+                return -ENOMEM;
+            fprintf(out, "\n%sservlet ", host == SANDLET_HOST_DEFAULT ? "" : in);
+            dump_value(out, path);
+            free(path);
+            fputs(" {\n", out);
+            dump_rows(out, CTX_SERVLET, (const char *)sv, sin);
+            dump_line(out, sin, "sandbox", c->sandboxes[sv->sandbox].name);
+            for (size_t j = 0; j < sv->nparams; j++) {
+                fprintf(out, "%sparam ", sin);
+                dump_value(out, sv->params[j].name);
+                fputc(' ', out);
+                dump_value(out, sv->params[j].value);
+                fputs(";\n", out);
+            }
+            fprintf(out, "%s}\n", host == SANDLET_HOST_DEFAULT ? "" : in);
+        }
+        if (host != SANDLET_HOST_DEFAULT)
+            fputs("}\n", out);
     }
     for (size_t i = 0; i < c->npages; i++) {
         fputs("\npages ", out);

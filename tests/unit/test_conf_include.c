@@ -215,7 +215,8 @@ static void test_state_file(void **state)
 /* sandletd -T: what it writes reads back to the same configuration, and
  * writes the same text again.  The file uses what the dump must get
  * right: includes, IPv6, syslog, quoted values, prefix routes, params,
- * the implicit "default" and "pages" sandboxes, "off" and "unlimited". */
+ * the implicit "default" and "pages" sandboxes, "off" and "unlimited",
+ * host blocks with their names, docroot and servlets. */
 static char *dump(const sandlet_conf *c)
 {
     char *text = NULL;
@@ -242,7 +243,9 @@ static void test_dump_round_trip(void **state)
                             "  sessions none; syscall-violations log;\n}\n");
     put("conf.d/20-b.conf", "servlet /app/* {\n  library lib/app.so;\n  sandbox a;\n"
                             "  param greeting \"Hello, \\\"you\\\"\";\n  timeout 5;\n}\n"
-                            "servlet /x { library x.so; }\n");
+                            "servlet /x { library x.so; }\n"
+                            "host shop.test {\n  name *.shop.test;\n  docroot www;\n"
+                            "  servlet /cart { library x.so; sandbox a; }\n}\n");
     char err[512] = "";
     sandlet_conf *a = NULL, *b = NULL;
     assert_int_equal(load("main.conf", &a, err, sizeof(err)), 0);
@@ -273,6 +276,14 @@ static void test_dump_round_trip(void **state)
     assert_int_equal(a->servlets[0].prefix, b->servlets[0].prefix);
     assert_int_equal(a->servlets[1].max_body_size, 2 * 1024 * 1024);
     assert_int_equal(b->servlets[1].max_body_size, 2 * 1024 * 1024);
+    /* Host blocks keep their names, docroot and servlets. */
+    assert_int_equal(b->nhosts, 1);
+    assert_int_equal(b->hosts[0].nnames, 2);
+    assert_string_equal(b->hosts[0].names[1], "*.shop.test");
+    assert_string_equal(a->hosts[0].docroot, b->hosts[0].docroot);
+    assert_int_equal(b->servlets[2].host, 0);
+    assert_int_equal(b->servlets[1].host, SANDLET_HOST_DEFAULT);
+    assert_int_equal(b->unknown_hosts, SANDLET_UNKNOWN_HOSTS_SERVE);
     free(text);
     free(again);
     sandlet_conf_free(a);
