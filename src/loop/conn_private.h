@@ -45,7 +45,8 @@ struct sandlet_conn {
      * streaming to it).  uv_now values; 0: none. */
     uv_timer_t timer;
     uint64_t read_at, send_at;
-    int open_handles; /* tcp and the timer: freed when both are closed */
+    uint64_t armed_at; /* when the timer fires, while it is active */
+    int open_handles;  /* tcp and the timer: freed when both are closed */
     enum sandlet_conn_phase phase;
     sandlet_server *srv;
     sandlet_conn *prev, *next; /* all connections, for shutdown */

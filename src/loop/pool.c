@@ -592,8 +592,13 @@ static void start_first(sandlet_worker *w)
         return;
     }
     copy_str(w->reqline, sizeof(w->reqline), f->reqline);
-    snprintf(w->servlet, sizeof(w->servlet), "%s%s", f->servlet->path,
-             f->servlet->prefix ? "*" : "");
+    /* Not snprintf: this runs for every request. */
+    copy_str(w->servlet, sizeof(w->servlet) - 1, f->servlet->path);
+    if (f->servlet->prefix) {
+        size_t n = strlen(w->servlet); /* copy_str left room for it */
+        w->servlet[n] = '*';
+        w->servlet[n + 1] = '\0';
+    }
     /* Whichever comes first: the claim's check or the timeout; a streamed
      * body's pump waits for the claim, so that one is looked for at once. */
     w->claimed = false;
