@@ -116,6 +116,10 @@ const char *sandlet_confine_kernel_gaps(const sandlet_confine *c, char *buf, siz
 /* Name of a system call number of this architecture for messages
  * ("openat"), via libseccomp; "unknown" when it has none. */
 const char *sandlet_confine_syscall_name(int nr);
+/* Whether the allowlist with these SANDLET_SC_* groups allows system call
+ * nr of audit architecture arch whatever its arguments (false for another
+ * architecture, whose calls the filter kills). */
+bool sandlet_confine_allows_outright(int nr, uint32_t arch, unsigned groups);
 
 /* The i-th entry of the seccomp allowlist (for tests and documentation):
  * its system-call name, with its group (0 for the base set, else one

@@ -1797,6 +1797,19 @@ static void test_learn_parse(void **state)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         if (sandlet_learn_parse(bad[i], strlen(bad[i]), &pid, &nr, &arch))
             fail_msg("record %zu was taken for learning mode's", i);
+    /* The kill record (bad[0]) is a kill's, a trap's too, learning's not. */
+    assert_true(sandlet_learn_kill_parse(bad[0], strlen(bad[0]), &pid, &nr, &arch));
+    assert_int_equal(pid, 5);
+    assert_int_equal(nr, 59);
+    static const char trap[] = "6,1,2,-;audit: type=1326 audit(1:2): pid=7 comm=\"x\" sig=0 "
+                               "arch=c000003e syscall=105 compat=0 code=0x30000";
+    assert_true(sandlet_learn_kill_parse(trap, strlen(trap), &pid, &nr, &arch));
+    assert_int_equal(pid, 7);
+    assert_int_equal(nr, 105);
+    assert_false(sandlet_learn_kill_parse(good, strlen(good), &pid, &nr, &arch));
+    for (size_t i = 1; i < sizeof(bad) / sizeof(bad[0]); i++)
+        if (sandlet_learn_kill_parse(bad[i], strlen(bad[i]), &pid, &nr, &arch))
+            fail_msg("record %zu was taken for a kill", i);
     /* Every prefix of the good record parses or is refused, never read
      * past (run under ASan in CI). */
     for (size_t n = 0; n < strlen(good); n++) {
