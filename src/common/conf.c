@@ -487,6 +487,12 @@ static const directive directives[] = {
      .usage = "on|off",
      .off = SB(core_dumps, bool),
      .values = on_off},
+    {.name = "shared-user",
+     .ctx = CTX_SANDBOX,
+     .kind = K_BOOL,
+     .usage = "on|off",
+     .off = SB(shared_user, bool),
+     .values = on_off},
     {.name = "syscalls",
      .ctx = CTX_SANDBOX,
      .kind = K_FLAGS,
@@ -1431,6 +1437,37 @@ static int database_role_clash(parser *ps, const sandlet_sandbox_conf *sb)
     return rc == -ENOMEM ? nomem(ps) : rc;
 }
 
+/* Two sandboxes that name one user are one sandbox to the kernel: each
+ * can signal and, once dumpable (core-dumps on), ptrace the other's
+ * workers and read their /proc/PID/mem; each can open the other's cores
+ * (core files and systemd-coredump keep them for the uid); what one writes
+ * the other may read wherever Landlock is absent or lets both in; and a
+ * database that authenticates by peer uid sees one role.  seccomp and
+ * Landlock stop most of it inside sandlet, but the uid is the boundary
+ * under them, the one that holds on every kernel.  An operator who puts
+ * servlets in two sandboxes expects them apart, so this is refused unless
+ * both blocks say "shared-user on" (sandlet-security(7)). */
+static int user_clash(parser *ps, const sandlet_sandbox_conf *sb)
+{
+    if (!sb->user)
+        return 0;
+    for (size_t j = 0; j < ps->cur; j++) {
+        const sandlet_sandbox_conf *o = &ps->conf->sandboxes[j];
+        if (!o->user || strcmp(o->user, sb->user) != 0 || (sb->shared_user && o->shared_user))
+            continue;
+        char sh[SHOWN_MAX], sh2[SHOWN_MAX], sh3[SHOWN_MAX];
+        return fail(ps, seen_line(ps, CTX_SANDBOX, "user"), 1,
+                    "sandboxes '%s' (line %d) and '%s' both run as user '%s': the kernel then "
+                    "keeps them apart in nothing (signals, ptrace and cores of a dumpable "
+                    "worker, files outside Landlock, peer authentication); give each sandbox a "
+                    "user of its own (or no 'user' line: started as root, sandletd gives each "
+                    "a uid of its own), or say 'shared-user on;' in both blocks to accept that",
+                    shown(sh, sizeof(sh), o->name), o->line, shown(sh2, sizeof(sh2), sb->name),
+                    shown(sh3, sizeof(sh3), sb->user));
+    }
+    return 0;
+}
+
 static int add_sandbox(parser *ps, char *name, int line)
 {
     sandlet_conf *c = ps->conf;
@@ -1563,6 +1600,9 @@ static int close_sandbox(parser *ps, const token *dir)
     if (!sb->nwritable && !(sb->syscalls & SANDLET_SYSCALLS_FILES) &&
         !seen_line(ps, CTX_SANDBOX, "max-file-size"))
         sb->max_file_size = 0;
+    int urc = user_clash(ps, sb);
+    if (urc)
+        return urc;
     if (sb->database_password_file && !sb->database) {
         char sh[SHOWN_MAX];
         return fail(ps, dir->line, dir->col,

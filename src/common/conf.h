@@ -202,6 +202,7 @@ typedef struct sandlet_sandbox_conf {
     char *database_password_file;
     char *database_password; /* NULL: none; zeroed when freed */
     bool core_dumps;
+    bool shared_user;  /* "shared-user on": may name another sandbox's user */
     unsigned syscalls; /* SANDLET_SYSCALLS_* */
     bool learn;        /* "syscall-violations log": log, do not kill */
     /* Guardian. */
