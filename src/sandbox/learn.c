@@ -1,6 +1,5 @@
 /*
- * learn.c - learning mode's report, and the kernel's word on seccomp
- * kills, in the supervisor.
+ * learn.c - learning mode's report, in the supervisor.
  *
  * A sandbox with "syscall-violations log" lets forbidden system calls
  * through and the kernel records each one (seccomp's SECCOMP_RET_LOG, an
@@ -9,17 +8,7 @@
  * read from /dev/kmsg, matched to the live workers of sandboxes in
  * learning mode, and each call a sandbox makes is logged once with the
  * line that would allow it (or why none does), then the lines its block
- * needs so far.
- *
- * The same records, with a trap or kill action, are the only evidence of a
- * seccomp kill that a worker cannot make: it can send itself SIGSYS (and,
- * with sigqueue to itself, any si_code), so its death by SIGSYS and its
- * handler's line prove nothing, while only the kernel writes /dev/kmsg's
- * audit records (a worker is no root and cannot open it for writing; the
- * comm and exe it controls are quoted or hex-encoded tokens, never split).
- * A record is taken only for a pid that is a live worker when it is read,
- * and the worker's filter logs its traps (SECCOMP_FILTER_FLAG_LOG).
- * This file reads only the kernel's log: never a worker's
+ * needs so far.  This file reads only the kernel's log: never a worker's
  * output, a frame or network input; the one field of a record a process
  * controls (its comm, its exe) is never split or parsed.
  */
@@ -31,24 +20,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-/* seccomp's audit record type, the action of learning mode, and those
- * that end a worker (its allowlist's default, a wrong architecture). */
-#define AUDIT_SECCOMP            1326
-#define SECCOMP_RET_LOG          0x7ffc0000u
-#define SECCOMP_RET_TRAP         0x00030000u
-#define SECCOMP_RET_KILL_PROCESS 0x80000000u
-#define SECCOMP_RET_KILL_THREAD  0x00000000u
-/* How long the reaping of a worker dead by SIGSYS waits for the kernel's
- * record (kauditd prints it asynchronously, usually within microseconds;
- * only a death by SIGSYS without a record ever waits the whole time). */
-#define KILL_WAIT_MS 20
+/* seccomp's audit record type and the action of learning mode. */
+#define AUDIT_SECCOMP   1326
+#define SECCOMP_RET_LOG 0x7ffc0000u
 /* Call numbers tracked per sandbox (every x86-64 call is below). */
 #define MAX_NR 1024
 /* Sandboxes tracked: a reload's new ids count; beyond, calls are still
@@ -70,7 +49,6 @@ static struct {
     uv_poll_t poll;
     bool on;
     sandlet_learn_lookup lookup;
-    sandlet_learn_killed killed;
     seen *seen;
     size_t nseen;
 } lr = {.fd = -1};
@@ -106,18 +84,14 @@ static bool field(const char *msg, size_t len, const char *key, int base, unsign
     return false;
 }
 
-bool sandlet_learn_record(const char *rec, size_t len, pid_t *pid, int *nr, uint32_t *arch,
-                          uint32_t *action)
+bool sandlet_seccomp_fields(const char *msg, size_t mlen, pid_t *pid, int *nr, uint32_t *arch,
+                            uint32_t *action)
 {
-    const char *semi = memchr(rec, ';', len);
-    if (!semi)
-        return false;
-    const char *msg = semi + 1;
-    const char *nl = memchr(msg, '\n', len - (size_t)(msg - rec));
-    size_t mlen = nl ? (size_t)(nl - msg) : len - (size_t)(msg - rec);
-    unsigned long long type, p, n, a, code;
-    if (!field(msg, mlen, "type=", 10, &type) || type != AUDIT_SECCOMP ||
-        !field(msg, mlen, "pid=", 10, &p) || !field(msg, mlen, "syscall=", 10, &n) ||
+    const char *nl = memchr(msg, '\n', mlen);
+    if (nl)
+        mlen = (size_t)(nl - msg);
+    unsigned long long p, n, a, code;
+    if (!field(msg, mlen, "pid=", 10, &p) || !field(msg, mlen, "syscall=", 10, &n) ||
         !field(msg, mlen, "arch=", 16, &a) || !field(msg, mlen, "code=0x", 16, &code))
         return false;
     if (p == 0 || p > INT32_MAX || n >= MAX_NR || a > UINT32_MAX || code > UINT32_MAX)
@@ -131,16 +105,16 @@ bool sandlet_learn_record(const char *rec, size_t len, pid_t *pid, int *nr, uint
 
 bool sandlet_learn_parse(const char *rec, size_t len, pid_t *pid, int *nr, uint32_t *arch)
 {
+    const char *semi = memchr(rec, ';', len);
+    if (!semi)
+        return false;
+    const char *msg = semi + 1;
+    const char *nl = memchr(msg, '\n', len - (size_t)(msg - rec));
+    size_t mlen = nl ? (size_t)(nl - msg) : len - (size_t)(msg - rec);
+    unsigned long long type;
     uint32_t action;
-    return sandlet_learn_record(rec, len, pid, nr, arch, &action) && action == SECCOMP_RET_LOG;
-}
-
-bool sandlet_learn_kill_parse(const char *rec, size_t len, pid_t *pid, int *nr, uint32_t *arch)
-{
-    uint32_t action;
-    return sandlet_learn_record(rec, len, pid, nr, arch, &action) &&
-           (action == SECCOMP_RET_TRAP || action == SECCOMP_RET_KILL_PROCESS ||
-            action == SECCOMP_RET_KILL_THREAD);
+    return field(msg, mlen, "type=", 10, &type) && type == AUDIT_SECCOMP &&
+           sandlet_seccomp_fields(msg, mlen, pid, nr, arch, &action) && action == SECCOMP_RET_LOG;
 }
 
 static seen *seen_for(uint32_t id)
@@ -195,80 +169,40 @@ static void report(const sandlet_learn_who *who, pid_t pid, int nr)
                      who->sandbox, s->never);
 }
 
-/* Reads what the kernel's log holds now, at most max records; returns
- * false once it is empty. */
-static bool drain(int max)
+static void on_kmsg(uv_poll_t *p, int status, int events)
 {
+    (void)p;
+    (void)events;
+    if (status < 0)
+        return;
     char rec[RECORD_MAX];
-    for (int n = 0; n < max; n++) {
+    /* A burst is read at most this far per loop turn. */
+    for (int n = 0; n < 256; n++) {
         ssize_t got = read(lr.fd, rec, sizeof(rec) - 1);
         if (got < 0 && errno == EPIPE)
             continue; /* records were overwritten before we read them */
         if (got < 0 && errno == EINTR)
             continue;
         if (got <= 0)
-            return false;
+            return;
         pid_t pid;
         int nr;
-        uint32_t arch, action;
+        uint32_t arch;
         sandlet_learn_who who;
-        if (!sandlet_learn_record(rec, (size_t)got, &pid, &nr, &arch, &action))
-            continue;
-        if (action == SECCOMP_RET_LOG && lr.lookup && lr.lookup(pid, &who))
+        if (sandlet_learn_parse(rec, (size_t)got, &pid, &nr, &arch) && lr.lookup(pid, &who))
             report(&who, pid, nr);
-        else if ((action == SECCOMP_RET_TRAP || action == SECCOMP_RET_KILL_PROCESS ||
-                  action == SECCOMP_RET_KILL_THREAD) &&
-                 lr.killed)
-            lr.killed(pid, nr, arch);
-    }
-    return true;
-}
-
-static void on_kmsg(uv_poll_t *p, int status, int events)
-{
-    (void)p;
-    (void)events;
-    if (status >= 0)
-        drain(256); /* a burst is read at most this far per loop turn */
-}
-
-bool sandlet_learn_wait_kill(pid_t pid, bool (*reported)(pid_t pid))
-{
-    if (lr.fd < 0)
-        return false;
-    struct timespec start, now;
-    clock_gettime(CLOCK_MONOTONIC, &start);
-    for (;;) {
-        while (drain(256))
-            ;
-        if (reported(pid))
-            return true;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long ms = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
-        if (ms >= KILL_WAIT_MS)
-            return false;
-        struct pollfd pfd = {.fd = lr.fd, .events = POLLIN};
-        if (poll(&pfd, 1, (int)(KILL_WAIT_MS - ms)) < 0 && errno != EINTR)
-            return false;
     }
 }
 
-int sandlet_learn_open(bool learning)
+int sandlet_learn_open(void)
 {
     lr.fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (lr.fd < 0) {
         int err = -errno;
-        if (learning)
-            sandlet_log_errno(SANDLET_LOG_WARN, err,
-                              "learning mode: cannot read the kernel's log (/dev/kmsg), so the "
-                              "calls it lets through are only in the kernel's audit log (dmesg, "
-                              "type=1326), not named here");
         sandlet_log_errno(SANDLET_LOG_WARN, err,
-                          "cannot read the kernel's log (/dev/kmsg; start sandletd as root, or "
-                          "set kernel.dmesg_restrict=0): a worker's death by SIGSYS is not "
-                          "counted as a seccomp kill (sandlet_seccomp_kills_total stays 0), "
-                          "since only the kernel's record tells one from a SIGSYS the worker "
-                          "sent itself");
+                          "learning mode: cannot read the kernel's log (/dev/kmsg), so the "
+                          "calls it lets through are only in the kernel's audit log (dmesg, "
+                          "type=1326), not named here");
         return err;
     }
     /* Only what happens from now on. */
@@ -276,19 +210,16 @@ int sandlet_learn_open(bool learning)
     return 0;
 }
 
-int sandlet_learn_start(uv_loop_t *loop, sandlet_learn_lookup lookup, sandlet_learn_killed killed)
+int sandlet_learn_start(uv_loop_t *loop, sandlet_learn_lookup lookup)
 {
     if (lr.fd < 0)
         return -EBADF;
     lr.lookup = lookup;
-    lr.killed = killed;
     int rc = uv_poll_init(loop, &lr.poll, lr.fd);
     if (rc == 0)
         rc = uv_poll_start(&lr.poll, UV_READABLE, on_kmsg);
     if (rc < 0) {
-        sandlet_log_errno(SANDLET_LOG_WARN, rc,
-                          "cannot watch /dev/kmsg: learning mode's report and the count of "
-                          "seccomp kills are off");
+        sandlet_log_errno(SANDLET_LOG_WARN, rc, "learning mode: cannot watch /dev/kmsg");
         close(lr.fd);
         lr.fd = -1;
         return rc;

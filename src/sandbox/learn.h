@@ -22,24 +22,14 @@ typedef struct sandlet_learn_who {
 } sandlet_learn_who;
 
 typedef bool (*sandlet_learn_lookup)(pid_t pid, sandlet_learn_who *out);
-/* Told of each seccomp record of a trap or kill (the worker's allowlist
- * refused nr of arch): the callee takes it only for a live worker. */
-typedef void (*sandlet_learn_killed)(pid_t pid, int nr, uint32_t arch);
 
 /* Opens the kernel's log (/dev/kmsg: the seccomp records of learning
- * mode and of kills land there), past what it holds now: while the
- * process may still open it (before hardening).  Returns 0, or -errno
- * after logging what is then not reported (learning: some sandbox is in
- * learning mode). */
-int sandlet_learn_open(bool learning);
-/* Watches what sandlet_learn_open opened on loop: learning records go to
- * lookup (NULL: none wanted), trap and kill records to killed. */
-int sandlet_learn_start(uv_loop_t *loop, sandlet_learn_lookup lookup, sandlet_learn_killed killed);
-/* For the reaping of pid, dead by SIGSYS: reads the log until
- * reported(pid) is true (killed saw its record) or a few milliseconds
- * passed (the kernel's audit thread prints asynchronously).  False when
- * the kernel reported no seccomp kill of pid, or the log is not open. */
-bool sandlet_learn_wait_kill(pid_t pid, bool (*reported)(pid_t pid));
+ * mode land there), past what it holds now: while the process may still
+ * open it (before hardening).  Returns 0, or -errno after logging what is
+ * then not reported. */
+int sandlet_learn_open(void);
+/* Watches what sandlet_learn_open opened on loop. */
+int sandlet_learn_start(uv_loop_t *loop, sandlet_learn_lookup lookup);
 void sandlet_learn_stop(void);
 
 /* One /dev/kmsg record ("PRI,SEQ,TS,FLAGS;MESSAGE\n..."): true when it is
@@ -49,11 +39,10 @@ void sandlet_learn_stop(void);
  * and exe fields in it are the process's own: fields are read only as
  * whole space-separated tokens, which audit quotes or hex-encodes. */
 bool sandlet_learn_parse(const char *rec, size_t len, pid_t *pid, int *nr, uint32_t *arch);
-/* The same for a record of a call the filter trapped or killed for
- * (SECCOMP_RET_TRAP, _KILL_PROCESS, _KILL_THREAD). */
-bool sandlet_learn_kill_parse(const char *rec, size_t len, pid_t *pid, int *nr, uint32_t *arch);
-/* Any seccomp record: its action (SECCOMP_RET_ACTION_FULL bits). */
-bool sandlet_learn_record(const char *rec, size_t len, pid_t *pid, int *nr, uint32_t *arch,
-                          uint32_t *action);
+/* The fields of a seccomp audit record's text (up to its first line's
+ * end), wherever it was read: pid, call, architecture and action
+ * (SECCOMP_RET_ACTION_FULL bits of code=), each a whole token. */
+bool sandlet_seccomp_fields(const char *msg, size_t mlen, pid_t *pid, int *nr, uint32_t *arch,
+                            uint32_t *action);
 
 #endif

@@ -27,6 +27,7 @@
 #include "common/listen.h"
 #include "sandbox/init.h"
 #include "sandbox/learn.h"
+#include "sandbox/audit.h"
 #include "sandbox/pages.h"
 #include "sandbox/quota.h"
 #include "sandbox/session_store.h"
@@ -499,7 +500,7 @@ static child *live_worker(pid_t pid)
     return NULL;
 }
 
-/* The kernel's seccomp record of a trap or kill (learn.c): the only
+/* The kernel's seccomp record of a trap or kill (audit.c): the only
  * evidence of a seccomp kill that the worker cannot make itself.  Taken
  * for a live worker only (the pid cannot be another's before we reap it),
  * and only for a call its allowlist does not allow whatever the
@@ -531,7 +532,7 @@ static void child_exited(uv_process_t *p, int64_t status, int term_signal)
      * a worker can raise SIGSYS itself (issue 29).  Its record may still
      * be on its way from the kernel's audit thread. */
     if (term_signal == SIGSYS && !c->seccomp)
-        (void)sandlet_learn_wait_kill(p->pid, seccomp_reported); /* sets c->seccomp */
+        (void)sandlet_audit_wait_kill(p->pid, seccomp_reported); /* sets c->seccomp */
     if (term_signal == SIGSYS && c->seccomp)
         sandlet_error("worker %d of sandbox '%s' was killed by seccomp: the kernel reports the "
                       "forbidden system call %s (%d)",
@@ -540,7 +541,7 @@ static void child_exited(uv_process_t *p, int64_t status, int term_signal)
     else if (term_signal == SIGSYS)
         sandlet_warn("worker %d of sandbox '%s' died by SIGSYS with no seccomp record from the "
                      "kernel: not counted as a seccomp kill (the worker may have sent it "
-                     "itself; or /dev/kmsg is not read, or auditd takes the records)",
+                     "itself, or the kernel's audit records are not read)",
                      (int)p->pid, b->sb->name);
     sandlet_ctl m = {.type = SANDLET_CTL_EXITED,
                      .sandbox = b->id,
@@ -1339,6 +1340,7 @@ static void begin_shutdown(void)
     uv_close((uv_handle_t *)&sv.reload_timer, NULL);
     sandlet_pages_stop();
     sandlet_learn_stop();
+    sandlet_audit_stop();
     uv_poll_stop(&sv.poll);
     uv_close((uv_handle_t *)&sv.poll, NULL);
     sandlet_ctl_queue_clear(&sv.out);
@@ -1836,12 +1838,14 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
         cleanup();
         return 1;
     }
-    /* Learning mode's report and the count of seccomp kills read the
-     * kernel's log, opened while we may. */
+    /* Learning mode's report reads the kernel's log, and the count of
+     * seccomp kills its audit records: both opened while we may. */
     bool learning = false;
     for (box *b = sv.boxes; b; b = b->next)
         learning = learning || b->sb->learn;
-    bool kmsg = rc == 0 && (learning || sv.confine) && sandlet_learn_open(learning) == 0;
+    if (rc == 0 && learning)
+        sandlet_learn_open(); /* logged when it cannot */
+    bool audit = rc == 0 && sv.confine && sandlet_audit_open() == 0;
     /* Everything needing more is done: the session stores exist, the
      * identities are resolved.  Sanitizer runs (SANDLET_NO_CONFINEMENT)
      * keep ptrace and the rest for their tools. */
@@ -1876,8 +1880,10 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
         cleanup();
         return 1;
     }
-    if (kmsg)
-        sandlet_learn_start(&sv.loop, learning ? learning_worker : NULL, seccomp_record);
+    if (learning)
+        sandlet_learn_start(&sv.loop, learning_worker);
+    if (audit)
+        sandlet_audit_start(&sv.loop, seccomp_record);
     for (box *b = sv.boxes; b; b = b->next)
         box_start(b);
     maybe_finish();
