@@ -1379,6 +1379,46 @@ static int database_identity(const sandlet_sandbox_conf *sb, char **role, char *
     return -ENOMEM;
 }
 
+bool sandlet_conf_database_unix(const char *conninfo)
+{
+    /* A worker asks before it opens its database, which loads libpq
+     * anyway; one that cannot load it will not reach its database. */
+    char lerr[256];
+    if (sandlet_lib_pq_load(lerr, sizeof(lerr)) < 0)
+        return true;
+    PQconninfoOption *opts = PQconninfoParse(conninfo, NULL);
+    if (!opts)
+        return true; /* unparsable here: libpq's own connect decides */
+    const char *host = NULL, *hostaddr = NULL, *service = NULL;
+    for (const PQconninfoOption *o = opts; o->keyword; o++) {
+        if (!o->val)
+            continue;
+        if (!strcmp(o->keyword, "host"))
+            host = o->val;
+        else if (!strcmp(o->keyword, "hostaddr"))
+            hostaddr = o->val;
+        else if (!strcmp(o->keyword, "service"))
+            service = o->val;
+    }
+    /* A service file may name any host: left open.  hostaddr makes every
+     * entry TCP; else an empty entry is libpq's default socket directory,
+     * and one starting with '/' or '@' a (possibly abstract) socket. */
+    bool unix_socket = service && *service;
+    if (!(hostaddr && *hostaddr)) {
+        const char *h = host ? host : "";
+        for (;;) {
+            size_t n = strcspn(h, ",");
+            if (n == 0 || h[0] == '/' || h[0] == '@')
+                unix_socket = true;
+            if (!h[n])
+                break;
+            h += n + 1;
+        }
+    }
+    PQconninfoFree(opts);
+    return unix_socket;
+}
+
 /* Two names that may be one: either unknown (NULL), or equal. */
 static bool may_be_same(const char *a, const char *b)
 {

@@ -363,4 +363,10 @@ const sandlet_pages_conf *sandlet_conf_pages_for(const sandlet_conf *conf, const
 const sandlet_servlet_conf *sandlet_conf_route(const sandlet_conf *conf, const char *path,
                                                size_t len);
 
+/* Whether a libpq connection string may reach its server through a unix
+ * socket (no host or an empty one, a host starting with '/' or '@', a
+ * service file's choice, or a string libpq cannot parse), so that the
+ * sandbox's workers must keep AF_UNIX sockets to reconnect. */
+bool sandlet_conf_database_unix(const char *conninfo);
+
 #endif /* SANDLET_CONF_H */

@@ -80,7 +80,8 @@ enum cond {
     TCGETS_ONLY,   /* request (arg 1) is TCGETS: isatty() */
     NULL_PATH,     /* path (arg 1) is NULL: futimens() */
     TMPFILE_ONLY,  /* O_TMPFILE in flags (arg 2): a file without a name */
-    STREAM_SOCK,   /* AF_UNIX, AF_INET or AF_INET6 (arg 0), SOCK_STREAM (arg 1), TCP (arg 2) */
+    STREAM_SOCK,   /* AF_INET or AF_INET6 (arg 0; AF_UNIX for a database on a unix socket),
+                    * SOCK_STREAM (arg 1), TCP (arg 2) */
     SENDTO_PLAIN,  /* sendto: no address (arg 4), no MSG_FASTOPEN (arg 3) */
     SENDMSG_PLAIN, /* sendmsg: no MSG_FASTOPEN in flags (arg 2) */
 };
@@ -190,7 +191,7 @@ static const rule allowlist[] = {
     {"sendto", DB, SENDTO_PLAIN},   /* send(): no address, no TCP Fast Open */
     {"setsockopt", DB, ANY},        /* TCP_NODELAY, keepalives */
     {"shutdown", DB, ANY},          /* orderly close */
-    {"socket", DB, STREAM_SOCK},    /* unix and TCP stream sockets: no UDP, raw or netlink */
+    {"socket", DB, STREAM_SOCK},    /* TCP (unix: the database's) streams: no UDP, raw, netlink */
 };
 
 const char *sandlet_confine_allowlist(size_t i, unsigned *group)
@@ -977,7 +978,7 @@ static struct scmp_arg_cmp arg(unsigned n, enum scmp_compare op, scmp_datum_t a,
 }
 
 /* Adds the rule(s) for one allowlist entry. */
-static int add_rule(scmp_filter_ctx ctx, int nr, enum cond cond)
+static int add_rule(scmp_filter_ctx ctx, int nr, enum cond cond, const sandlet_confine *c)
 {
     const uint32_t ok = SCMP_ACT_ALLOW;
     int rc = 0;
@@ -1039,11 +1040,16 @@ static int add_rule(scmp_filter_ctx ctx, int nr, enum cond cond)
          * sockets, so stream sockets are all a database client gets.
          * SOCK_NONBLOCK and SOCK_CLOEXEC may be or'ed into the type; the
          * protocol is the default or TCP (not MPTCP or SCTP, which
-         * Landlock's port rules may not cover). */
-        const scmp_datum_t domains[] = {AF_UNIX, AF_INET, AF_INET6};
+         * Landlock's port rules may not cover).
+         * AF_UNIX only where the database is a unix socket: Landlock has
+         * no rule for connect() to a pathname socket, so any other sandbox
+         * could reach every world-writable one (another sandbox's
+         * PostgreSQL, journald, the system bus). */
+        const scmp_datum_t domains[] = {AF_INET, AF_INET6, AF_UNIX};
+        const size_t ndomains = ARRAY_LEN(domains) - (c->unix_sockets ? 0 : 1);
         const scmp_datum_t protocols[] = {0, IPPROTO_TCP};
         const scmp_datum_t type_mask = ~(scmp_datum_t)(SOCK_NONBLOCK | SOCK_CLOEXEC);
-        for (size_t i = 0; rc == 0 && i < ARRAY_LEN(domains); i++)
+        for (size_t i = 0; rc == 0 && i < ndomains; i++)
             for (size_t j = 0; rc == 0 && j < ARRAY_LEN(protocols); j++)
                 rc = seccomp_rule_add(ctx, ok, nr, 3, arg(0, SCMP_CMP_EQ, domains[i], 0),
                                       arg(1, SCMP_CMP_MASKED_EQ, type_mask, SOCK_STREAM),
@@ -1184,7 +1190,7 @@ static int apply_seccomp(const run *r)
         }
         if (nr < 0)
             continue; /* not a system call on this architecture */
-        if ((rc = add_rule(ctx, nr, e->cond)) < 0) {
+        if ((rc = add_rule(ctx, nr, e->cond, c)) < 0) {
             rc = report(r, rc, NULL, "report a bug", "seccomp rule for %s", e->name);
             goto out;
         }
@@ -1254,8 +1260,20 @@ static int apply_early_filter(const run *r)
     if (rc == 0 && seccomp_syscall_resolve_name("clone3") >= 0)
         rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), seccomp_syscall_resolve_name("clone3"),
                               0);
+    /* No unix socket for init either, unless the database is one (the
+     * worker connected to it before this filter): a pathname socket is
+     * reached by connect() whatever Landlock says, and a datagram
+     * socketpair() end can be connect()ed anew.  EACCES, not a kill:
+     * glibc's syslog() and nscd lookups try one and carry on.  Every
+     * value with AF_UNIX in the low 32 bits the kernel reads. */
+    if (rc == 0 && !r->c->unix_sockets) {
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 1,
+                              arg(0, SCMP_CMP_MASKED_EQ, 0xffffffffu, AF_UNIX));
+        if (rc == 0)
+            rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socketpair), 0);
+    }
     if (rc < 0)
-        rc = report(r, rc, NULL, "report a bug", "seccomp rules against exec and fork");
+        rc = report(r, rc, NULL, "report a bug", "seccomp rules against exec, fork and unix sockets");
     else if ((rc = seccomp_load(ctx)) < 0)
         rc = report(r, rc, NULL, "check that the kernel has CONFIG_SECCOMP_FILTER",
                     "seccomp_load(no exec, no fork)");

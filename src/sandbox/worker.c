@@ -340,6 +340,7 @@ static void confine_settings(const sandlet_wire_init *in, const char *sandbox, c
     c->core_dumps = in->core_dumps;
     c->groups = sandlet_confine_groups(in->syscalls);
     c->learn = in->learn;
+    c->unix_sockets = in->database && in->database[0] && sandlet_conf_database_unix(in->database);
     c->read_paths = in->readable;
     c->nread = in->nreadable;
     c->lib_paths = libs;

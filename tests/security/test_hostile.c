@@ -27,9 +27,9 @@
 
 static th_daemon d;
 static char dir_a[64], dir_b[64], dir_q[64], secret_b[128];
-static int listener = -1, other_listener = -1, abstract_listener = -1;
+static int listener = -1, other_listener = -1, abstract_listener = -1, path_listener = -1;
 static unsigned listen_port, other_port;
-static char abstract_name[64];
+static char abstract_name[64], path_name[108];
 
 /* A loopback TCP listener on a free port. */
 static int tcp_listener(unsigned *port)
@@ -88,6 +88,17 @@ static int group_setup(void **state)
         listen(abstract_listener, 8) < 0)
         return -1;
 
+    /* A pathname socket anyone may connect to, as journald's, the system
+     * bus's or a PostgreSQL's are. */
+    snprintf(path_name, sizeof(path_name), "/tmp/sandlet-test-%d.sock", (int)getpid());
+    unlink(path_name);
+    path_listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un pun = {.sun_family = AF_UNIX};
+    snprintf(pun.sun_path, sizeof(pun.sun_path), "%s", path_name);
+    if (path_listener < 0 || bind(path_listener, (struct sockaddr *)&pun, sizeof(pun)) < 0 ||
+        listen(path_listener, 8) < 0 || chmod(path_name, 0777) < 0)
+        return -1;
+
     const char *hostile = th_fixture("hostile");
     char conf[8192];
     snprintf(conf, sizeof(conf),
@@ -102,7 +113,7 @@ static int group_setup(void **state)
              "servlet /other { library \"%s\"; sandbox other; }\n"
              "servlet /other-probe/* { library \"%s\"; sandbox other; }\n"
              "sandbox db { workers 1; syscalls database; database-port %u; }\n"
-             "servlet /db { library \"%s\"; sandbox db; }\n"
+             "servlet /db { library \"%s\"; sandbox db; param unix-path \"%s\"; }\n"
              "sandbox nolimit { workers 1; }\n"
              "servlet /nolimit { library \"%s\"; sandbox nolimit; }\n"
              "sandbox quota { workers 1; syscalls files; writable \"%s\"; write-quota 1m;\n"
@@ -110,7 +121,7 @@ static int group_setup(void **state)
              "servlet /quota { library \"%s\"; sandbox quota; }\n",
              th_fixture("probe"), hostile, dir_a, hostile,
              root ? "user nobody; group nogroup;" : "", dir_b, hostile, th_fixture("probe"),
-             listen_port, hostile, hostile, dir_q, hostile);
+             listen_port, hostile, path_name, hostile, dir_q, hostile);
     return th_start(&d, conf, false);
 }
 
@@ -125,6 +136,9 @@ static int group_teardown(void **state)
         close(other_listener);
     if (abstract_listener >= 0)
         close(abstract_listener);
+    if (path_listener >= 0)
+        close(path_listener);
+    unlink(path_name);
     char cmd[256];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s' '%s'", dir_a, dir_b, dir_q);
     if (system(cmd) != 0)
@@ -423,10 +437,14 @@ static void test_database_group(void **state)
     expect_body(target, want);
     snprintf(target, sizeof(target), "/db?do=connect&arg=%u", d.port);
     expect_body(target, want);
-    /* An abstract unix socket of another process: scoped away. */
-    snprintf(target, sizeof(target), "/db?do=abstract&arg=%s", abstract_name);
-    snprintf(want, sizeof(want), "connect: %d", -EPERM);
-    expect_body(target, want);
+    /* Unix sockets: a sandbox whose database is not one makes none, so
+     * it reaches no pathname socket (which Landlock does not fence),
+     * neither in init (EACCES) nor later (killed), and no abstract one. */
+    snprintf(want, sizeof(want), "init connect: %d", -EACCES);
+    expect_body("/db?do=init_path", want);
+    attack_dies("/db", "path", path_name, 502,
+                "forbidden system call socket (41); allowed only with other arguments");
+    attack_dies("/db", "abstract", abstract_name, 502, "forbidden system call socket (41)");
     /* UDP (and raw, netlink...): no such socket at all. */
     attack_dies("/db", "udp", "", 502, "forbidden system call socket");
     /* Signals to other processes: refused. */
