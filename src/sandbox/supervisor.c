@@ -1853,7 +1853,9 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
         cleanup();
         return 1;
     }
-    /* A sandbox already over its quota starts with its writes blocked. */
+    /* A sandbox already over its quota starts with its writes blocked;
+     * sandboxes that share a filesystem are told what bounds them there. */
+    sandlet_quota_warn_shared(conf);
     check_quotas();
     rc = uv_loop_init(&sv.loop);
     if (rc < 0) {
