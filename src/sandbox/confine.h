@@ -51,12 +51,12 @@ typedef struct sandlet_confine {
     size_t nports;
     unsigned groups; /* SANDLET_SC_* */
     bool learn;      /* seccomp violations are logged by the kernel and allowed (development) */
-    /* The sandbox's database is reached through a unix socket
-     * (sandlet_conf_database_unix): only then may the worker make an
-     * AF_UNIX socket, to reconnect to it.  Otherwise socket(AF_UNIX) and
-     * socketpair() fail with EACCES until the allowlist and are refused by
-     * it, so no servlet (init included) can connect() to a pathname
-     * socket, which Landlock does not fence. */
+    /* Whether the process may make AF_UNIX sockets once confined.  Workers
+     * never may (worker.c): a pathname socket is reached by connect()
+     * whatever Landlock says, so socket(AF_UNIX) and socketpair() fail
+     * with EACCES until the allowlist and are refused by it; a database
+     * on a unix socket is connected before confinement and reconnected by
+     * a fresh worker.  The unit tests' database case sets it. */
     bool unix_sockets;
 } sandlet_confine;
 

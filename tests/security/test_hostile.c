@@ -114,6 +114,8 @@ static int group_setup(void **state)
              "servlet /other-probe/* { library \"%s\"; sandbox other; }\n"
              "sandbox db { workers 1; syscalls database; database-port %u; }\n"
              "servlet /db { library \"%s\"; sandbox db; param unix-path \"%s\"; }\n"
+             "sandbox udb { workers 1; database \"host=/nonexistent/sandlet dbname=x\"; }\n"
+             "servlet /udb { library \"%s\"; sandbox udb; param unix-path \"%s\"; }\n"
              "sandbox nolimit { workers 1; }\n"
              "servlet /nolimit { library \"%s\"; sandbox nolimit; }\n"
              "sandbox quota { workers 1; syscalls files; writable \"%s\"; write-quota 1m;\n"
@@ -121,7 +123,7 @@ static int group_setup(void **state)
              "servlet /quota { library \"%s\"; sandbox quota; }\n",
              th_fixture("probe"), hostile, dir_a, hostile,
              root ? "user nobody; group nogroup;" : "", dir_b, hostile, th_fixture("probe"),
-             listen_port, hostile, path_name, hostile, dir_q, hostile);
+             listen_port, hostile, path_name, hostile, path_name, hostile, dir_q, hostile);
     return th_start(&d, conf, false);
 }
 
@@ -445,6 +447,11 @@ static void test_database_group(void **state)
     attack_dies("/db", "path", path_name, 502,
                 "forbidden system call socket (41); allowed only with other arguments");
     attack_dies("/db", "abstract", abstract_name, 502, "forbidden system call socket (41)");
+    /* Nor does a sandbox whose database is on a unix socket: its worker
+     * connected before it confined itself, and a fresh worker reconnects
+     * (here the database does not even exist: a warning, then 503s). */
+    expect_body("/udb?do=init_path", want);
+    attack_dies("/udb", "path", path_name, 502, "forbidden system call socket (41)");
     /* UDP (and raw, netlink...): no such socket at all. */
     attack_dies("/db", "udp", "", 502, "forbidden system call socket");
     /* Signals to other processes: refused. */
