@@ -1228,6 +1228,9 @@ static void reload(void)
         quotas = quotas || has_quota(b->sb);
     if (quotas && !uv_is_active((uv_handle_t *)&sv.quota))
         uv_timer_start(&sv.quota, on_quota, QUOTA_CHECK_MS, QUOTA_CHECK_MS);
+    /* A changed file is told again what bounds its sandboxes' writes. */
+    if (!same)
+        sandlet_quota_warn_shared(sv.conf);
     /* Retired boxes with no worker left go now. */
     for (box *b = sv.boxes, *next; b; b = next) {
         next = b->next;
