@@ -21,11 +21,13 @@
 #include "common/conf.h"
 #include "lib/servlet.h"
 #include "common/log.h"
+#include "common/state.h"
 #include "db/pq.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -54,7 +56,7 @@ typedef struct token {
     int col;
 } token;
 
-enum ctx { CTX_NONE, CTX_TOP, CTX_SANDBOX, CTX_SERVLET, CTX_PAGES };
+enum ctx { CTX_NONE, CTX_TOP, CTX_SANDBOX, CTX_SERVLET, CTX_PAGES, CTX_HOST };
 
 /* What a directive's argument is, and so how it is checked and where it
  * goes.  Every kind but K_CUSTOM and K_BLOCK is parsed and stored by
@@ -88,7 +90,7 @@ typedef struct sandbox_ref {
 } sandbox_ref;
 
 /* Rows in the directive table; checked against the table's size. */
-#define MAX_DIRECTIVES 64
+#define MAX_DIRECTIVES 80
 
 typedef struct parser {
     const char *p;
@@ -101,6 +103,8 @@ typedef struct parser {
     sandbox_ref *refs;        /* parallel to conf->servlets */
     sandbox_ref *page_refs;   /* parallel to conf->pages */
     size_t cur;               /* the sandbox or servlet whose block is open */
+    size_t host;              /* the open host block, or SANDLET_HOST_DEFAULT: apart from
+                               * cur, which a servlet block inside the host takes over */
     int seen[MAX_DIRECTIVES]; /* per row: the line that set it in this block */
     int comment_line;         /* the line of the last '#' comment skipped */
     int comment_col;          /* and its column */
@@ -149,6 +153,10 @@ static int open_pages(parser *ps, const directive *d, const token *dir, token *a
 static int do_compiler(parser *ps, const directive *d, const token *dir, token *args);
 static int do_use_sandbox(parser *ps, const directive *d, const token *dir, token *args);
 static int do_param(parser *ps, const directive *d, const token *dir, token *args);
+static int open_host(parser *ps, const directive *d, const token *dir, token *args);
+static int close_host(parser *ps, const token *dir);
+static int do_host_name(parser *ps, const directive *d, const token *dir, token *args);
+static int do_dynamic_uids(parser *ps, const directive *d, const token *dir, token *args);
 
 /* The offset of field f of struct T, refused at compile time unless the
  * field has the type its row's kind stores (the selection is never
@@ -157,6 +165,7 @@ static int do_param(parser *ps, const directive *d, const token *dir, token *arg
 #define TOP(f, type)   AT(sandlet_conf, f, type)
 #define SB(f, type)    AT(sandlet_sandbox_conf, f, type)
 #define SV(f, type)    AT(sandlet_servlet_conf, f, type)
+#define HO(f, type)    AT(sandlet_host_conf, f, type)
 
 static const word_value on_off[] = {{"on", 1}, {"off", 0}, {NULL, 0}};
 static const word_value log_kill[] = {{"log", 1}, {"kill", 0}, {NULL, 0}};
@@ -164,6 +173,8 @@ static const word_value session_stores[] = {{"memory", SANDLET_SESSIONS_MEMORY},
                                             {"database", SANDLET_SESSIONS_DATABASE},
                                             {"none", SANDLET_SESSIONS_NONE},
                                             {NULL, 0}};
+static const word_value unknown_hosts[] = {
+    {"serve", SANDLET_UNKNOWN_HOSTS_SERVE}, {"refuse", SANDLET_UNKNOWN_HOSTS_REFUSE}, {NULL, 0}};
 static const word_value syscall_groups[] = {
     {"files", SANDLET_SYSCALLS_FILES}, {"database", SANDLET_SYSCALLS_DATABASE}, {NULL, 0}};
 
@@ -300,6 +311,26 @@ static const directive directives[] = {
      .usage = "on|off",
      .off = TOP(development, bool),
      .values = on_off},
+    {.name = "unknown-hosts",
+     .ctx = CTX_TOP,
+     .kind = K_ENUM,
+     .usage = "serve|refuse",
+     .off = TOP(unknown_hosts, unsigned),
+     .values = unknown_hosts,
+     .def = SANDLET_UNKNOWN_HOSTS_SERVE},
+    /* Where the supervisor says its pid, readiness and reload verdicts
+     * (state.h); the default is named after the configuration file. */
+    {.name = "state-file",
+     .ctx = CTX_TOP,
+     .kind = K_PATH,
+     .usage = "FILE",
+     .off = TOP(state_file, char *)},
+    /* The uids of an acceptor and sandboxes without a user (identity.h). */
+    {.name = "dynamic-uids",
+     .ctx = CTX_TOP,
+     .kind = K_CUSTOM,
+     .usage = "FIRST-LAST",
+     .handler = do_dynamic_uids},
     {.name = "sandbox",
      .ctx = CTX_TOP,
      .kind = K_BLOCK,
@@ -323,6 +354,34 @@ static const directive directives[] = {
      .repeat = true,
      .block = CTX_PAGES,
      .handler = open_pages},
+    {.name = "host",
+     .ctx = CTX_TOP,
+     .kind = K_BLOCK,
+     .usage = "NAME { ... }",
+     .repeat = true,
+     .block = CTX_HOST,
+     .handler = open_host,
+     .close = close_host},
+    /* host NAME { ... }: an origin of its own (sandlet.conf(5), HOSTS) */
+    {.name = "name",
+     .ctx = CTX_HOST,
+     .kind = K_CUSTOM,
+     .usage = "NAME",
+     .repeat = true,
+     .handler = do_host_name},
+    {.name = "docroot",
+     .ctx = CTX_HOST,
+     .kind = K_PATH,
+     .usage = "DIR",
+     .off = HO(docroot, char *)},
+    {.name = "servlet",
+     .ctx = CTX_HOST,
+     .kind = K_BLOCK,
+     .usage = "PATH { ... }",
+     .repeat = true,
+     .block = CTX_SERVLET,
+     .handler = open_servlet,
+     .close = close_servlet},
     /* sandbox NAME { ... }: the pool, then DESIGN.md's confinement order
      * (limits, user, Landlock paths, system-call groups), guardian, sessions */
     {.name = "workers",
@@ -664,7 +723,10 @@ static int fail(parser *ps, int line, int col, const char *fmt, ...)
 {
     if (!ps->err || ps->errlen == 0)
         return -EINVAL;
-    int n = snprintf(ps->err, ps->errlen, "%s:%d:%d: ", ps->name, line, col);
+    /* With includes, the line of the text is a line of one of its files. */
+    const char *name =
+        ps->conf && ps->conf->nspans ? sandlet_conf_where(ps->conf, line, &line) : ps->name;
+    int n = snprintf(ps->err, ps->errlen, "%s:%d:%d: ", name, line, col);
     if (n >= 0 && (size_t)n < ps->errlen) {
         va_list ap;
         va_start(ap, fmt);
@@ -702,6 +764,7 @@ static const char *where(enum ctx ctx)
     case CTX_SANDBOX: return "in sandbox block";
     case CTX_SERVLET: return "in servlet block";
     case CTX_PAGES: return "in pages block";
+    case CTX_HOST: return "in host block";
     default: return "at top level";
     }
 }
@@ -1731,12 +1794,15 @@ static int open_servlet(parser *ps, const directive *d, const token *dir, token 
         return rc;
     if (prefix)
         path->text[strlen(path->text) - 1] = '\0';
+    /* Each host has a path space of its own. */
     for (size_t i = 0; i < c->nservlets; i++)
-        if (c->servlets[i].prefix == prefix && strcmp(c->servlets[i].path, path->text) == 0)
+        if (c->servlets[i].host == ps->host && c->servlets[i].prefix == prefix &&
+            strcmp(c->servlets[i].path, path->text) == 0)
             return fail(ps, path->line, path->col,
                         "duplicate servlet path '%s%s' (already defined at line %d; expected "
-                        "each path once)",
-                        shown(sh, sizeof(sh), path->text), prefix ? "*" : "", c->servlets[i].line);
+                        "each path once%s)",
+                        shown(sh, sizeof(sh), path->text), prefix ? "*" : "", c->servlets[i].line,
+                        ps->host == SANDLET_HOST_DEFAULT ? "" : " per host");
 
     sandlet_servlet_conf *s = reserve(c->servlets, c->nservlets, sizeof(*s));
     if (!s)
@@ -1748,8 +1814,11 @@ static int open_servlet(parser *ps, const directive *d, const token *dir, token 
     ps->refs = r;
     ps->cur = c->nservlets;
     r[c->nservlets] = (sandbox_ref){0};
-    s[c->nservlets] = (sandlet_servlet_conf){
-        .path = path->text, .prefix = prefix, .sandbox = SIZE_MAX, .line = dir->line};
+    s[c->nservlets] = (sandlet_servlet_conf){.path = path->text,
+                                             .prefix = prefix,
+                                             .host = ps->host,
+                                             .sandbox = SIZE_MAX,
+                                             .line = dir->line};
     set_defaults(CTX_SERVLET, (char *)&s[c->nservlets++]);
     path->text = NULL;
     return 0;
@@ -1764,6 +1833,126 @@ static int close_servlet(parser *ps, const token *dir)
                     "servlet '%s%s' has no library (expected 'library FILE;' in its block)",
                     shown(sh, sizeof(sh), s->path), s->prefix ? "*" : "");
     return 0;
+}
+
+/* A host name as a Host header carries it, without the port: letters,
+ * digits, '-', '.', an optional leading "*." (a wildcard: any name ending
+ * in what follows), no trailing dot.  Lowercased in place, since Host is
+ * matched ignoring case.  IP literals in brackets are left out: an
+ * origin of its own wants a name. */
+static int host_name_check(parser *ps, token *arg)
+{
+    char sh[SHOWN_MAX];
+    char *s = arg->text;
+    size_t len = strlen(s), start = strncmp(s, "*.", 2) == 0 ? 2 : 0;
+    bool ok = len > start && len <= SANDLET_HOST_NAME_MAX && s[len - 1] != '.' && s[start] != '.';
+    for (size_t i = start; ok && i < len; i++) {
+        char c = s[i];
+        if (c >= 'A' && c <= 'Z')
+            s[i] = (char)(c + 32);
+        else if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+                   (c == '.' && s[i + 1] != '.')))
+            ok = false;
+    }
+    if (!ok)
+        return fail(ps, arg->line, arg->col,
+                    "invalid host name '%s' (expected a DNS name such as shop.example.org, or "
+                    "*.example.org for every name under example.org; no port, no other '*', "
+                    "no trailing '.')",
+                    shown(sh, sizeof(sh), arg->text));
+    return 0;
+}
+
+/* Adds a checked name to the open host block; a name of any host block
+ * is refused a second time, naming where it was first. */
+static int add_host_name(parser *ps, token *arg)
+{
+    char sh[SHOWN_MAX];
+    sandlet_conf *c = ps->conf;
+    int rc = host_name_check(ps, arg);
+    if (rc)
+        return rc;
+    size_t total = 0;
+    for (size_t i = 0; i < c->nhosts; i++) {
+        total += c->hosts[i].nnames;
+        for (size_t j = 0; j < c->hosts[i].nnames; j++)
+            if (strcmp(c->hosts[i].names[j], arg->text) == 0)
+                return fail(ps, arg->line, arg->col,
+                            "duplicate host name '%s' (already named at line %d; expected each "
+                            "name in one host block)",
+                            shown(sh, sizeof(sh), arg->text), c->hosts[i].name_lines[j]);
+    }
+    if (total >= SANDLET_MAX_HOST_NAMES)
+        return fail(ps, arg->line, arg->col, "too many host names (at most %d in a file)",
+                    SANDLET_MAX_HOST_NAMES);
+    sandlet_host_conf *h = &c->hosts[ps->host];
+    char **names = reserve(h->names, h->nnames, sizeof(*names));
+    if (!names)
+        return nomem(ps);
+    h->names = names;
+    int *lines = reserve(h->name_lines, h->nnames, sizeof(*lines));
+    if (!lines)
+        return nomem(ps);
+    h->name_lines = lines;
+    names[h->nnames] = arg->text;
+    lines[h->nnames++] = arg->line;
+    arg->text = NULL;
+    return 0;
+}
+
+static int open_host(parser *ps, const directive *d, const token *dir, token *args)
+{
+    (void)d;
+    sandlet_conf *c = ps->conf;
+    if (c->nhosts >= SANDLET_MAX_HOSTS)
+        return fail(ps, dir->line, dir->col, "too many host blocks (at most %d in a file)",
+                    SANDLET_MAX_HOSTS);
+    sandlet_host_conf *h = reserve(c->hosts, c->nhosts, sizeof(*h));
+    if (!h)
+        return nomem(ps);
+    c->hosts = h;
+    h[c->nhosts] = (sandlet_host_conf){.line = dir->line};
+    ps->host = c->nhosts++;
+    return add_host_name(ps, &args[0]);
+}
+
+static int close_host(parser *ps, const token *dir)
+{
+    (void)dir;
+    ps->host = SANDLET_HOST_DEFAULT;
+    return 0;
+}
+
+static int do_host_name(parser *ps, const directive *d, const token *dir, token *args)
+{
+    (void)d;
+    (void)dir;
+    return add_host_name(ps, &args[0]);
+}
+
+/* With unknown-hosts refuse, no request reaches the default host: its
+ * servlets and pages would be dead, which is a mistake to name. */
+static int hosts_reachable(parser *ps)
+{
+    const sandlet_conf *c = ps->conf;
+    if (c->unknown_hosts != SANDLET_UNKNOWN_HOSTS_REFUSE)
+        return 0;
+    int line = c->nhosts ? 0 : seen_line(ps, CTX_TOP, "unknown-hosts");
+    for (size_t i = 0; !line && i < c->nservlets; i++)
+        if (c->servlets[i].host == SANDLET_HOST_DEFAULT)
+            line = c->servlets[i].line;
+    if (!line && c->npages)
+        line = c->pages[0].line;
+    if (!line)
+        return 0;
+    return fail(ps, line, 1,
+                "'unknown-hosts refuse' (line %d) answers 421 to every request no host block "
+                "names, so %s outside a host block would never be served (expected it inside a "
+                "'host NAME { ... }' block, or 'unknown-hosts serve;')",
+                seen_line(ps, CTX_TOP, "unknown-hosts"),
+                !c->nhosts                              ? "everything"
+                : c->npages && line == c->pages[0].line ? "pages"
+                                                        : "a servlet");
 }
 
 /* pages FOLDER: a docroot folder as a request path sees it, "/" or
@@ -1961,6 +2150,7 @@ static int set_value(parser *ps, const directive *d, token *arg)
     sandlet_conf *c = ps->conf;
     char *base = d->ctx == CTX_SANDBOX   ? (char *)&c->sandboxes[ps->cur]
                  : d->ctx == CTX_SERVLET ? (char *)&c->servlets[ps->cur]
+                 : d->ctx == CTX_HOST    ? (char *)&c->hosts[ps->host]
                                          : (char *)c;
     void *f = base + d->off;
     unsigned u = 0;
@@ -2046,8 +2236,9 @@ static const struct {
 } foreign[] = {
     {"location", "a URL path is 'servlet /PATH { library FILE; }', or 'pages /PREFIX/ { ... }' "
                  "for .csp files"},
-    {"server", "the file is one server: put 'listen', 'docroot' and the rest at top level"},
-    {"include", "keep the whole configuration in one file"},
+    {"server", "a name-based virtual server is 'host NAME { docroot DIR; servlet PATH { ... } }'; "
+               "listen and sandboxes stay at top level"},
+    {"server_name", "a host block's other names are 'name NAME;' inside it"},
     {"root", "the folder of static files is 'docroot DIR;'"},
     {"port", "the address and port are one 'listen ADDR:PORT;'"},
     {"bind", "the address and port are one 'listen ADDR:PORT;'"},
@@ -2086,6 +2277,13 @@ static int unknown_directive(parser *ps, enum ctx ctx, const token *dir)
             near = &directives[k];
         }
     }
+    /* Not a misplaced '}': pages are not per host yet (the page table,
+     * the compile cache and the supervisor's check know one docroot). */
+    if (ctx == CTX_HOST && other && other->block == CTX_PAGES)
+        return fail(ps, dir->line, dir->col,
+                    "'pages' is not allowed in host block: C Server Pages are served on the "
+                    "default host only (expected the pages block at top level, outside every "
+                    "host block)");
     expected_list(ctx, list, sizeof(list));
     for (size_t k = 0; k < sizeof(foreign) / sizeof(foreign[0]); k++)
         if (strcmp(dir->text, foreign[k].word) == 0)
@@ -2130,6 +2328,8 @@ static int note_line(parser *ps, enum ctx ctx, const char *name, int line)
         at = &c->user_line;
     else if (ctx == CTX_TOP && !strcmp(name, "docroot"))
         at = &c->docroot_line;
+    else if (ctx == CTX_HOST && !strcmp(name, "docroot"))
+        at = &c->hosts[ps->host].docroot_line;
     else if (ctx == CTX_TOP && !strcmp(name, "access-log"))
         at = &c->access_log_line;
     else if (ctx == CTX_TOP && !strcmp(name, "error-log"))
@@ -2324,6 +2524,8 @@ static int resolve_sandboxes(parser *ps)
             }
             sb = c->nsandboxes - 1;
             c->sandboxes[sb].max_file_size = 0; /* writes no files, see close_sandbox */
+            /* A fixed pool, as for "default" above (and what -T writes). */
+            c->sandboxes[sb].max_workers = c->sandboxes[sb].workers;
         }
         c->pages[i].sandbox = sb;
         c->sandboxes[sb].pages = true;
@@ -2452,11 +2654,15 @@ const sandlet_pages_conf *sandlet_conf_pages_for(const sandlet_conf *conf, const
     return best;
 }
 
+typedef struct origin origin;
+static void origin_give(origin *o, sandlet_conf *conf);
+
 static int parse_text(const char *text, size_t len, const char *name, const char *basedir,
-                      bool no_secrets, sandlet_conf **out, char *err, size_t errlen)
+                      bool no_secrets, sandlet_conf **out, char *err, size_t errlen, origin *o)
 {
     parser ps = {.line = 1,
                  .col = 1,
+                 .host = SANDLET_HOST_DEFAULT,
                  .name = name ? name : "(config)",
                  .basedir = basedir,
                  .no_secrets = no_secrets,
@@ -2484,6 +2690,8 @@ static int parse_text(const char *text, size_t len, const char *name, const char
     ps.conf = calloc(1, sizeof(*ps.conf));
     if (!ps.conf)
         return nomem(&ps);
+    if (o)
+        origin_give(o, ps.conf); /* before any message: they map lines */
     set_defaults(CTX_TOP, (char *)ps.conf);
     ps.conf->file = dupn(ps.name, strlen(ps.name));
     ps.conf->page_compiler =
@@ -2511,11 +2719,15 @@ static int parse_text(const char *text, size_t len, const char *name, const char
         if (ps.conf->servlets[i].max_body_size == SIZE_MAX)
             ps.conf->servlets[i].max_body_size = ps.conf->max_body_size;
 
+    if (rc == 0)
+        rc = hosts_reachable(&ps);
     if (rc == 0 && ps.conf->npages && !ps.conf->docroot) {
+        int at = ps.conf->pages[0].line;
+        const char *in = sandlet_conf_where(ps.conf, at, &at);
         set_err(err, errlen,
                 "%s:%d: 'pages' without a docroot (expected a 'docroot DIR;' line: pages are "
                 ".csp files under it)",
-                ps.name, ps.conf->pages[0].line);
+                in, at);
         rc = -EINVAL;
     }
     if (rc == 0 && !ps.conf->page_cache) {
@@ -2545,13 +2757,13 @@ static int parse_text(const char *text, size_t len, const char *name, const char
 int sandlet_conf_parse(const char *text, size_t len, const char *name, const char *basedir,
                        sandlet_conf **out, char *err, size_t errlen)
 {
-    return parse_text(text, len, name, basedir, false, out, err, errlen);
+    return parse_text(text, len, name, basedir, false, out, err, errlen, NULL);
 }
 
 int sandlet_conf_parse_public(const char *text, size_t len, const char *name, const char *basedir,
                               sandlet_conf **out, char *err, size_t errlen)
 {
-    return parse_text(text, len, name, basedir, true, out, err, errlen);
+    return parse_text(text, len, name, basedir, true, out, err, errlen, NULL);
 }
 
 /* Reads at most CONF_MAX_BYTES + 1 bytes, enough to tell "too large". */
@@ -2611,6 +2823,410 @@ static int read_file(const char *path, char **buf, size_t *len, char *err, size_
     return 0;
 }
 
+/* ---- dynamic-uids ------------------------------------------------------------ */
+
+/* Below 2^31: ids past it are read as negative by too many programs
+ * (systemd calls that range "HIC SVNT LEONES"). */
+#define DYNAMIC_UID_MAX 2147483646UL
+
+/* The range in effect: the file's, or the default. */
+static uint32_t dynamic_first(const sandlet_conf *c)
+{
+    return c->dynamic_uid_first ? c->dynamic_uid_first : SANDLET_DEFAULT_DYNAMIC_UID_FIRST;
+}
+
+static uint32_t dynamic_last(const sandlet_conf *c)
+{
+    return c->dynamic_uid_last ? c->dynamic_uid_last : SANDLET_DEFAULT_DYNAMIC_UID_LAST;
+}
+
+/* "FIRST-LAST": the acceptor's uid and at least one sandbox's, above the
+ * ids a distribution gives its users and below 2^31. */
+static int do_dynamic_uids(parser *ps, const directive *d, const token *dir, token *args)
+{
+    (void)d;
+    (void)dir;
+    char sh[SHOWN_MAX], first[16] = "";
+    const char *s = args[0].text, *dash = strchr(s, '-');
+    unsigned lo = 0, hi = 0;
+    size_t n = dash ? (size_t)(dash - s) : 0;
+    if (n && n < sizeof(first)) {
+        memcpy(first, s, n);
+        first[n] = '\0';
+    }
+    if (!dash || !first[0] || parse_uint(first, 1000, DYNAMIC_UID_MAX, &lo) != 0 ||
+        parse_uint(dash + 1, 1000, DYNAMIC_UID_MAX, &hi) != 0 || hi <= lo)
+        return fail(ps, args[0].line, args[0].col,
+                    "invalid dynamic-uids '%s' (expected FIRST-LAST, two ids from 1000 to %lu "
+                    "with FIRST below LAST, e.g. 1879048192-1879113727)",
+                    shown(sh, sizeof(sh), s), DYNAMIC_UID_MAX);
+    ps->conf->dynamic_uid_first = lo;
+    ps->conf->dynamic_uid_last = hi;
+    ps->conf->dynamic_uids_line = args[0].line;
+    return 0;
+}
+
+/* ---- include (sandlet.conf(5), INCLUDE) ------------------------------------ */
+
+/* Nesting deeper than this is a mistake (or a cycle through links). */
+#define INCLUDE_MAX_DEPTH 8
+/* Files one configuration may read, counting each inclusion. */
+#define INCLUDE_MAX_FILES 1024
+
+/* Every file read and the spans of the text they make, until a parse
+ * hands them to the sandlet_conf it makes (origin_give). */
+struct origin {
+    char **files;
+    size_t nfiles;
+    sandlet_conf_span *spans;
+    size_t nspans;
+};
+
+static void origin_give(origin *o, sandlet_conf *conf)
+{
+    conf->files = o->files;
+    conf->nfiles = o->nfiles;
+    conf->spans = o->spans;
+    conf->nspans = o->nspans;
+    memset(o, 0, sizeof(*o));
+}
+
+static void origin_free(origin *o)
+{
+    for (size_t i = 0; i < o->nfiles; i++)
+        free(o->files[i]);
+    free(o->files);
+    free(o->spans);
+    memset(o, 0, sizeof(*o));
+}
+
+const char *sandlet_conf_where(const sandlet_conf *conf, int line, int *local)
+{
+    *local = line;
+    if (!conf->nspans)
+        return conf->file;
+    const sandlet_conf_span *sp = &conf->spans[0];
+    for (size_t i = 1; i < conf->nspans && conf->spans[i].line <= line; i++)
+        sp = &conf->spans[i];
+    *local = sp->local + (line - sp->line);
+    return sp->file < conf->nfiles ? conf->files[sp->file] : conf->file;
+}
+
+/* One file being read: a lexer over its bytes, where its text was copied
+ * up to, and the files its last include matched, still to be read. */
+typedef struct inc_file {
+    parser lx;       /* only the lexer's fields: p, end, line, col, name */
+    char *text;      /* its bytes */
+    char *real;      /* its real path, to find cycles */
+    char *dir;       /* its folder: include patterns are relative to it */
+    unsigned index;  /* in origin.files */
+    const char *out; /* its text before this is in the output */
+    int depth;       /* of '{' open in it */
+    int open_line;   /* of the outermost block open */
+    bool start;      /* the next word begins a statement */
+    bool resume;     /* back from an include: a span starts again */
+    int resume_line; /* its line there (the include's ';') */
+    glob_t matched;  /* of its last include */
+    size_t next;     /* the next of matched to read */
+    bool globbed;
+    int inc_line, inc_col; /* of that include, for messages */
+} inc_file;
+
+/* The expanded text, and its current last line. */
+typedef struct inc_out {
+    char *text;
+    size_t len, cap;
+    int line;
+} inc_out;
+
+static int out_put(inc_out *o, const char *s, size_t n)
+{
+    if (o->len + n > CONF_MAX_BYTES)
+        return -EFBIG;
+    if (o->len + n + 1 > o->cap) {
+        size_t cap = o->cap ? o->cap : 16384;
+        while (cap < o->len + n + 1)
+            cap *= 2;
+        char *t = realloc(o->text, cap);
+        if (!t)
+            return -ENOMEM;
+        o->text = t;
+        o->cap = cap;
+    }
+    memcpy(o->text + o->len, s, n);
+    o->len += n;
+    o->text[o->len] = '\0';
+    for (size_t i = 0; i < n; i++)
+        o->line += s[i] == '\n';
+    return 0;
+}
+
+/* Starts a span: file index's line local is the output's next line. */
+static int out_span(inc_out *o, origin *g, unsigned index, int local)
+{
+    if (o->len && o->text[o->len - 1] != '\n') {
+        int rc = out_put(o, "\n", 1);
+        if (rc)
+            return rc;
+    }
+    sandlet_conf_span *sp = reserve(g->spans, g->nspans, sizeof(*sp));
+    if (!sp)
+        return -ENOMEM;
+    g->spans = sp;
+    sp[g->nspans++] = (sandlet_conf_span){.line = o->line, .file = index, .local = local};
+    return 0;
+}
+
+static char *folder_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = !slash          ? dupn(".", 1)
+                : slash == path ? dupn("/", 1)
+                                : dupn(path, (size_t)(slash - path));
+    char *abs = dir ? realpath(dir, NULL) : NULL;
+    if (abs) {
+        free(dir);
+        return abs;
+    }
+    return dir;
+}
+
+static void inc_file_free(inc_file *f)
+{
+    free(f->text);
+    free(f->real);
+    free(f->dir);
+    if (f->globbed)
+        globfree(&f->matched);
+    memset(f, 0, sizeof(*f));
+}
+
+/* Opens path (named as shown in messages) as stack[*n]: refused past the
+ * depth bound, when it is on the stack already (a cycle), or past the
+ * file bound.  from: the file whose include named it, or NULL. */
+static int inc_enter(inc_file *stack, size_t *n, origin *g, inc_out *o, const char *path,
+                     inc_file *from, char *err, size_t errlen)
+{
+    char sh[SHOWN_MAX];
+    char where[PATH_MAX + 32] = "";
+    if (from)
+        snprintf(where, sizeof(where), "%s:%d:%d: ", from->lx.name, from->inc_line, from->inc_col);
+    if (*n >= INCLUDE_MAX_DEPTH) {
+        set_err(err, errlen,
+                "%sinclude of %s is nested %d deep (expected at most %d levels of files "
+                "including files)",
+                where, shown(sh, sizeof(sh), path), INCLUDE_MAX_DEPTH + 1, INCLUDE_MAX_DEPTH);
+        return -ELOOP;
+    }
+    if (g->nfiles >= INCLUDE_MAX_FILES) {
+        set_err(err, errlen, "%sincluding %s: more than %d files (expected fewer)", where,
+                shown(sh, sizeof(sh), path), INCLUDE_MAX_FILES);
+        return -EMFILE;
+    }
+    inc_file *f = &stack[*n];
+    memset(f, 0, sizeof(*f));
+    size_t len = 0;
+    char rerr[PATH_MAX + 128];
+    int rc = read_file(path, &f->text, &len, rerr, sizeof(rerr));
+    if (rc) {
+        set_err(err, errlen, "%s%s%s", where, from ? "included file " : "", rerr);
+        return rc;
+    }
+    f->real = realpath(path, NULL);
+    f->dir = folder_of(path);
+    char *name = dupn(path, strlen(path));
+    char **files = reserve(g->files, g->nfiles, sizeof(*files));
+    if (files)
+        g->files = files;
+    if (!f->real || !f->dir || !name || !files) {
+        free(name);
+        inc_file_free(f);
+        set_err(err, errlen, "%s%s: cannot read: %s", where, path,
+                errno ? strerror(errno) : "out of memory");
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp(stack[i].real, f->real) == 0) {
+            set_err(err, errlen,
+                    "%sinclude of %s makes a cycle: that file is already being read (it "
+                    "includes itself, directly or through %s); remove one of the includes",
+                    where, shown(sh, sizeof(sh), path), stack[i].lx.name);
+            free(name);
+            inc_file_free(f);
+            return -ELOOP;
+        }
+    f->index = (unsigned)g->nfiles;
+    g->files[g->nfiles++] = name;
+    f->lx = (parser){.p = f->text, .end = f->text + len, .line = 1, .col = 1, .name = name};
+    f->out = f->text;
+    f->start = true;
+    (*n)++;
+    return out_span(o, g, f->index, 1);
+}
+
+/* A pattern with no wildcard names one file, which must exist; one with
+ * wildcards may match nothing (an empty conf.d/), as in nginx. */
+static bool has_wildcard(const char *s)
+{
+    return strpbrk(s, "*?[") != NULL;
+}
+
+/* "include PATTERN;" at f's word t: the pattern and its ';' are read,
+ * the text before the include goes out, and the sorted matches are
+ * queued for reading. */
+static int inc_statement(inc_file *f, inc_out *o, const token *t)
+{
+    char sh[SHOWN_MAX], found[SHOWN_MAX + 16];
+    parser *lx = &f->lx;
+    const char *before = lx->p - strlen("include");
+    if (f->depth > 0)
+        return fail(lx, t->line, t->col,
+                    "'include' inside a block (expected it at top level, outside any '{ }': an "
+                    "included file holds whole blocks)");
+    token arg = {0}, semi = {0};
+    int rc = lex(lx, &arg);
+    if (rc == 0 && arg.type != T_WORD && arg.type != T_STRING)
+        rc = fail(lx, arg.line, arg.col,
+                  "missing argument for 'include' (expected 'include FILES;', e.g. 'include "
+                  "conf.d/*.conf;'), found %s",
+                  what(&arg, found, sizeof(found)));
+    if (rc == 0)
+        rc = lex(lx, &semi);
+    if (rc == 0 && semi.type != T_SEMI)
+        rc = fail(lx, semi.line, semi.col, "expected ';' after 'include %s', found %s (add ';')",
+                  shown(sh, sizeof(sh), arg.text), what(&semi, found, sizeof(found)));
+    if (rc == 0 && !arg.text[0])
+        rc = fail(lx, arg.line, arg.col,
+                  "empty pattern for 'include' (expected 'include FILES;', e.g. 'include "
+                  "conf.d/*.conf;')");
+    char *pattern = NULL;
+    if (rc == 0 && arg.text[0] != '/' && asprintf(&pattern, "%s/%s", f->dir, arg.text) < 0)
+        rc = nomem(lx);
+    if (rc == 0) {
+        const char *pat = pattern ? pattern : arg.text;
+        /* glob sorts its matches: files are read in the order of their
+         * names, so "10-site.conf" comes before "20-other.conf". */
+        int g = glob(pat, GLOB_ERR, NULL, &f->matched);
+        f->globbed = g == 0 || g == GLOB_NOMATCH;
+        char shp[PATH_MAX];
+        if (g == GLOB_NOMATCH && !has_wildcard(arg.text))
+            rc = fail(lx, t->line, t->col,
+                      "include %s: no such file (expected an existing file, or a pattern such "
+                      "as conf.d/*.conf, which may match none)",
+                      shown(shp, sizeof(shp), pat));
+        else if (g != 0 && g != GLOB_NOMATCH)
+            rc = fail(lx, t->line, t->col, "include %s: cannot read the folder (%s)",
+                      shown(shp, sizeof(shp), pat),
+                      g == GLOB_NOSPACE ? "out of memory" : "permission denied?");
+        if (g == GLOB_NOMATCH)
+            f->matched.gl_pathc = 0;
+    }
+    free(pattern);
+    if (rc == 0)
+        rc = out_put(o, f->out, (size_t)(before - f->out));
+    f->out = lx->p; /* past the ';' */
+    f->next = 0;
+    f->inc_line = t->line;
+    f->inc_col = t->col;
+    f->resume = true;
+    f->resume_line = semi.line;
+    free(arg.text);
+    free(semi.text);
+    return rc;
+}
+
+/* Reads path and every file it includes into one text (*text, *len, for
+ * the caller to free) and the spans that map its lines back (*g).  No
+ * recursion: the files being read are an explicit stack. */
+static int expand_file(const char *path, char **text, size_t *len, origin *g, char *err,
+                       size_t errlen)
+{
+    inc_file stack[INCLUDE_MAX_DEPTH];
+    size_t n = 0;
+    inc_out o = {.line = 1};
+    int rc = inc_enter(stack, &n, g, &o, path, NULL, err, errlen);
+    while (rc == 0 && n > 0) {
+        inc_file *f = &stack[n - 1];
+        f->lx.err = err;
+        f->lx.errlen = errlen;
+        if (f->globbed && f->next < f->matched.gl_pathc) {
+            const char *next = f->matched.gl_pathv[f->next++];
+            rc = inc_enter(stack, &n, g, &o, next, f, err, errlen);
+            continue;
+        }
+        if (f->resume) {
+            f->resume = false;
+            if (f->globbed) {
+                globfree(&f->matched);
+                f->globbed = false;
+            }
+            rc = out_span(&o, g, f->index, f->resume_line);
+            if (rc)
+                break;
+        }
+        token t;
+        rc = lex(&f->lx, &t);
+        if (rc)
+            break;
+        switch (t.type) {
+        case T_EOF:
+            if (f->depth > 0 && n > 1) {
+                rc = fail(&f->lx, f->open_line, 1,
+                          "a block opened here is still open at the end of the included file "
+                          "(expected its '}' in this file: blocks do not continue across files)");
+                break;
+            }
+            rc = out_put(&o, f->out, (size_t)(f->lx.end - f->out));
+            inc_file_free(f);
+            n--;
+            break;
+        case T_LBRACE:
+            if (f->depth++ == 0)
+                f->open_line = t.line;
+            f->start = true;
+            break;
+        case T_RBRACE:
+            if (f->depth > 0)
+                f->depth--; /* a stray '}' is the parser's to report */
+            f->start = true;
+            break;
+        case T_SEMI: f->start = true; break;
+        case T_WORD:
+            if (f->start && strcmp(t.text, "include") == 0) {
+                rc = inc_statement(f, &o, &t);
+                f->start = true;
+                break;
+            }
+            f->start = false;
+            break;
+        default: f->start = false; break;
+        }
+        free(t.text);
+    }
+    if (rc && err && errlen && !err[0])
+        set_err(err, errlen, "%s: %s", path,
+                rc == -EFBIG ? "with its includes, larger than 1 MiB (expected a configuration "
+                               "of at most 1 MiB, included files counted)"
+                             : strerror(-rc));
+    while (n > 0)
+        inc_file_free(&stack[--n]);
+    if (rc) {
+        free(o.text);
+        origin_free(g);
+        return rc;
+    }
+    *text = o.text ? o.text : dupn("", 0);
+    *len = o.len;
+    if (!*text) {
+        origin_free(g);
+        return -ENOMEM;
+    }
+    /* One file: its lines are the text's, and messages need no map. */
+    if (g->nfiles == 1)
+        origin_free(g);
+    return 0;
+}
+
 int sandlet_conf_load(const char *path, sandlet_conf **out, char *err, size_t errlen)
 {
     return sandlet_conf_load_text(path, out, NULL, err, errlen);
@@ -2627,7 +3243,8 @@ int sandlet_conf_load_text(const char *path, sandlet_conf **out, sandlet_conf_te
     if (!out || !path)
         return -EINVAL;
     *out = NULL;
-    int rc = read_file(path, &text, &len, err, errlen);
+    origin g = {0};
+    int rc = expand_file(path, &text, &len, &g, err, errlen);
     if (rc)
         return rc;
 
@@ -2647,10 +3264,12 @@ int sandlet_conf_load_text(const char *path, sandlet_conf **out, sandlet_conf_te
     }
     if (!dir) {
         free(text);
+        origin_free(&g);
         set_err(err, errlen, "%s: out of memory", path);
         return -ENOMEM;
     }
-    rc = sandlet_conf_parse(text, len, path, dir, out, err, errlen);
+    rc = parse_text(text, len, path, dir, false, out, err, errlen, &g);
+    origin_free(&g); /* what the parse did not take */
     if (rc == 0) {
         crypto_generichash((*out)->digest, sizeof((*out)->digest), (const unsigned char *)text, len,
                            NULL, 0);
@@ -2678,6 +3297,217 @@ int sandlet_conf_load_text(const char *path, sandlet_conf **out, sandlet_conf_te
     free(dir);
     free(text);
     return rc;
+}
+
+/* ---- sandletd -T: the configuration as read ------------------------------ */
+
+/* A value as the lexer reads it back: a bare word when it is one, else a
+ * quoted string with '"' and '\' escaped. */
+static void dump_value(FILE *out, const char *s)
+{
+    bool word = s[0] != '\0';
+    for (const char *p = s; *p && word; p++)
+        word = is_word(*p) && (unsigned char)*p >= 0x21;
+    if (word) {
+        fputs(s, out);
+        return;
+    }
+    fputc('"', out);
+    for (const char *p = s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fputc('\\', out);
+        fputc(*p, out);
+    }
+    fputc('"', out);
+}
+
+static const char *word_of(const word_value *v, unsigned value)
+{
+    for (; v && v->word; v++)
+        if (v->value == value)
+            return v->word;
+    return NULL;
+}
+
+/* Every row of ctx whose value set_value stores, from base (a struct of
+ * ctx), one line each: the table says how each is written, so a new
+ * directive is dumped without a line here.  Values that mean "not set"
+ * (a NULL string, a 0 that the row's bounds refuse) are left out, as
+ * reading them back leaves them so. */
+static void dump_rows(FILE *out, enum ctx ctx, const char *base, const char *indent)
+{
+    for (size_t k = 0; k < NDIRECTIVES; k++) {
+        const directive *d = &directives[k];
+        if (d->ctx != ctx || strcmp(d->name, "state-file") == 0) /* set or not: below */
+            continue;
+        const void *f = base + d->off;
+        switch (d->kind) {
+        case K_UINT: {
+            unsigned v = *(const unsigned *)f;
+            if (v == 0 && d->none)
+                fprintf(out, "%s%s %s;\n", indent, d->name, d->none);
+            else if (v != 0 || d->min == 0)
+                fprintf(out, "%s%s %u;\n", indent, d->name, v);
+            break;
+        }
+        case K_SIZE: fprintf(out, "%s%s %zu;\n", indent, d->name, *(const size_t *)f); break;
+        case K_BYTES: {
+            unsigned long long v = *(const unsigned long long *)f;
+            if (v == 0 && d->none)
+                fprintf(out, "%s%s %s;\n", indent, d->name, d->none);
+            else if (v != 0 || d->min == 0)
+                fprintf(out, "%s%s %llu;\n", indent, d->name, v);
+            break;
+        }
+        case K_BOOL:
+        case K_ENUM: {
+            unsigned v = d->kind == K_BOOL ? *(const bool *)f : *(const unsigned *)f;
+            const char *w = word_of(d->values, v);
+            if (w)
+                fprintf(out, "%s%s %s;\n", indent, d->name, w);
+            break;
+        }
+        case K_FLAGS:
+            for (const word_value *v = d->values; v->word; v++)
+                if (*(const unsigned *)f & v->value)
+                    fprintf(out, "%s%s %s;\n", indent, d->name, v->word);
+            break;
+        case K_STRING:
+        case K_PATH:
+            if (*(char *const *)f) {
+                fprintf(out, "%s%s ", indent, d->name);
+                dump_value(out, *(char *const *)f);
+                fputs(";\n", out);
+            }
+            break;
+        case K_PATHS: {
+            char *const *list = *(char **const *)f;
+            size_t n = *(const size_t *)(base + d->off_n);
+            for (size_t i = 0; i < n; i++) {
+                fprintf(out, "%s%s ", indent, d->name);
+                dump_value(out, list[i]);
+                fputs(";\n", out);
+            }
+            break;
+        }
+        case K_PORTS: {
+            const unsigned short *ports = (const unsigned short *)f;
+            size_t n = *(const size_t *)(base + d->off_n);
+            for (size_t i = 0; i < n; i++)
+                fprintf(out, "%s%s %u;\n", indent, d->name, ports[i]);
+            break;
+        }
+        case K_CUSTOM:
+        case K_BLOCK: break; /* written by sandlet_conf_dump */
+        }
+    }
+}
+
+/* "name value;" for a string the table's custom handlers store. */
+static void dump_line(FILE *out, const char *indent, const char *name, const char *value)
+{
+    if (!value)
+        return;
+    fprintf(out, "%s%s ", indent, name);
+    dump_value(out, value);
+    fputs(";\n", out);
+}
+
+int sandlet_conf_dump(const sandlet_conf *c, FILE *out)
+{
+    const char *in = "    ";
+    fprintf(out,
+            "# sandletd -T: %s as sandletd reads it: includes expanded, every default\n"
+            "# written out, relative paths made absolute.  Read back, it gives the same\n"
+            "# configuration.\n",
+            c->file);
+    for (size_t i = 1; i < c->nfiles; i++)
+        fprintf(out, "# included: %s\n", c->files[i]);
+    for (size_t i = 0; i < c->nlistens; i++) {
+        const sandlet_listen_conf *l = &c->listens[i];
+        bool v6 = strchr(l->host, ':') != NULL;
+        fprintf(out, "listen %s%s%s:%u;\n", v6 ? "[" : "", l->host, v6 ? "]" : "", l->port);
+    }
+    dump_rows(out, CTX_TOP, (const char *)c, "");
+    if (sandlet_log_is_syslog(c->error_log))
+        fprintf(out, "error-log syslog;\n");
+    else
+        dump_line(out, "", "error-log", c->error_log);
+    dump_line(out, "", "status-page", c->status_page);
+    fprintf(out, "dynamic-uids %u-%u;\n", dynamic_first(c), dynamic_last(c));
+    dump_line(out, "", "session-secret-file", c->session_secret_file);
+    if (c->page_compiler)
+        dump_line(out, "", "page-compiler", c->page_compiler);
+    else
+        fprintf(out, "page-compiler off;\n");
+    char state[4096];
+    if (sandlet_state_path(c, state, sizeof(state)) == 0)
+        dump_line(out, "", "state-file", state); /* the default is named after the file */
+    for (size_t i = 0; i < c->nsandboxes; i++) {
+        const sandlet_sandbox_conf *sb = &c->sandboxes[i];
+        fputs("\nsandbox ", out);
+        dump_value(out, sb->name);
+        fputs(" {\n", out);
+        /* An implicit sandbox's 0 means "as many as workers", as a block's
+         * close makes it: written as that number, which reads back so. */
+        sandlet_sandbox_conf shown_sb = *sb;
+        if (!shown_sb.max_workers)
+            shown_sb.max_workers = shown_sb.workers;
+        dump_rows(out, CTX_SANDBOX, (const char *)&shown_sb, in);
+        dump_line(out, in, "database", sb->database);
+        dump_line(out, in, "database-password-file", sb->database_password_file);
+        fputs("}\n", out);
+    }
+    /* The default host's servlets, then each host block with its own (a
+     * file that puts default servlets after a host block reads back with
+     * them first: their sandbox's servlet order, which a reload compares,
+     * is the dump's). */
+    for (size_t h = 0; h <= c->nhosts; h++) {
+        size_t host = h == 0 ? SANDLET_HOST_DEFAULT : h - 1;
+        const char *sin = in;
+        if (host != SANDLET_HOST_DEFAULT) {
+            const sandlet_host_conf *hc = &c->hosts[host];
+            fputs("\nhost ", out);
+            dump_value(out, hc->names[0]);
+            fputs(" {\n", out);
+            for (size_t j = 1; j < hc->nnames; j++)
+                dump_line(out, in, "name", hc->names[j]);
+            dump_line(out, in, "docroot", hc->docroot);
+            sin = "        ";
+        }
+        for (size_t i = 0; i < c->nservlets; i++) {
+            const sandlet_servlet_conf *sv = &c->servlets[i];
+            if (sv->host != host)
+                continue;
+            char *path = NULL;
+            if (asprintf(&path, "%s%s", sv->path, sv->prefix ? "*" : "") < 0)
+                return -ENOMEM;
+            fprintf(out, "\n%sservlet ", host == SANDLET_HOST_DEFAULT ? "" : in);
+            dump_value(out, path);
+            free(path);
+            fputs(" {\n", out);
+            dump_rows(out, CTX_SERVLET, (const char *)sv, sin);
+            dump_line(out, sin, "sandbox", c->sandboxes[sv->sandbox].name);
+            for (size_t j = 0; j < sv->nparams; j++) {
+                fprintf(out, "%sparam ", sin);
+                dump_value(out, sv->params[j].name);
+                fputc(' ', out);
+                dump_value(out, sv->params[j].value);
+                fputs(";\n", out);
+            }
+            fprintf(out, "%s}\n", host == SANDLET_HOST_DEFAULT ? "" : in);
+        }
+        if (host != SANDLET_HOST_DEFAULT)
+            fputs("}\n", out);
+    }
+    for (size_t i = 0; i < c->npages; i++) {
+        fputs("\npages ", out);
+        dump_value(out, c->pages[i].prefix);
+        fputs(" {\n", out);
+        dump_line(out, in, "sandbox", c->sandboxes[c->pages[i].sandbox].name);
+        fputs("}\n", out);
+    }
+    return fflush(out) == 0 && !ferror(out) ? 0 : -EIO;
 }
 
 void sandlet_conf_free(sandlet_conf *conf)
@@ -2716,6 +3546,14 @@ void sandlet_conf_free(sandlet_conf *conf)
     for (size_t i = 0; i < conf->npages; i++)
         free(conf->pages[i].prefix);
     free(conf->pages);
+    for (size_t i = 0; i < conf->nhosts; i++) {
+        for (size_t j = 0; j < conf->hosts[i].nnames; j++)
+            free(conf->hosts[i].names[j]);
+        free(conf->hosts[i].names);
+        free(conf->hosts[i].name_lines);
+        free(conf->hosts[i].docroot);
+    }
+    free(conf->hosts);
     free(conf->page_cache);
     free(conf->spool_dir);
     free(conf->page_compiler);
@@ -2729,6 +3567,11 @@ void sandlet_conf_free(sandlet_conf *conf)
     free(conf->status_page);
     free(conf->error_log);
     free(conf->session_secret_file);
+    free(conf->state_file);
+    for (size_t i = 0; i < conf->nfiles; i++)
+        free(conf->files[i]);
+    free(conf->files);
+    free(conf->spans);
     sodium_memzero(conf->session_secret, sizeof(conf->session_secret));
     sandlet_conf_forget_secrets(conf);
     free(conf->sandboxes);
@@ -2828,8 +3671,11 @@ static void plan_sandbox(sandlet_sandbox_conf *d, const sandlet_sandbox_conf *s,
 
 static void plan_servlet(sandlet_servlet_conf *d, const sandlet_servlet_conf *s, bool *bad)
 {
-    *d = (sandlet_servlet_conf){
-        .prefix = s->prefix, .sandbox = s->sandbox, .timeout = s->timeout, .line = s->line};
+    *d = (sandlet_servlet_conf){.prefix = s->prefix,
+                                .host = s->host,
+                                .sandbox = s->sandbox,
+                                .timeout = s->timeout,
+                                .line = s->line};
     d->path = copy_str(s->path, bad);
     d->library = copy_str(s->library, bad);
     if (s->nparams == 0)
@@ -2874,6 +3720,11 @@ sandlet_conf *sandlet_conf_plan(const sandlet_conf *conf)
     p->page_compiler = copy_str(conf->page_compiler, &bad);
     p->page_compile_timeout = conf->page_compile_timeout;
     p->development = conf->development;
+    p->state_file = copy_str(conf->state_file, &bad);
+    /* The supervisor decides the workers' uids. */
+    p->dynamic_uid_first = conf->dynamic_uid_first;
+    p->dynamic_uid_last = conf->dynamic_uid_last;
+    p->dynamic_uids_line = conf->dynamic_uids_line;
     /* The addresses, so that a reload binds only the new ones. */
     if (conf->nlistens) {
         p->listens = calloc(conf->nlistens, sizeof(*p->listens));
@@ -3018,6 +3869,15 @@ const char *sandlet_conf_restart_needed(const sandlet_conf *a, const sandlet_con
         return "page-compile-timeout";
     if (a->development != b->development)
         return "development";
+    /* Running workers keep the uids they were started with. */
+    if (dynamic_first(a) != dynamic_first(b) || dynamic_last(a) != dynamic_last(b))
+        return "dynamic-uids";
+    /* The state file the supervisor writes: its default is named after
+     * the file, so the paths in effect are what must agree. */
+    char sa[4096], sb[4096];
+    if (sandlet_state_path(a, sa, sizeof(sa)) < 0 || sandlet_state_path(b, sb, sizeof(sb)) < 0 ||
+        strcmp(sa, sb) != 0)
+        return "state-file";
     if (a->npages != b->npages)
         return "pages";
     for (size_t i = 0; i < a->npages; i++)

@@ -15,6 +15,9 @@
  *   keepalive-timeout 15000;        # ms an idle connection is kept
  *   max-connections 10000;          # accepting pauses at this many clients
  *   session-secret-file /etc/sandlet/session.key;  # stable session keys
+ *   include GLOB;                   # drop-in files (conf.d, .conf), sorted, top level
+ *   state-file /run/sandlet/x.state; # pid, readiness, reload verdicts
+ *   dynamic-uids 1879048192-1879113727; # uids of sandboxes without a user
  *   sandbox shop {
  *       workers 4;                  # 1..256, default 2
  *       max-workers 8;              # grow up to 8 under load; default = workers
@@ -50,6 +53,12 @@
  *   page-compiler cc;               # or off: serve only precompiled pages
  *   page-compile-timeout 60000;     # ms one compile may take
  *   development on;                 # compile errors shown in the 500 page
+ *   host shop.example.org {         # requests whose Host names it (sandlet.conf(5), HOSTS)
+ *       name www.shop.example.org;  # more names; "*.example.org" matches subdomains
+ *       docroot /srv/shop;          # its static files (none: 404)
+ *       servlet /cart { library cart.so; sandbox shop; }  # its routes, no others
+ *   }
+ *   unknown-hosts serve;            # or refuse: 421 for a Host no host block names
  *   servlet /hello {                # exact path; "/app/" + "*" matches a prefix
  *       library hello.so;           # relative to the config file's folder
  *       sandbox shop;               # default: "default" (created on demand)
@@ -68,6 +77,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define SANDLET_DEFAULT_LISTEN        "127.0.0.1:8080"
 #define SANDLET_DEFAULT_WORKERS       2
@@ -144,6 +154,14 @@
 #define SANDLET_MAX_DATABASE_PORTS 16
 /* A database's port when its conninfo names a TCP host but no port. */
 #define SANDLET_DEFAULT_DATABASE_PORT 5432
+/* The uids of an acceptor and sandboxes without "user" ("dynamic-uids"):
+ * 0x70000000-0x7000FFFF, past every range systemd documents an owner for
+ * (users up to 60000, DynamicUser= 61184-65519, nspawn containers
+ * 524288-1879048191) and below 2^31, which too many programs read as
+ * negative; /etc/subuid's ranges start at 100000, 65536 per user, and
+ * would need some 28000 users to reach it. */
+#define SANDLET_DEFAULT_DYNAMIC_UID_FIRST 1879048192u
+#define SANDLET_DEFAULT_DYNAMIC_UID_LAST  1879113727u
 /* Bytes a database-password-file may hold (one line, the password). */
 #define SANDLET_DATABASE_PASSWORD_MAX 1024
 
@@ -231,8 +249,37 @@ typedef struct sandlet_sandbox_conf {
     int user_line, group_line; /* of its "user" and "group" lines; 0: none */
 } sandlet_sandbox_conf;
 
+/* The servlets, pages and docroot outside every host block: what a
+ * request whose Host no host block names is served by (unless
+ * unknown-hosts refuse), and all there is in a file without host blocks. */
+#define SANDLET_HOST_DEFAULT SIZE_MAX
+/* Host names: a DNS name is at most 253 bytes; "*." may precede it. */
+#define SANDLET_HOST_NAME_MAX 255
+/* Host blocks and names in one file: a virtual-hosting farm is several
+ * sandletd, not one file with thousands of origins. */
+#define SANDLET_MAX_HOSTS      1024
+#define SANDLET_MAX_HOST_NAMES 4096
+
+/* What a request whose Host no host block names gets ("unknown-hosts"). */
+#define SANDLET_UNKNOWN_HOSTS_SERVE  0u /* the default host */
+#define SANDLET_UNKNOWN_HOSTS_REFUSE 1u /* 421 Misdirected Request */
+
+/* host NAME { name NAME; docroot DIR; servlet PATH { ... } }: an origin of
+ * its own.  names are lowercase, without a trailing dot; a wildcard
+ * "*.example.org" is kept as is and matches any name ending in
+ * ".example.org" (not example.org itself). */
+typedef struct sandlet_host_conf {
+    char **names;
+    int *name_lines;
+    size_t nnames;
+    char *docroot; /* NULL: none, files answer 404 */
+    int line;
+    int docroot_line;
+} sandlet_host_conf;
+
 typedef struct sandlet_servlet_conf {
     char *path;     /* without the trailing "*" for prefix routes */
+    size_t host;    /* index into sandlet_conf.hosts, or SANDLET_HOST_DEFAULT */
     bool prefix;    /* configured with a trailing "/" "*" */
     char *library;  /* absolute when loaded with sandlet_conf_load */
     size_t sandbox; /* index into sandlet_conf.sandboxes */
@@ -251,6 +298,16 @@ typedef struct sandlet_pages_conf {
     size_t sandbox; /* index into sandlet_conf.sandboxes */
     int line;
 } sandlet_pages_conf;
+
+/* Where lines of a configuration with "include" come from: the parser
+ * reads the files as one text (sandlet_conf_load expands each include in
+ * place), and a span maps the text's lines from `line` on to the lines
+ * from `local` on of files[file]. */
+typedef struct sandlet_conf_span {
+    int line;
+    unsigned file;
+    int local;
+} sandlet_conf_span;
 
 typedef struct sandlet_conf {
     char *file; /* as given, for messages */
@@ -282,6 +339,9 @@ typedef struct sandlet_conf {
     size_t nsandboxes;
     sandlet_servlet_conf *servlets;
     size_t nservlets;
+    sandlet_host_conf *hosts;
+    size_t nhosts;
+    unsigned unknown_hosts; /* SANDLET_UNKNOWN_HOSTS_* */
     /* session-secret-file: read and checked when the file is parsed,
      * kept only as a hash of its contents (SANDLET_SESSION_SECRET_LEN). */
     char *session_secret_file;
@@ -296,6 +356,19 @@ typedef struct sandlet_conf {
     int page_compiler_line;        /* of its line (0: the default), for -t */
     unsigned page_compile_timeout; /* ms of wall clock one compile may take */
     bool development;              /* compile errors go into the 500 page */
+    /* The state file (state.h): NULL for the default, one per file name. */
+    char *state_file;
+    /* dynamic-uids FIRST-LAST: the acceptor's uid without "user" (FIRST)
+     * and the sandboxes' without one; 0 and 0 for the default range
+     * (identity.h). */
+    uint32_t dynamic_uid_first, dynamic_uid_last;
+    int dynamic_uids_line;
+    /* With includes: every file read (files[0] the main one) and the
+     * spans of the text they make; nspans 0 without any. */
+    char **files;
+    size_t nfiles;
+    sandlet_conf_span *spans;
+    size_t nspans;
 } sandlet_conf;
 
 /* Parses text (len bytes, need not be NUL-terminated).  name is used in
@@ -322,6 +395,13 @@ typedef struct sandlet_conf_text {
 int sandlet_conf_load_text(const char *path, sandlet_conf **out, sandlet_conf_text *kept, char *err,
                            size_t errlen);
 void sandlet_conf_free(sandlet_conf *conf);
+/* Writes conf as a configuration file that reads back to the same
+ * configuration: includes expanded, defaults written out, paths
+ * absolute ("sandletd -T").  Returns 0 or a negative errno. */
+int sandlet_conf_dump(const sandlet_conf *conf, FILE *out);
+/* The file and its line (*local) that line of conf's text comes from:
+ * conf->file and line itself without includes. */
+const char *sandlet_conf_where(const sandlet_conf *conf, int line, int *local);
 /* Zeroes and drops what only the supervisor and workers may hold (the
  * databases' connection strings and passwords): the acceptor calls it
  * once the supervisor has its plan. */
@@ -358,10 +438,22 @@ bool sandlet_conf_listen_same(const sandlet_listen_conf *a, const sandlet_listen
  * "pages" block covers it. */
 const sandlet_pages_conf *sandlet_conf_pages_for(const sandlet_conf *conf, const char *rel);
 
-/* (route.c) The servlet serving path (the request path before '?'), or NULL.
- * Exact routes win over prefix routes; the longest prefix wins. */
+/* (route.c) The servlet of the default host serving path (the request
+ * path before '?'), or NULL.  Exact routes win over prefix routes; the
+ * longest prefix wins. */
 const sandlet_servlet_conf *sandlet_conf_route(const sandlet_conf *conf, const char *path,
                                                size_t len);
+/* (route.c) As sandlet_conf_route, among the servlets of host (an index
+ * into conf->hosts, or SANDLET_HOST_DEFAULT) only. */
+const sandlet_servlet_conf *sandlet_conf_route_host(const sandlet_conf *conf, size_t host,
+                                                    const char *path, size_t len);
+/* (route.c) The host block serving a request whose Host header is host
+ * (len bytes, port and all; NULL when the request has none): an exact
+ * name first, then the longest matching wildcard, else
+ * SANDLET_HOST_DEFAULT, or SIZE_MAX - 1 (SANDLET_HOST_MISDIRECTED) when
+ * unknown-hosts is refuse. */
+#define SANDLET_HOST_MISDIRECTED (SIZE_MAX - 1)
+size_t sandlet_conf_host(const sandlet_conf *conf, const char *host, size_t len);
 
 /* Whether a libpq connection string may reach its server through a unix
  * socket (no host or an empty one, a host starting with '/' or '@', a

@@ -411,6 +411,22 @@ int sandlet_log_file_reopen(unsigned which)
                       what[which], p, bad);
         return -EPERM;
     }
+    /* A folder root keeps (Debian's /var/log/sandlet is root:adm 0750):
+     * the new file gets the folder's group, as Debian's daemons' logs
+     * are root:adm 0640 from their first line, not only after logrotate's
+     * "create 0640 root adm".  Mode 0640 whatever the umask. */
+    if (created && !files[which].hostile_dir && geteuid() == 0) {
+        struct stat ds;
+        if (fstat(files[which].dir, &ds) == 0 && ds.st_gid != st.st_gid &&
+            fchown(fd, (uid_t)-1, ds.st_gid) < 0)
+            sandlet_log_errno(SANDLET_LOG_WARN, -errno,
+                              "%s %s: cannot give it its folder's group (gid %u); it stays "
+                              "readable by root only",
+                              what[which], p, (unsigned)ds.st_gid);
+        if (fchmod(fd, 0640) < 0)
+            sandlet_log_errno(SANDLET_LOG_WARN, -errno, "%s %s: cannot make it mode 0640",
+                              what[which], p);
+    }
     if (created && files[which].hostile_dir && geteuid() == 0 && files[which].uid != 0 &&
         fchown(fd, files[which].uid, files[which].gid) < 0) {
         int err = -errno;

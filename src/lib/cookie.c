@@ -1,6 +1,8 @@
 /*
  * cookie.c - request cookies (the Cookie header, RFC 6265 section 5.4)
- * and response cookies (Set-Cookie with attributes, section 4.1).
+ * and response cookies (Set-Cookie with attributes, section 4.1), and the
+ * acceptor's judge of a worker's Set-Cookie: the name a browser will send
+ * the cookie back under (RFC 6265bis 5.6 and 5.8.3).
  *
  * Parsing is lenient, as browsers are: a pair without '=' or with an empty
  * or non-token name is skipped, never an error.  Formatting is strict: a
@@ -211,4 +213,79 @@ void sandlet_lib_cookie_unset(sl_response *rs, const char *name)
         rs->headers[o++] = rs->headers[i];
     }
     rs->nheaders = o;
+}
+
+/* ---- a worker's Set-Cookie, as a browser will send it back ------------- */
+
+static bool prefix_ci(const char *s, size_t len, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return len >= n && strncasecmp(s, prefix, n) == 0;
+}
+
+/* [*a, *z) without the blanks (WSP: SP, HTAB) at both ends. */
+static void trim_wsp(const char **a, const char **z)
+{
+    while (*a < *z && is_ows(**a))
+        (*a)++;
+    while (*z > *a && is_ows((*z)[-1]))
+        (*z)--;
+}
+
+void sandlet_lib_set_cookie_sent_name(const char *v, size_t len, const char **name,
+                                      size_t *name_len)
+{
+    /* RFC 6265bis 5.6: the name-value-pair ends at the first ';'; without
+     * '=' its name is empty and all of it is the value; both are trimmed. */
+    const char *semi = memchr(v, ';', len);
+    const char *end = semi ? semi : v + len;
+    const char *eq = memchr(v, '=', (size_t)(end - v));
+    const char *a = v, *z = eq ? eq : v;
+    trim_wsp(&a, &z);
+    if (a == z) {
+        /* A nameless cookie is sent back as its value alone (5.8.3), so
+         * the server reads the value's own "name=" as the name: what
+         * precedes its first '=', or, for parsers that take a pair
+         * without '=' as a name with an empty value, all of it. */
+        a = eq ? eq + 1 : v;
+        z = end;
+        trim_wsp(&a, &z);
+        const char *eq2 = memchr(a, '=', (size_t)(z - a));
+        if (eq2)
+            z = eq2;
+        trim_wsp(&a, &z);
+    }
+    *name = a;
+    *name_len = (size_t)(z - a);
+}
+
+bool sandlet_lib_set_cookie_foreign(const char *v, size_t len, const char *own, const char **name,
+                                    size_t *name_len)
+{
+    static const char session[] = SL_SESSION_COOKIE "_";
+    const char *n;
+    size_t nl;
+    sandlet_lib_set_cookie_sent_name(v, len, &n, &nl);
+    /* The cookie prefixes change where a browser keeps a cookie, not what
+     * it means to the server; they are judged away so that a session
+     * cookie that one day carries one stays as protected as today's.  A
+     * loop, never recursion: each turn consumes what it matched. */
+    for (;;) {
+        if (prefix_ci(n, nl, "__Host-")) {
+            n += 7;
+            nl -= 7;
+        } else if (prefix_ci(n, nl, "__Secure-")) {
+            n += 9;
+            nl -= 9;
+        } else {
+            break;
+        }
+    }
+    *name = n;
+    *name_len = nl;
+    /* Every SLSESSION_ name is a sandbox's, now or after a reload, here or
+     * on another host sharing the site: only the servlet's own is its. */
+    if (!prefix_ci(n, nl, session))
+        return false;
+    return !own || strlen(own) != nl || strncasecmp(own, n, nl) != 0;
 }

@@ -409,6 +409,21 @@ int sandlet_lib_cookies_parse(sl_request *rq);
 /* Drops Set-Cookie headers for this cookie name that rs holds so far, so
  * that a later one is the only one the client sees. */
 void sandlet_lib_cookie_unset(sl_response *rs, const char *name);
+/* The name under which a browser will send back the cookie of the
+ * Set-Cookie value v (len bytes, not NUL-terminated), as a server splits
+ * the pair it gets: RFC 6265bis 5.6 (no '=': an empty name; blanks
+ * trimmed), and a nameless cookie sent back as its bare value (5.8.3), so
+ * that "=SLSESSION_x=T" comes back as the cookie SLSESSION_x.  *name
+ * points into v; *name_len may be 0. */
+void sandlet_lib_set_cookie_sent_name(const char *v, size_t len, const char **name,
+                                      size_t *name_len);
+/* True when a servlet whose sandbox's session cookie is own (NULL: none)
+ * must not send the Set-Cookie value v (len bytes): the name it will come
+ * back under, without __Host- and __Secure- prefixes and ignoring case,
+ * is a session cookie's (SL_SESSION_COOKIE "_" and more) and not own.
+ * *name, *name_len: that name, into v, for the log. */
+bool sandlet_lib_set_cookie_foreign(const char *v, size_t len, const char *own, const char **name,
+                                    size_t *name_len);
 
 /* ---- session.c -------------------------------------------------------- */
 

@@ -63,11 +63,16 @@ typedef struct sandlet_confgen {
     sandlet_pool **pool_of; /* per sandbox of conf */
     uint16_t *local_index;  /* per servlet: its index in its sandbox's INIT */
     uint16_t *nservlets;    /* per sandbox: its configured servlets */
+    /* Per host block: its docroot, opened when the generation is made (so
+     * a reload may add hosts and move their docroots); -1: none, or it
+     * could not be opened (logged): its files answer 404. */
+    int *host_fd;
     unsigned refs;
 } sandlet_confgen;
 
 /* A configuration taken over (conf is the generation's now): its
- * servlets' indexes computed, no pool yet.  NULL when out of memory. */
+ * servlets' indexes computed, its hosts' docroots opened, no pool yet.
+ * NULL when out of memory. */
 sandlet_confgen *sandlet_confgen_new(sandlet_conf *conf);
 sandlet_confgen *sandlet_confgen_hold(sandlet_confgen *g);
 void sandlet_confgen_put(sandlet_confgen *g);
@@ -127,6 +132,9 @@ void sandlet_access_reopen(sandlet_server *srv, int fd);
 
 /* Answers the status page (route.c decided c is for it). */
 void sandlet_status_serve(sandlet_conn *c);
+/* Whether sandletd was started as root, so that the status page can say
+ * which uid a sandbox without a user runs as (main.c, before the drop). */
+void sandlet_status_root_start(bool root);
 
 /* ---- files.c ---------------------------------------------------------- */
 
@@ -358,6 +366,15 @@ void sandlet_pool_retire(sandlet_pool *p);
 bool sandlet_pool_header_allowed(const sandlet_conn *c, const char *name, size_t name_len,
                                  const char *value, size_t value_len);
 
+/* ---- setcookie.c ------------------------------------------------------- */
+
+/* False (after logging why) when c's servlet, of sandbox own, may not send
+ * the Set-Cookie value (len bytes): the cookie would come back to the
+ * server, as a browser reads it (RFC 6265bis), as a session cookie other
+ * than own's. */
+bool sandlet_setcookie_allowed(const sandlet_conn *c, const sandlet_sandbox_conf *own,
+                               const char *value, size_t value_len);
+
 /* ---- workerlog.c ------------------------------------------------------- */
 
 /* What workers write to standard output and error reaches the error log
@@ -418,6 +435,10 @@ struct sandlet_server {
     void *mime;                 /* sandlet_mime */
     struct sandlet_wlog *wlogs; /* workers' output pipes being read */
     bool stopping;
+    /* The loop's read buffer (http.c, alloc_cb): a connection with
+     * nothing pending reads into it, so that none keeps its own. */
+    uint8_t *read_buf;
+    bool read_busy;
     time_t date_sec;
     char date[40];
 };

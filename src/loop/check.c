@@ -21,6 +21,7 @@
 #include "loop/check.h"
 #include "common/listen.h"
 #include "common/log.h"
+#include "common/state.h"
 #include "lib/servlet.h"
 #include "sandbox/identity.h"
 #include "sandbox/pages.h"
@@ -30,6 +31,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +45,30 @@
 /* How long one library's check may take (a constructor that hangs). */
 #define LOAD_SECONDS 10
 
+/* The configuration being checked, for remap. */
+static const sandlet_conf *checking;
+
+/* Messages here say "FILE:LINE:" with the line of the configuration's
+ * text; with includes that text is several files, and the reader must be
+ * sent to the one that holds the line (sandlet_conf_where). */
+static void remap(char *msg, size_t size)
+{
+    const sandlet_conf *c = checking;
+    size_t fl = c && c->nspans ? strlen(c->file) : 0;
+    if (!fl || strncmp(msg, c->file, fl) != 0 || msg[fl] != ':')
+        return;
+    char *end = NULL;
+    long at = strtol(msg + fl + 1, &end, 10);
+    if (!end || end == msg + fl + 1 || *end != ':' || at <= 0 || at > INT_MAX)
+        return;
+    int local;
+    const char *file = sandlet_conf_where(c, (int)at, &local);
+    char rest[2048];
+    snprintf(rest, sizeof(rest), "%s", end);
+    if (snprintf(msg, size, "%s:%d%s", file, local, rest) >= (int)size && size > 4)
+        memcpy(msg + size - 4, "...", 4); /* cut, and says so */
+}
+
 /* One problem: a line of its own on standard error. */
 __attribute__((format(printf, 2, 3))) static void problem(unsigned *n, const char *fmt, ...)
 {
@@ -51,6 +77,7 @@ __attribute__((format(printf, 2, 3))) static void problem(unsigned *n, const cha
     va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
+    remap(line, sizeof(line));
     fprintf(stderr, "sandletd: %s\n", line);
     (*n)++;
 }
@@ -199,8 +226,20 @@ static void check_library(unsigned *n, const sandlet_conf *c, const sandlet_serv
 /* Each listener's port, tried with a bind that is closed at once: one in
  * use is a warning, not a problem, since the daemon checked may be the one
  * holding it (an init script's configtest before a reload). */
+/* The pid of the daemon running this configuration, from its state
+ * file, when it is alive; 0 otherwise. */
+static long running_daemon(const sandlet_conf *c)
+{
+    char path[4096];
+    sandlet_state st;
+    if (sandlet_state_path(c, path, sizeof(path)) < 0 || sandlet_state_read(path, &st) < 0)
+        return 0;
+    return kill((pid_t)st.pid, 0) == 0 || errno == EPERM ? st.pid : 0;
+}
+
 static void warn_ports(const sandlet_conf *c)
 {
+    long daemon_pid = running_daemon(c);
     for (size_t i = 0; i < c->nlistens; i++) {
         const sandlet_listen_conf *l = &c->listens[i];
         if (l->port == 0)
@@ -212,8 +251,15 @@ static void warn_ports(const sandlet_conf *c)
             continue;
         }
         int e = -rc;
-        fprintf(stderr, "sandletd: warning: %s:%d: %s port %u: %s (%s)\n", c->file, l->line,
-                l->host, l->port, strerror(e),
+        /* The daemon of this very file holds its own ports: a check before
+         * a reload or restart is no news (a reload that adds a port someone
+         * else holds says so in its verdict). */
+        if (e == EADDRINUSE && daemon_pid)
+            continue;
+        int at;
+        const char *in = sandlet_conf_where(c, l->line, &at);
+        fprintf(stderr, "sandletd: warning: %s:%d: %s port %u: %s (%s)\n", in, at, l->host, l->port,
+                strerror(e),
                 e == EADDRINUSE ? "a running sandletd or another program holds it; a start "
                                   "fails while it does"
                 : e == EACCES   ? "ports below 1024 need sandletd started as root"
@@ -288,6 +334,7 @@ static void warn_compiler(const sandlet_conf *c)
 
 int sandlet_check_deep(const sandlet_conf *c)
 {
+    checking = c;
     warn_ports(c);
     warn_compiler(c);
     warn_spool(c);
@@ -307,6 +354,15 @@ int sandlet_check_deep(const sandlet_conf *c)
         char fix[PATH_MAX + 64];
         snprintf(fix, sizeof(fix), "create it: mkdir -p %s, or fix 'docroot'", c->docroot);
         need_dir(&n, c, c->docroot_line, "docroot", c->docroot, fix);
+    }
+    for (size_t i = 0; i < c->nhosts; i++) {
+        const sandlet_host_conf *h = &c->hosts[i];
+        if (!h->docroot)
+            continue;
+        char fix[PATH_MAX + 64];
+        snprintf(fix, sizeof(fix), "create it: mkdir -p %s, or fix host %s's 'docroot'", h->docroot,
+                 h->names[0]);
+        need_dir(&n, c, h->docroot_line, "docroot", h->docroot, fix);
     }
     struct stat st;
     if (!sandlet_log_is_syslog(c->error_log)) {

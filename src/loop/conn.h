@@ -59,6 +59,9 @@ void sandlet_conn_outcome(const sandlet_conn *c, int *status, uint64_t *bytes, u
 const char *sandlet_conn_reqline(const sandlet_conn *c);
 /* The servlet that answers the request, or NULL. */
 const sandlet_servlet_conf *sandlet_conn_servlet(const sandlet_conn *c);
+/* The docroot of the request's host (a directory handle valid until the
+ * request ends), or -1 when it has none. */
+int sandlet_conn_docroot_fd(const sandlet_conn *c);
 
 /* What the worker pool frames into a REQUEST: pointers into the
  * connection's buffers, valid until the request is done (no copies). */

@@ -28,20 +28,35 @@ enum sandlet_conn_state {
 
 enum sandlet_conn_phase { PHASE_IDLE, PHASE_HEADERS, PHASE_BODY, PHASE_DONE };
 
+/* What only a request being served needs, apart from the connection so
+ * that an idle keep-alive connection does not carry it. */
+typedef struct sandlet_conn_req {
+    llhttp_t parser;
+    sandlet_file_send file; /* files.c's, see conn.h */
+    char reqline[160];      /* "GET /path HTTP/1.1", truncated, for logs */
+} sandlet_conn_req;
+
 struct sandlet_conn {
     uv_tcp_t tcp;
-    uv_timer_t timer; /* the read timeout of the current phase */
-    /* send-timeout: runs while output waits for the client, restarted
-     * whenever a write completes; a client that stalls is cut, which also
-     * frees a worker streaming to it. */
-    uv_timer_t send_timer;
-    int open_handles; /* tcp and both timers: freed when all are closed */
+    /* Runs to the earlier of two deadlines (timer_arm): read_at, the read
+     * timeout of the current phase, and send_at, send-timeout, which runs
+     * while output waits for the client and restarts whenever a write
+     * completes (a client that stalls is cut, which also frees a worker
+     * streaming to it).  uv_now values; 0: none. */
+    uv_timer_t timer;
+    uint64_t read_at, send_at;
+    uint64_t armed_at; /* when the timer fires, while it is active */
+    int open_handles;  /* tcp and the timer: freed when both are closed */
     enum sandlet_conn_phase phase;
     sandlet_server *srv;
     sandlet_conn *prev, *next; /* all connections, for shutdown */
     enum sandlet_conn_state state;
-    llhttp_t parser;
-    sandlet_buf in;   /* received, not yet parsed */
+    /* Received, not yet parsed.  Reads of a connection with nothing
+     * pending go to the loop's shared read buffer, which in borrows while
+     * they are parsed (on_read): what is left is copied into in's own
+     * memory, which an idle connection does not keep. */
+    sandlet_buf in;
+    bool in_borrowed;
     bool reading;     /* uv_read_start is in effect */
     bool peer_closed; /* EOF seen */
     /* process_input is on the stack: a response completed inside it does
@@ -52,7 +67,9 @@ struct sandlet_conn {
     bool out_blocked;
     /* The request being parsed or served. */
     sandlet_buf head; /* method, target and header strings, NUL-separated */
-    sandlet_hdr_ref hdrs[SANDLET_MAX_HEADERS];
+    /* sandlet_hdr_ref[nhdrs], at most SANDLET_MAX_HEADERS: grown as a
+     * request's headers come, given back with head when idle. */
+    sandlet_buf hdrs;
     unsigned nhdrs;
     /* Headers before the body; those parsed after a chunked body are
      * trailer fields, checked and dropped. */
@@ -60,12 +77,15 @@ struct sandlet_conn {
     /* Fields whose name and value are complete (NUL-terminated in head). */
     unsigned nterminated;
     uint32_t target, target_len;
+    /* An absolute-form target's host[:port], in head (0 long: none): it,
+     * not Host, names the host the request is for (RFC 9112 3.2.2). */
+    uint32_t authority, authority_len;
     bool in_value; /* last header callback was a value */
     /* The input parsed so far ends in a line feed and optional blanks: a
      * header value piece right after it is an obs-fold continuation. */
     bool lf_ws;
-    unsigned nhost; /* Host headers seen */
     bool expect_continue;
+    unsigned nhost; /* Host headers seen */
     sandlet_buf body;
     /* A servlet's or page's body larger than SANDLET_BODY_WINDOW: the
      * request goes to its pool once that much arrived (body_dispatched),
@@ -76,28 +96,28 @@ struct sandlet_conn {
     bool body_dispatched;
     bool body_paused;                    /* reading stopped: the window is full */
     uint64_t body_total;                 /* body bytes received, against max-body-size */
-    enum sandlet_route_kind route;       /* who answers it (route.c) */
     const sandlet_servlet_conf *servlet; /* lives in gen's configuration */
     uint16_t servlet_local;
-    uint32_t servlet_sandbox; /* its sandbox's id: the pool is looked up at dispatch */
+    uint32_t servlet_sandbox;      /* its sandbox's id: the pool is looked up at dispatch */
+    enum sandlet_route_kind route; /* who answers it (route.c) */
+    int docroot_fd;                /* its host's docroot (the server's or gen's); -1: none */
     /* The configuration the request was routed under, held until it ends:
      * a reload meanwhile changes nothing of it. */
     sandlet_confgen *gen;
     int error_status; /* set by a parser callback to answer with an error */
+    int resp_status;  /* for the access log; 0 until a response began */
     bool keep_alive;
     uint8_t http_major, http_minor;
-    sandlet_pool_link link;  /* pool.c's alone (pool.h) */
-    sandlet_page_link plink; /* pages.c's alone (pages.h) */
     /* Response framing. */
     bool chunked;
-    bool head_only;   /* HEAD request: no body bytes go out */
-    uint64_t started; /* uv_hrtime at the request's first byte */
-    int resp_status;  /* for the access log; 0 until a response began */
+    bool head_only;          /* HEAD request: no body bytes go out */
+    sandlet_pool_link link;  /* pool.c's alone (pool.h) */
+    sandlet_page_link plink; /* pages.c's alone (pages.h) */
+    uint64_t started;        /* uv_hrtime at the request's first byte */
     uint64_t resp_bytes;
-    sandlet_file_send file; /* files.c's, see conn.h */
+    sandlet_conn_req *rq; /* from a request's head until idle (release_idle) */
     size_t pending_writes;
-    char peer[64];
-    char reqline[160]; /* "GET /path HTTP/1.1", truncated, for logs */
+    char peer[56]; /* "[IPv6]:port" at most: 45 + 8 bytes and a NUL */
 };
 
 #endif

@@ -293,7 +293,13 @@ void sandlet_files_serve(sandlet_conn *c)
     sandlet_server *srv = sandlet_conn_server(c);
     int method = sandlet_conn_method(c);
     bool head_only = sandlet_conn_head_only(c);
-    if (srv->docroot_fd < 0) {
+    /* The request's host's docroot.  Only the default host's files are
+     * cached: an entry names a path, not the docroot it was opened under,
+     * and a hit is checked with a stat that follows symbolic links, so a
+     * link in one host's folder could serve a file cached from another's. */
+    int root = sandlet_conn_docroot_fd(c);
+    bool cached = root == srv->docroot_fd;
+    if (root < 0) {
         sandlet_conn_fail(c, 404);
         return;
     }
@@ -315,7 +321,7 @@ void sandlet_files_serve(sandlet_conn *c)
     time_t mtime;
     const char *mime, *etag, *lastmod;
     char etagbuf[SANDLET_STATIC_ETAG_MAX], lastmodbuf[SANDLET_STATIC_DATE_MAX];
-    const sandlet_cached_file *hit = sandlet_filecache_get(srv->docroot_fd, target, plen);
+    const sandlet_cached_file *hit = cached ? sandlet_filecache_get(root, target, plen) : NULL;
     if (hit) {
         data = hit->data;
         size = hit->size;
@@ -326,8 +332,8 @@ void sandlet_files_serve(sandlet_conn *c)
     } else {
         struct stat st;
         char ext[SANDLET_STATIC_EXT_MAX], rel[SANDLET_STATIC_PATH_MAX];
-        int rc = sandlet_static_open_rel(srv->docroot_fd, target, plen, INDEX_NAME, &fd, &st, ext,
-                                         sizeof(ext), rel, sizeof(rel));
+        int rc = sandlet_static_open_rel(root, target, plen, INDEX_NAME, &fd, &st, ext, sizeof(ext),
+                                         rel, sizeof(rel));
         if (rc == -EISDIR) {
             /* "/dir" → "/dir/", keeping the query. */
             char loc[SANDLET_STATIC_PATH_MAX + 32];
@@ -362,7 +368,8 @@ void sandlet_files_serve(sandlet_conn *c)
         mime = sandlet_static_mime(srv->mime, ext);
         etag = etagbuf;
         lastmod = lastmodbuf;
-        sandlet_filecache_put(target, plen, rel, fd, &st, mime, etag, lastmod);
+        if (cached)
+            sandlet_filecache_put(target, plen, rel, fd, &st, mime, etag, lastmod);
     }
     char validators[256];
     snprintf(validators, sizeof(validators), "ETag: %s\r\nLast-Modified: %s\r\n", etag, lastmod);

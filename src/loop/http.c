@@ -37,6 +37,59 @@ typedef struct wreq {
     char data[];
 } wreq;
 
+/* The per-request part of a connection that an idle one does not keep. */
+static const llhttp_settings_t *parser_settings(void);
+
+/* The per-request part of a connection that an idle one does not keep,
+ * made when a request's first bytes are parsed; its parser starts fresh,
+ * as it is at the end of any request. */
+static sandlet_conn_req *req_new(sandlet_conn *c)
+{
+    sandlet_conn_req *rq = calloc(1, sizeof(*rq));
+    if (!rq)
+        return NULL;
+    rq->file.fd = -1;
+    llhttp_init(&rq->parser, HTTP_REQUEST, parser_settings());
+    rq->parser.data = c;
+    return rq;
+}
+
+/* Appends v in decimal. */
+static void put_uint(sandlet_buf *b, uint64_t v)
+{
+    char d[20];
+    size_t n = sizeof(d);
+    do {
+        d[--n] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v && n);
+    sandlet_buf_put(b, d + n, sizeof(d) - n);
+}
+
+/* "METHOD TARGET HTTP/M.N" into out (size bytes, cut to fit, NUL-ended),
+ * for the logs; built by hand, as it is made for every request. */
+static void reqline_set(char *out, size_t size, const char *method, const char *target,
+                        size_t target_len, unsigned major, unsigned minor)
+{
+    const char *parts[] = {method, " ", target, " HTTP/"};
+    size_t lens[] = {strlen(method), 1, target_len, 6};
+    size_t at = 0;
+    for (size_t i = 0; i < 4; i++) {
+        size_t k = lens[i] < size - 1 - at ? lens[i] : size - 1 - at;
+        memcpy(out + at, parts[i], k);
+        at += k;
+    }
+    if (at + 3 < size) {
+        out[at++] = (char)('0' + major % 10);
+        out[at++] = '.';
+        out[at++] = (char)('0' + minor % 10);
+    }
+    out[at] = '\0';
+}
+static sandlet_hdr_ref *hdr_refs(const sandlet_conn *c)
+{
+    return (sandlet_hdr_ref *)(void *)c->hdrs.data;
+}
 static llhttp_settings_t settings;
 static bool settings_ready;
 
@@ -86,6 +139,7 @@ static const char *reason(int status)
     case 415: return "Unsupported Media Type";
     case 416: return "Range Not Satisfiable";
     case 417: return "Expectation Failed";
+    case 421: return "Misdirected Request";
     case 422: return "Unprocessable Content";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
@@ -146,12 +200,12 @@ const char *sandlet_conn_target(const sandlet_conn *c, size_t *len, size_t *path
 
 int sandlet_conn_method(const sandlet_conn *c)
 {
-    return c->parser.method;
+    return c->rq ? c->rq->parser.method : HTTP_GET;
 }
 
 const char *sandlet_conn_method_name(const sandlet_conn *c)
 {
-    return llhttp_method_name((llhttp_method_t)c->parser.method);
+    return llhttp_method_name((llhttp_method_t)sandlet_conn_method(c));
 }
 
 void sandlet_conn_version(const sandlet_conn *c, unsigned *major, unsigned *minor)
@@ -179,17 +233,24 @@ void sandlet_conn_sending(sandlet_conn *c)
 
 sandlet_file_send *sandlet_conn_file(sandlet_conn *c)
 {
-    return &c->file;
+    /* Made with the request's head (on_headers_complete), before any
+     * route can send a file. */
+    return &c->rq->file;
 }
 
 const char *sandlet_conn_reqline(const sandlet_conn *c)
 {
-    return c->reqline;
+    return c->rq ? c->rq->reqline : "";
 }
 
 const sandlet_servlet_conf *sandlet_conn_servlet(const sandlet_conn *c)
 {
     return c->servlet;
+}
+
+int sandlet_conn_docroot_fd(const sandlet_conn *c)
+{
+    return c->docroot_fd;
 }
 
 void sandlet_conn_request_view(const sandlet_conn *c, sandlet_request_view *v)
@@ -202,7 +263,7 @@ void sandlet_conn_request_view(const sandlet_conn *c, sandlet_request_view *v)
         .target_len = c->target_len,
         .peer = c->peer,
         .peer_len = strlen(c->peer),
-        .reqline = c->reqline,
+        .reqline = sandlet_conn_reqline(c),
         .http_major = c->http_major,
         .http_minor = c->http_minor,
         .nheaders = c->nhdrs,
@@ -221,7 +282,7 @@ void sandlet_conn_header_at(const sandlet_conn *c, unsigned i, const char **name
                             const char **value, size_t *value_len)
 {
     const char *head = (const char *)c->head.data;
-    const sandlet_hdr_ref *h = &c->hdrs[i];
+    const sandlet_hdr_ref *h = &hdr_refs(c)[i];
     *name = head + h->name;
     *name_len = h->name_len;
     *value = head + h->value;
@@ -266,8 +327,6 @@ static void close_handles(sandlet_conn *c)
 {
     if (!uv_is_closing((uv_handle_t *)&c->timer))
         uv_close((uv_handle_t *)&c->timer, on_closed);
-    if (!uv_is_closing((uv_handle_t *)&c->send_timer))
-        uv_close((uv_handle_t *)&c->send_timer, on_closed);
     if (!uv_is_closing((uv_handle_t *)&c->tcp))
         uv_close((uv_handle_t *)&c->tcp, on_closed);
 }
@@ -296,23 +355,55 @@ static void finish_close(sandlet_conn *c)
     close_handles(c);
 }
 
+static void on_timer(uv_timer_t *t);
+
+/* One timer per connection serves both deadlines (read_at, send_at: a
+ * handle is 152 bytes, a tenth of an idle connection): it is set to the
+ * earlier of the two, and on_timer sees which has passed. */
+static void timer_arm(sandlet_conn *c)
+{
+    uint64_t at = c->read_at;
+    if (c->send_at && (!at || c->send_at < at))
+        at = c->send_at;
+    if (uv_is_closing((uv_handle_t *)&c->timer))
+        return;
+    /* A deadline that moved later, or went, leaves the timer as it is:
+     * it fires early, finds nothing due and is set again here.  Every
+     * request of a keep-alive connection moves its deadlines later, and
+     * moving a timer in libuv's heap was 2.6% of the acceptor's time. */
+    bool active = uv_is_active((uv_handle_t *)&c->timer);
+    if (!at || (active && at >= c->armed_at))
+        return;
+    uint64_t now = uv_now(c->srv->loop);
+    c->armed_at = at;
+    uv_timer_start(&c->timer, on_timer, at > now ? at - now : 0, 0);
+}
+
+/* send-timeout from now (0 stops it): the client must take some of
+ * what waits for it by then. */
+static void send_deadline(sandlet_conn *c, bool on)
+{
+    c->send_at = on ? uv_now(c->srv->loop) + c->srv->conf->send_timeout : 0;
+    timer_arm(c);
+}
+
 /* The client took nothing of what waits for it for send-timeout: it
  * stalled or left without a word.  Writes that will never finish cannot
  * hold the connection (nor the worker streaming to it), so the socket is
  * closed at once rather than shut down after them. */
-static void on_send_timeout(uv_timer_t *t)
+static void on_send_timeout(sandlet_conn *c)
 {
-    sandlet_conn *c = t->data;
     if (c->pending_writes == 0 || uv_is_closing((uv_handle_t *)&c->tcp))
         return;
-    if (c->file.job) {
+    if (c->rq && c->rq->file.job) {
         /* The thread pool holds c until its sendfile is back (it does not
          * block: the socket is non-blocking); look again then. */
-        uv_timer_start(&c->send_timer, on_send_timeout, c->srv->conf->send_timeout, 0);
+        send_deadline(c, true);
         return;
     }
     sandlet_warn("%s: took none of its response for %u ms (send-timeout); closing%s%s", c->peer,
-                 c->srv->conf->send_timeout, c->reqline[0] ? " during " : "", c->reqline);
+                 c->srv->conf->send_timeout, sandlet_conn_reqline(c)[0] ? " during " : "",
+                 sandlet_conn_reqline(c));
     if (c->state != CONN_CLOSING)
         conn_close(c);
     close_handles(c);
@@ -326,9 +417,9 @@ static void after_write(uv_write_t *req, int status)
     c->pending_writes--;
     /* Progress: the client gets another send-timeout for what is left. */
     if (c->pending_writes == 0)
-        uv_timer_stop(&c->send_timer);
+        send_deadline(c, false);
     else if (status == 0)
-        uv_timer_start(&c->send_timer, on_send_timeout, c->srv->conf->send_timeout, 0);
+        send_deadline(c, true);
     if (status < 0 && c->state != CONN_CLOSING) {
         conn_close(c);
         return;
@@ -339,7 +430,8 @@ static void after_write(uv_write_t *req, int status)
     }
     if (sandlet_conn_write_backlog(c) < SANDLET_WRITE_HIGH_WATER / 2)
         sandlet_pool_resume(c); /* nothing when no worker serves c */
-    if (c->file.fd >= 0 && sandlet_conn_write_backlog(c) < SANDLET_WRITE_HIGH_WATER / 2)
+    if (c->rq && c->rq->file.fd >= 0 &&
+        sandlet_conn_write_backlog(c) < SANDLET_WRITE_HIGH_WATER / 2)
         sandlet_files_pump(c);
     if (c->out_blocked && !c->parsing && c->state == CONN_READING &&
         sandlet_conn_write_backlog(c) < SANDLET_WRITE_HIGH_WATER / 2) {
@@ -415,7 +507,7 @@ int sandlet_conn_write(sandlet_conn *c, const void *a, size_t alen, const void *
         return rc;
     }
     if (c->pending_writes++ == 0)
-        uv_timer_start(&c->send_timer, on_send_timeout, c->srv->conf->send_timeout, 0);
+        send_deadline(c, true);
     return 0;
 }
 
@@ -441,9 +533,8 @@ static void stream_fail(sandlet_conn *c, int status)
     sandlet_conn_fail(c, status);
 }
 
-static void on_timeout(uv_timer_t *t)
+static void on_timeout(sandlet_conn *c)
 {
-    sandlet_conn *c = t->data;
     if (body_streaming(c)) {
         /* The worker waits for the rest: it gets END|ABORT and is free
          * as soon as its servlet returns. */
@@ -477,13 +568,43 @@ static void set_phase(sandlet_conn *c, enum sandlet_conn_phase phase)
     case PHASE_DONE: break;
     }
     c->phase = phase;
-    if (ms)
-        uv_timer_start(&c->timer, on_timeout, ms, 0);
-    else
-        uv_timer_stop(&c->timer);
+    c->read_at = ms ? uv_now(c->srv->loop) + ms : 0;
+    timer_arm(c);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    sandlet_conn *c = t->data;
+    uint64_t now = uv_now(c->srv->loop);
+    if (c->send_at && now >= c->send_at) {
+        c->send_at = 0;
+        on_send_timeout(c);
+    } else if (c->read_at && now >= c->read_at) {
+        c->read_at = 0;
+        on_timeout(c);
+    }
+    timer_arm(c);
 }
 
 /* ---- request lifecycle --------------------------------------------------- */
+
+/* An idle connection keeps no buffer: what a request needs is allocated
+ * as it comes (the first pieces from malloc's caches, as the connection's
+ * last request gave them back), so that thousands of idle keep-alive
+ * connections cost their struct and the kernel's socket only. */
+static void release_idle(sandlet_conn *c)
+{
+    /* Not while a file's descriptor or thread-pool job is in it. */
+    if (c->rq && c->rq->file.fd < 0 && !c->rq->file.job) {
+        free(c->rq);
+        c->rq = NULL;
+    }
+    sandlet_buf_free(&c->head);
+    sandlet_buf_free(&c->hdrs);
+    sandlet_buf_free(&c->body);
+    if (!c->in_borrowed && c->in.len == 0)
+        sandlet_buf_free(&c->in);
+}
 
 /* Routes c's request under the current configuration, holding it while
  * a servlet answers. */
@@ -493,14 +614,29 @@ static void take_route(sandlet_conn *c)
     const char *q = memchr(target, '?', c->target_len);
     size_t plen = q ? (size_t)(q - target) : c->target_len;
     sandlet_confgen *g = c->srv->gen;
-    sandlet_route route = sandlet_route_request(g->conf, c->peer, target, plen);
+    const char *host = sandlet_conn_header(c, "host");
+    size_t host_len = host ? strlen(host) : 0;
+    if (c->authority_len) {
+        host = (const char *)c->head.data + c->authority;
+        host_len = c->authority_len;
+    }
+    sandlet_route route = sandlet_route_request(g->conf, host, host_len, c->peer, target, plen);
     sandlet_confgen_put(c->gen);
     c->gen = NULL;
     c->route = route.kind;
     c->servlet = route.servlet;
+    c->docroot_fd = c->srv->docroot_fd;
+    if (route.host < g->conf->nhosts) {
+        /* The host's docroot lives in the generation: held until the
+         * request ends, so a reload cannot close it under a file being
+         * opened. */
+        c->gen = sandlet_confgen_hold(g);
+        c->docroot_fd = g->host_fd[route.host];
+    }
     if (c->servlet) {
         size_t i = (size_t)(c->servlet - g->conf->servlets);
-        c->gen = sandlet_confgen_hold(g);
+        if (!c->gen)
+            c->gen = sandlet_confgen_hold(g);
         c->servlet_local = g->local_index[i];
         c->servlet_sandbox = g->conf->sandboxes[c->servlet->sandbox].id;
     }
@@ -515,7 +651,9 @@ static void reset_request(sandlet_conn *c)
     c->body_stream = c->body_dispatched = c->body_paused = false;
     c->body_total = 0;
     c->nhdrs = c->nhead = c->nterminated = 0;
+    sandlet_buf_reset(&c->hdrs);
     c->target = c->target_len = 0;
+    c->authority = c->authority_len = 0;
     c->in_value = false;
     c->nhost = 0;
     c->expect_continue = false;
@@ -523,12 +661,14 @@ static void reset_request(sandlet_conn *c)
     sandlet_confgen_put(c->gen);
     c->gen = NULL;
     c->route = SANDLET_ROUTE_FILES;
+    c->docroot_fd = -1;
     c->error_status = 0;
     sandlet_pool_link_reset(&c->link);
     sandlet_page_link_reset(&c->plink);
     c->chunked = false;
     c->head_only = false;
-    c->reqline[0] = '\0';
+    if (c->rq)
+        c->rq->reqline[0] = '\0';
 }
 
 /* The response to the current request is fully queued. */
@@ -550,7 +690,10 @@ void sandlet_conn_request_done(sandlet_conn *c)
     }
     c->state = CONN_READING;
     set_phase(c, PHASE_IDLE);
-    llhttp_resume(&c->parser);
+    if (c->in.len == 0)
+        release_idle(c);
+    if (c->rq)
+        llhttp_resume(&c->rq->parser);
     /* Answered while process_input dispatched it (a file, an error page,
      * the status page...): its loop takes the next pipelined request.
      * Calling it from here would nest one stack frame per request, and a
@@ -594,12 +737,20 @@ int sandlet_conn_respond(sandlet_conn *c, int status, const char *extra, size_t 
     static sandlet_buf head = {.limit = SANDLET_MAX_RESPONSE_HEAD};
     sandlet_buf *h = &head;
     sandlet_buf_reset(h);
-    char line[128];
-    int n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\nDate: %s\r\n" SANDLET_SERVER_HEADER,
-                     status, reason(status), http_date(c->srv));
-    if (n < 0 || (size_t)n >= sizeof(line))
+    /* Written piece by piece, not with snprintf: the head of every
+     * response goes through here (printf's machinery was 3% of a hello
+     * request's acceptor time). */
+    if (status < 100 || status > 999)
         return -EMSGSIZE;
-    sandlet_buf_put(h, line, (size_t)n);
+    sandlet_buf_put(h, "HTTP/1.1 ", 9);
+    put_uint(h, (uint64_t)status);
+    sandlet_buf_put(h, " ", 1);
+    const char *why = reason(status);
+    sandlet_buf_put(h, why, strlen(why));
+    sandlet_buf_put(h, "\r\nDate: ", 8);
+    const char *date = http_date(c->srv);
+    sandlet_buf_put(h, date, strlen(date));
+    sandlet_buf_put(h, "\r\n" SANDLET_SERVER_HEADER, 2 + sizeof(SANDLET_SERVER_HEADER) - 1);
     sandlet_buf_put(h, extra, extra_len);
     c->chunked = false;
     if (length == SANDLET_LENGTH_UNKNOWN) {
@@ -611,8 +762,9 @@ int sandlet_conn_respond(sandlet_conn *c, int status, const char *extra, size_t 
             c->keep_alive = false;
         }
     } else if (length != SANDLET_LENGTH_NONE) {
-        n = snprintf(line, sizeof(line), "Content-Length: %" PRIu64 "\r\n", length);
-        sandlet_buf_put(h, line, (size_t)n);
+        sandlet_buf_put(h, "Content-Length: ", 16);
+        put_uint(h, length);
+        sandlet_buf_put(h, "\r\n", 2);
     }
     size_t cl;
     const char *conn = connection_line(c, &cl);
@@ -796,12 +948,17 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len)
             c->error_status = 431;
             return -1;
         }
-        sandlet_hdr_ref *h = &c->hdrs[c->nhdrs++];
+        if (sandlet_buf_reserve(&c->hdrs, sizeof(sandlet_hdr_ref)) < 0) {
+            c->error_status = 503;
+            return -1;
+        }
+        sandlet_hdr_ref *h = &hdr_refs(c)[c->nhdrs++];
+        c->hdrs.len += sizeof(*h);
         memset(h, 0, sizeof(*h));
         h->name = (uint32_t)c->head.len;
         c->in_value = false;
     }
-    c->hdrs[c->nhdrs - 1].name_len += (uint32_t)len;
+    hdr_refs(c)[c->nhdrs - 1].name_len += (uint32_t)len;
     return head_put(c, at, len, 431);
 }
 
@@ -814,7 +971,7 @@ static int on_header_field_complete(llhttp_t *p)
     }
     if (head_put(c, "", 1, 431) < 0)
         return -1;
-    c->hdrs[c->nhdrs - 1].value = (uint32_t)c->head.len;
+    hdr_refs(c)[c->nhdrs - 1].value = (uint32_t)c->head.len;
     c->in_value = true;
     return 0;
 }
@@ -850,7 +1007,7 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len)
         c->error_status = 400;
         return -1;
     }
-    c->hdrs[c->nhdrs - 1].value_len += (uint32_t)len;
+    hdr_refs(c)[c->nhdrs - 1].value_len += (uint32_t)len;
     return head_put(c, at, len, 431);
 }
 
@@ -871,8 +1028,8 @@ const char *sandlet_conn_header(const sandlet_conn *c, const char *name)
 {
     unsigned n = c->nhead ? c->nhead : c->nterminated;
     for (unsigned i = 0; i < n; i++)
-        if (strcasecmp((const char *)c->head.data + c->hdrs[i].name, name) == 0)
-            return (const char *)c->head.data + c->hdrs[i].value;
+        if (strcasecmp((const char *)c->head.data + hdr_refs(c)[i].name, name) == 0)
+            return (const char *)c->head.data + hdr_refs(c)[i].value;
     return NULL;
 }
 
@@ -894,6 +1051,11 @@ static bool origin_form(sandlet_conn *c)
     if (!path)
         return false; /* "http://host" without a path: not worth guessing */
     uint32_t cut = (uint32_t)(path - t);
+    /* userinfo@ has no place in an http(s) URI (RFC 9110 4.2.4). */
+    if (memchr(t + skip, '@', cut - skip))
+        return false;
+    c->authority = c->target + (uint32_t)skip;
+    c->authority_len = cut - (uint32_t)skip;
     c->target += cut;
     c->target_len -= cut;
     return true;
@@ -908,7 +1070,7 @@ static bool fields_valid(const sandlet_conn *c, unsigned first)
 {
     const char *hd = (const char *)c->head.data;
     for (unsigned i = first; i < c->nhdrs; i++) {
-        const sandlet_hdr_ref *h = &c->hdrs[i];
+        const sandlet_hdr_ref *h = &hdr_refs(c)[i];
         if (!sandlet_lib_header_valid(hd + h->name, h->name_len, hd + h->value, h->value_len))
             return false;
     }
@@ -944,7 +1106,7 @@ static int on_headers_complete(llhttp_t *p)
     c->nhead = c->nhdrs;
     /* RFC 9112: a 1.1 request carries exactly one Host. */
     for (unsigned i = 0; i < c->nhdrs; i++)
-        if (strcasecmp((const char *)c->head.data + c->hdrs[i].name, "host") == 0)
+        if (strcasecmp((const char *)c->head.data + hdr_refs(c)[i].name, "host") == 0)
             c->nhost++;
     if (c->nhost > 1 || (c->nhost == 0 && c->http_major == 1 && c->http_minor >= 1)) {
         c->error_status = 400;
@@ -959,10 +1121,12 @@ static int on_headers_complete(llhttp_t *p)
         c->expect_continue = c->http_minor >= 1;
     }
     const char *target = (const char *)c->head.data + c->target;
-    snprintf(c->reqline, sizeof(c->reqline), "%s %.*s HTTP/%u.%u",
-             llhttp_method_name(llhttp_get_method(p)),
-             (int)(c->target_len > 100 ? 100 : c->target_len), target, c->http_major,
-             c->http_minor);
+    if (!c->rq && !(c->rq = req_new(c))) {
+        c->error_status = 503;
+        return -1;
+    }
+    reqline_set(c->rq->reqline, sizeof(c->rq->reqline), llhttp_method_name(llhttp_get_method(p)),
+                target, c->target_len > 100 ? 100 : c->target_len, c->http_major, c->http_minor);
     take_route(c);
     if (c->servlet || c->route == SANDLET_ROUTE_PAGE) {
         /* Its REQUEST frame must fit one frame: head strings (NUL ended,
@@ -970,7 +1134,7 @@ static int on_headers_complete(llhttp_t *p)
          * fixed fields.  Only a max-header-size near its 1 MiB bound comes
          * close; the client hears 431 rather than a 500 later. */
         size_t method_len = strlen(llhttp_method_name(llhttp_get_method(p)));
-        size_t frame = 6 + 3 * 5 + method_len + strlen(c->peer) + c->head.len + 8 * c->nhdrs;
+        size_t frame = 6 + 3 * 5 + method_len + strlen(c->peer) + c->head.len + (size_t)8 * c->nhdrs;
         if (frame > SANDLET_FRAME_MAX) {
             c->error_status = 431;
             return -1;
@@ -1039,6 +1203,7 @@ static int on_message_complete(llhttp_t *p)
         return -1;
     }
     c->nhdrs = c->nterminated = c->nhead;
+    c->hdrs.len = c->nhdrs * sizeof(sandlet_hdr_ref);
     set_phase(c, PHASE_DONE);
     /* Stop here: the rest of the input waits until this request is
      * answered, which keeps pipelined responses in order. */
@@ -1059,6 +1224,13 @@ static void init_settings(void)
     settings.on_body = on_body;
     settings.on_message_complete = on_message_complete;
     settings_ready = true;
+}
+
+static const llhttp_settings_t *parser_settings(void)
+{
+    if (!settings_ready)
+        init_settings();
+    return &settings;
 }
 
 /* ---- input -------------------------------------------------------------- */
@@ -1091,6 +1263,7 @@ static void dispatch(sandlet_conn *c)
     case SANDLET_ROUTE_STATUS: sandlet_status_serve(c); break;
     case SANDLET_ROUTE_FILES: sandlet_files_serve(c); break;
     case SANDLET_ROUTE_PAGE: sandlet_pages_serve(c); break;
+    case SANDLET_ROUTE_MISDIRECTED: sandlet_conn_fail(c, 421); break;
     }
 }
 
@@ -1107,7 +1280,8 @@ static void body_window(sandlet_conn *c)
     if (c->body.len + sandlet_pool_body_backlog(c) > SANDLET_BODY_WINDOW) {
         c->body_paused = true;
         set_reading(c, false);
-        uv_timer_stop(&c->timer);
+        c->read_at = 0;
+        timer_arm(c);
     }
 }
 
@@ -1157,6 +1331,18 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)suggested;
     sandlet_conn *c = h->data;
+    sandlet_server *srv = c->srv;
+    if (c->in.len == 0 && !srv->read_busy) {
+        if (!srv->read_buf)
+            srv->read_buf = malloc(READ_CHUNK);
+        if (srv->read_buf) {
+            /* Taken back by on_read, which libuv calls before asking for
+             * another buffer. */
+            srv->read_busy = true;
+            *buf = uv_buf_init((char *)srv->read_buf, (unsigned)READ_CHUNK);
+            return;
+        }
+    }
     size_t room = c->in.limit - c->in.len;
     size_t want = room < READ_CHUNK ? room : READ_CHUNK;
     if (want == 0 || sandlet_buf_reserve(&c->in, want) < 0) {
@@ -1198,10 +1384,15 @@ static int bad_method_status(const sandlet_conn *c)
 
 static void process_input(sandlet_conn *c)
 {
+    if (!c->rq && c->in.len > 0 && !(c->rq = req_new(c))) {
+        sandlet_error("%s: out of memory for a request; closing", c->peer);
+        conn_close(c);
+        return;
+    }
     c->parsing = true;
     while ((c->state == CONN_READING || body_streaming(c)) && !c->body_paused && c->in.len > 0) {
         const char *data = (const char *)c->in.data;
-        llhttp_errno_t err = llhttp_execute(&c->parser, data, c->in.len);
+        llhttp_errno_t err = llhttp_execute(&c->rq->parser, data, c->in.len);
         if (err == HPE_OK) {
             c->lf_ws = ends_in_lf_ws(data, c->in.len, c->lf_ws);
             sandlet_buf_reset(&c->in);
@@ -1210,7 +1401,7 @@ static void process_input(sandlet_conn *c)
             break;
         }
         if (err == HPE_PAUSED) {
-            size_t used = (size_t)(llhttp_get_error_pos(&c->parser) - data);
+            size_t used = (size_t)(llhttp_get_error_pos(&c->rq->parser) - data);
             c->lf_ws = ends_in_lf_ws(data, used, c->lf_ws);
             sandlet_buf_consume(&c->in, used);
             if (c->body_dispatched) {
@@ -1261,10 +1452,42 @@ static void process_input(sandlet_conn *c)
     }
 }
 
+/* What arrived in the loop's shared buffer is parsed in place, c->in
+ * borrowing it; only what the parse leaves (a partial head, requests
+ * pipelined behind one being served) is copied into c's own memory. */
+static void read_shared(sandlet_conn *c, size_t n)
+{
+    sandlet_buf own = c->in;
+    c->in =
+        (sandlet_buf){.data = c->srv->read_buf, .len = n, .cap = READ_CHUNK, .limit = own.limit};
+    c->in_borrowed = true;
+    if (c->state == CONN_READING || body_streaming(c))
+        process_input(c);
+    sandlet_buf left = c->in;
+    c->in = own;
+    c->in_borrowed = false;
+    if (left.len) {
+        sandlet_buf_put(&c->in, left.data, left.len);
+        if (c->in.error) {
+            sandlet_error("%s: out of memory for the input; closing", c->peer);
+            conn_close(c);
+            return;
+        }
+    }
+    if (c->state != CONN_READING && !body_streaming(c) && c->in.limit - c->in.len < READ_CHUNK)
+        set_reading(c, false); /* full: resumed when this request is done */
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
-    (void)buf;
     sandlet_conn *c = s->data;
+    if (buf->base && buf->base == (char *)c->srv->read_buf) {
+        c->srv->read_busy = false;
+        if (nread > 0) {
+            read_shared(c, (size_t)nread);
+            return;
+        }
+    }
     if (nread > 0) {
         c->in.len += (size_t)nread;
         if (c->state == CONN_READING || body_streaming(c))
@@ -1304,10 +1527,12 @@ static void on_closed(uv_handle_t *h)
     if (c->next)
         c->next->prev = c->prev;
     srv->nconns--;
-    if (c->file.fd >= 0)
-        close(c->file.fd);
+    if (c->rq && c->rq->file.fd >= 0)
+        close(c->rq->file.fd);
+    free(c->rq);
     sandlet_buf_free(&c->in);
     sandlet_buf_free(&c->head);
+    sandlet_buf_free(&c->hdrs);
     sandlet_buf_free(&c->body);
     sandlet_confgen_put(c->gen);
     free(c);
@@ -1334,8 +1559,10 @@ static void conn_close(sandlet_conn *c)
         uv_read_stop((uv_stream_t *)&c->tcp);
         c->reading = false;
     }
-    /* A write error or reset means nothing more can be delivered. */
-    uv_timer_stop(&c->timer);
+    /* A write error or reset means nothing more can be delivered; the
+     * send deadline still bounds the writes that are left. */
+    c->read_at = 0;
+    timer_arm(c);
     if (c->peer_closed && c->pending_writes == 0) {
         close_handles(c);
         return;
@@ -1369,23 +1596,19 @@ void sandlet_http_accept(uv_stream_t *listener, int status)
         }
         return;
     }
-    if (!settings_ready)
-        init_settings();
     sandlet_conn *c = calloc(1, sizeof(*c));
     if (!c) {
         sandlet_error("out of memory accepting a connection");
         return;
     }
     c->srv = srv;
-    c->file.fd = -1;
+    c->docroot_fd = -1;
     c->started = uv_hrtime();
     uv_tcp_init(srv->loop, &c->tcp);
     c->tcp.data = c;
     uv_timer_init(srv->loop, &c->timer);
     c->timer.data = c;
-    uv_timer_init(srv->loop, &c->send_timer);
-    c->send_timer.data = c;
-    c->open_handles = 3;
+    c->open_handles = 2;
     c->next = srv->conns;
     if (srv->conns)
         srv->conns->prev = c;
@@ -1418,9 +1641,8 @@ void sandlet_http_accept(uv_stream_t *listener, int status)
      * reading stops while a request is served. */
     sandlet_buf_init(&c->in, conf->max_header_size + 2 * READ_CHUNK);
     sandlet_buf_init(&c->head, conf->max_header_size);
+    sandlet_buf_init(&c->hdrs, SANDLET_MAX_HEADERS * sizeof(sandlet_hdr_ref));
     sandlet_buf_init(&c->body, conf->max_body_size);
-    llhttp_init(&c->parser, HTTP_REQUEST, &settings);
-    c->parser.data = c;
     c->state = CONN_READING;
     /* A new connection must send its request head in time. */
     set_phase(c, PHASE_HEADERS);

@@ -10,8 +10,10 @@
 
 #include "loop/acceptor.h"
 #include "loop/check.h"
+#include "loop/command.h"
 #include "common/listen.h"
 #include "common/log.h"
+#include "common/state.h"
 #include "sandbox/control.h"
 #include "sandbox/identity.h"
 #include "sandbox/supervisor.h"
@@ -49,9 +51,14 @@ static struct {
 
 static void usage(FILE *to)
 {
-    fprintf(to, "usage: sandletd [-t] [-d] [-c FILE]\n"
+    fprintf(to, "usage: sandletd [-t] [-T] [-d] [-c FILE] [-s reload|wait-ready]\n"
                 "  -c FILE  configuration file (default " DEFAULT_CONF ")\n"
                 "  -t       check the configuration and exit\n"
+                "  -T       print the configuration as read (includes expanded, defaults\n"
+                "           written out) and exit\n"
+                "  -s CMD   tell the daemon running FILE: reload (and wait for its verdict),\n"
+                "           wait-ready (until it serves); exit 0, 1 (refused) or 7 (not running)\n"
+                "  -W MS    how long -s waits for the answer (default 30000)\n"
                 "  -d       log debug messages\n"
                 "  -V       print the version and exit\n");
 }
@@ -401,6 +408,17 @@ static void on_ctl(uv_poll_t *p, int status, int events)
         }
         if (fd >= 0)
             close(fd); /* only LOGFD and WORKER carry descriptors */
+        if (msg.type == SANDLET_CTL_NOTIFY) {
+            /* sd_notify's protocol (state.c): the unit's NotifyAccess=main
+             * takes it from this process only. */
+            int nrc = sandlet_notify("READY=1\nSTATUS=serving");
+            if (nrc < 0)
+                sandlet_log_errno(SANDLET_LOG_WARN, nrc,
+                                  "cannot tell the service manager that sandletd is ready "
+                                  "(NOTIFY_SOCKET=%s)",
+                                  getenv("NOTIFY_SOCKET"));
+            continue;
+        }
         sandlet_pool_control(srv, &msg);
     }
 }
@@ -548,6 +566,11 @@ static int run(sandlet_conf *conf, bool *taken)
         sandlet_error("out of memory starting the acceptor");
         return 1; /* the supervisor sees its socket close and leaves */
     }
+    /* As for the docroot: a start does not serve a host without its files
+     * (the generation logged which); a reload serves it with 404s. */
+    for (size_t i = 0; i < conf->nhosts; i++)
+        if (conf->hosts[i].docroot && srv->gen->host_fd[i] < 0)
+            return 1;
     *taken = true;
     close(ctl[1]);
     close(exe);
@@ -579,6 +602,7 @@ static int run(sandlet_conf *conf, bool *taken)
         sandlet_info("started as root without a 'user' line: the acceptor runs as uid %u "
                      "(name a user with 'user' in %s to choose)",
                      acceptor.uid, conf->file);
+    sandlet_status_root_start(geteuid() == 0);
     rc = drop_privileges(&acceptor);
     if (rc < 0) {
         sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot become uid %u", acceptor.uid);
@@ -682,12 +706,27 @@ int main(int argc, char **argv)
      * stay ignored across exec), which a terminal's hang-up reaches too. */
     signal(SIGHUP, SIG_IGN);
     const char *file = DEFAULT_CONF;
-    bool check = false;
+    bool check = false, dump = false;
+    const char *command = NULL;
+    /* 30 s: a reload waits at most a second for its turn, then for the
+     * supervisor to read the file and bind new addresses. */
+    unsigned long wait_ms = 30000;
+    char *end = NULL;
     int opt;
-    while ((opt = getopt(argc, argv, "c:tdVh")) != -1) {
+    while ((opt = getopt(argc, argv, "c:tTdVhs:W:")) != -1) {
         switch (opt) {
         case 'c': file = optarg; break;
         case 't': check = true; break;
+        case 'T': dump = true; break;
+        case 's': command = optarg; break;
+        case 'W':
+            errno = 0;
+            wait_ms = strtoul(optarg, &end, 10);
+            if (errno || !end || *end || optarg[0] == '-' || wait_ms > 3600000) {
+                fprintf(stderr, "sandletd: -W %s: expected milliseconds, 0 to 3600000\n", optarg);
+                return 2;
+            }
+            break;
         case 'd': sandlet_log_set_level(SANDLET_LOG_DEBUG); break;
         case 'V': printf("sandletd %s\n", PACKAGE_VERSION); return 0;
         case 'h': usage(stdout); return 0;
@@ -704,6 +743,18 @@ int main(int argc, char **argv)
     if (rc < 0) {
         fprintf(stderr, "sandletd: %s\n", err);
         return 1;
+    }
+    if (dump) {
+        rc = sandlet_conf_dump(conf, stdout);
+        if (rc < 0)
+            fprintf(stderr, "sandletd: cannot write the configuration: %s\n", strerror(-rc));
+        sandlet_conf_free(conf);
+        return rc < 0 ? 1 : 0;
+    }
+    if (command) {
+        rc = sandlet_command(conf, command, (unsigned)wait_ms);
+        sandlet_conf_free(conf);
+        return rc;
     }
     if (check) {
         /* As a start would see it: users, folders, libraries. */

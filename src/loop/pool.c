@@ -592,8 +592,13 @@ static void start_first(sandlet_worker *w)
         return;
     }
     copy_str(w->reqline, sizeof(w->reqline), f->reqline);
-    snprintf(w->servlet, sizeof(w->servlet), "%s%s", f->servlet->path,
-             f->servlet->prefix ? "*" : "");
+    /* Not snprintf: this runs for every request. */
+    copy_str(w->servlet, sizeof(w->servlet) - 1, f->servlet->path);
+    if (f->servlet->prefix) {
+        size_t n = strlen(w->servlet); /* copy_str left room for it */
+        w->servlet[n] = '*';
+        w->servlet[n + 1] = '\0';
+    }
     /* Whichever comes first: the claim's check or the timeout; a streamed
      * body's pump waits for the claim, so that one is looked for at once. */
     w->claimed = false;
@@ -1987,26 +1992,7 @@ bool sandlet_pool_header_allowed(const sandlet_conn *c, const char *name, size_t
     const sandlet_pool *pool = sandlet_conn_pool_link_const(c)->pool;
     if (name_len != 10 || strncasecmp(name, "Set-Cookie", 10) != 0 || !pool)
         return true;
-    /* The cookie's name as a browser reads it: up to '=', blanks around
-     * it trimmed (RFC 6265 5.2). */
-    const char *eq = memchr(value, '=', value_len);
-    if (!eq)
-        return true; /* no name: a browser stores it under the empty name */
-    const char *p = value, *q = eq;
-    while (p < q && (*p == ' ' || *p == '\t'))
-        p++;
-    while (q > p && (q[-1] == ' ' || q[-1] == '\t'))
-        q--;
-    size_t i;
-    if (!foreign_session_cookie(pool, p, (size_t)(q - p), &i))
-        return true;
-    const sandlet_sandbox_conf *other = &sandlet_conn_server(c)->conf->sandboxes[i];
-    const sandlet_servlet_conf *servlet = sandlet_conn_servlet(c);
-    sandlet_error("servlet %s of sandbox '%s' tried to set the session cookie %s of sandbox "
-                  "'%s' (%s); answering 502 instead",
-                  servlet ? servlet->path : "?", pool->conf->name, other->session_cookie,
-                  other->name, sandlet_conn_reqline(c));
-    return false;
+    return sandlet_setcookie_allowed(c, pool->conf, value, value_len);
 }
 
 void sandlet_pools_free(sandlet_server *srv)

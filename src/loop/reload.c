@@ -25,6 +25,7 @@
 #include "loop/acceptor.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,7 +50,10 @@ sandlet_confgen *sandlet_confgen_new(sandlet_conf *conf)
         calloc(conf->nsandboxes + 1, sizeof(sandlet_pool *)); // NOLINT(bugprone-sizeof-expression)
     g->local_index = calloc(conf->nservlets + 1, sizeof(*g->local_index));
     g->nservlets = calloc(conf->nsandboxes + 1, sizeof(*g->nservlets));
-    if (!g->pool_of || !g->local_index || !g->nservlets) {
+    g->host_fd = malloc((conf->nhosts + 1) * sizeof(*g->host_fd));
+    if (!g->pool_of || !g->local_index || !g->nservlets || !g->host_fd) {
+        free(g->host_fd);
+        g->host_fd = NULL;
         g->conf = NULL; /* still the caller's */
         sandlet_confgen_put(g);
         return NULL;
@@ -59,6 +63,17 @@ sandlet_confgen *sandlet_confgen_new(sandlet_conf *conf)
     for (size_t j = 0; j < conf->nservlets; j++) {
         size_t i = conf->servlets[j].sandbox;
         g->local_index[j] = g->nservlets[i]++;
+    }
+    /* As files.c opens the default host's docroot: a directory handle
+     * beneath which static.c resolves every file. */
+    for (size_t i = 0; i < conf->nhosts; i++) {
+        const sandlet_host_conf *h = &conf->hosts[i];
+        g->host_fd[i] = -1;
+        if (h->docroot && (g->host_fd[i] = open(h->docroot, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+            sandlet_log_errno(SANDLET_LOG_ERROR, -errno,
+                              "%s:%d: host %s: docroot %s cannot be opened, so its files "
+                              "answer 404; create it or fix the docroot line",
+                              conf->file, h->docroot_line, h->names[0], h->docroot);
     }
     return g;
 }
@@ -73,6 +88,10 @@ void sandlet_confgen_put(sandlet_confgen *g)
 {
     if (!g || --g->refs > 0)
         return;
+    for (size_t i = 0; g->host_fd && g->conf && i < g->conf->nhosts; i++)
+        if (g->host_fd[i] >= 0)
+            close(g->host_fd[i]);
+    free(g->host_fd);
     sandlet_conf_free(g->conf);
     free(g->pool_of);
     free(g->local_index);
@@ -149,11 +168,19 @@ void sandlet_server_caps(sandlet_server *srv)
         if (room < cap) {
             static unsigned warned; /* the cap last warned about */
             cap = room ? (unsigned)room : 1;
+            /* The default max-connections is a ceiling, not a request:
+             * below it the cap follows the limit, said at info level, so
+             * that the shipped configuration does not warn at every start
+             * on a host with a lower limit.  A value the file chose is
+             * one the operator expects, and gets a warning. */
+            bool chosen = srv->conf->max_connections != SANDLET_DEFAULT_MAX_CONNECTIONS;
             if (warned != cap)
-                sandlet_warn("the open-files limit (%llu) leaves room for %u connections, fewer "
-                             "than max-connections %u: accepting pauses there (raise the limit: "
-                             "LimitNOFILE= in the unit, ulimit -n before starting sandletd)",
-                             (unsigned long long)rl.rlim_cur, cap, srv->conf->max_connections);
+                sandlet_log(chosen ? SANDLET_LOG_WARN : SANDLET_LOG_INFO,
+                            "the open-files limit (%llu) leaves room for %u connections, fewer "
+                            "than max-connections %u: accepting pauses there (raise the limit: "
+                            "LimitNOFILE= in the unit, ULIMIT in /etc/default/sandlet, ulimit -n "
+                            "before starting sandletd)",
+                            (unsigned long long)rl.rlim_cur, cap, srv->conf->max_connections);
             warned = cap;
         }
     }

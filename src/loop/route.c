@@ -1,6 +1,9 @@
 /*
- * route.c - which part of the server answers a request: a servlet (by
- * the configured routes), the status page, or the docroot.
+ * route.c - which part of the server answers a request: first the host
+ * block its Host header names (as nginx picks a server block: an exact
+ * name, then the longest wildcard, then the default host), then a servlet
+ * of that host (by the configured routes), the status page, or the host's
+ * docroot.
  *
  * It sits above the connection: http.c asks once per request, as soon as
  * the head is parsed (a servlet's body limit depends on the answer), and
@@ -14,8 +17,8 @@
 
 #include <string.h>
 
-const sandlet_servlet_conf *sandlet_conf_route(const sandlet_conf *conf, const char *path,
-                                               size_t len)
+const sandlet_servlet_conf *sandlet_conf_route_host(const sandlet_conf *conf, size_t host,
+                                                    const char *path, size_t len)
 {
     const sandlet_servlet_conf *best = NULL;
     size_t bestlen = 0;
@@ -24,6 +27,8 @@ const sandlet_servlet_conf *sandlet_conf_route(const sandlet_conf *conf, const c
         return NULL;
     for (size_t i = 0; i < conf->nservlets; i++) {
         const sandlet_servlet_conf *s = &conf->servlets[i];
+        if (s->host != host)
+            continue;
         size_t n = strlen(s->path);
         if (n > len || memcmp(s->path, path, n) != 0)
             continue;
@@ -32,6 +37,61 @@ const sandlet_servlet_conf *sandlet_conf_route(const sandlet_conf *conf, const c
         if (s->prefix && (!best || n > bestlen)) {
             best = s;
             bestlen = n;
+        }
+    }
+    return best;
+}
+
+const sandlet_servlet_conf *sandlet_conf_route(const sandlet_conf *conf, const char *path,
+                                               size_t len)
+{
+    return sandlet_conf_route_host(conf, SANDLET_HOST_DEFAULT, path, len);
+}
+
+size_t sandlet_conf_host(const sandlet_conf *conf, const char *host, size_t len)
+{
+    size_t fallback = conf && conf->unknown_hosts == SANDLET_UNKNOWN_HOSTS_REFUSE
+                          ? SANDLET_HOST_MISDIRECTED
+                          : SANDLET_HOST_DEFAULT;
+    if (!conf || !host)
+        return fallback;
+    /* The name without its port and one trailing dot (RFC 9110 7.2:
+     * uri-host [":" port]); an IP literal in brackets names no host block.
+     * What remains is compared ignoring case, byte by byte: a name of the
+     * file holds only lowercase letters, digits, '-' and '.', so a Host
+     * with anything else matches nothing. */
+    if (len && host[0] == '[')
+        return fallback;
+    const char *colon = memchr(host, ':', len);
+    if (colon)
+        len = (size_t)(colon - host);
+    if (len && host[len - 1] == '.')
+        len--;
+    if (len == 0 || len > SANDLET_HOST_NAME_MAX)
+        return fallback;
+    char name[SANDLET_HOST_NAME_MAX + 1];
+    for (size_t i = 0; i < len; i++) {
+        char c = host[i];
+        name[i] = c >= 'A' && c <= 'Z' ? (char)(c + 32) : c;
+    }
+    size_t best = fallback, bestlen = 0;
+    for (size_t i = 0; i < conf->nhosts; i++) {
+        const sandlet_host_conf *h = &conf->hosts[i];
+        for (size_t j = 0; j < h->nnames; j++) {
+            const char *n = h->names[j];
+            size_t nl = strlen(n);
+            if (n[0] != '*') {
+                if (nl == len && memcmp(n, name, len) == 0)
+                    return i;
+                continue;
+            }
+            /* "*.example.org": what follows the '*' ends the name, and at
+             * least one byte precedes it. */
+            size_t sl = nl - 1;
+            if (len > sl && memcmp(name + len - sl, n + 1, sl) == 0 && sl > bestlen) {
+                best = i;
+                bestlen = sl;
+            }
         }
     }
     return best;
@@ -69,18 +129,31 @@ static bool names_page(const char *path, size_t len)
     return memcmp(tail, ".csp", 4) == 0;
 }
 
-sandlet_route sandlet_route_request(const sandlet_conf *conf, const char *peer, const char *path,
-                                    size_t len)
+sandlet_route sandlet_route_request(const sandlet_conf *conf, const char *host, size_t host_len,
+                                    const char *peer, const char *path, size_t len)
 {
-    sandlet_route r = {.kind = SANDLET_ROUTE_FILES, .servlet = sandlet_conf_route(conf, path, len)};
+    sandlet_route r = {.kind = SANDLET_ROUTE_FILES,
+                       .host = conf->nhosts || conf->unknown_hosts
+                                   ? sandlet_conf_host(conf, host, host_len)
+                                   : SANDLET_HOST_DEFAULT};
+    /* The status page is the server's, not a host's: a loopback client
+     * reaches it under any Host. */
+    const char *page = conf->status_page;
+    bool status = page && loopback(peer) && len == strlen(page) && memcmp(path, page, len) == 0;
+    if (r.host == SANDLET_HOST_MISDIRECTED) {
+        r.kind = status ? SANDLET_ROUTE_STATUS : SANDLET_ROUTE_MISDIRECTED;
+        return r;
+    }
+    r.servlet = sandlet_conf_route_host(conf, r.host, path, len);
     if (r.servlet) {
         r.kind = SANDLET_ROUTE_SERVLET;
         return r;
     }
-    const char *page = conf->status_page;
-    if (page && loopback(peer) && len == strlen(page) && memcmp(path, page, len) == 0)
+    if (status)
         r.kind = SANDLET_ROUTE_STATUS;
     else if (conf->npages && names_page(path, len))
-        r.kind = SANDLET_ROUTE_PAGE;
+        /* Pages are the default host's; under another host a page's name
+         * still never reaches the docroot as a file (files.c refuses it). */
+        r.kind = r.host == SANDLET_HOST_DEFAULT ? SANDLET_ROUTE_PAGE : SANDLET_ROUTE_FILES;
     return r;
 }

@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include "loop/acceptor.h"
+#include "sandbox/identity.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -116,6 +117,31 @@ static void durations(sandlet_buf *b, const sandlet_server *srv)
     }
 }
 
+static bool root_start; /* sandletd was started as root */
+
+void sandlet_status_root_start(bool root)
+{
+    root_start = root;
+}
+
+/* Who a sandbox's workers run as, for the operator who sees a bare number
+ * in ps: its user, or the uid a root start gives a sandbox without one
+ * (identity.c's rule, decided from the configuration alone), or "-" when
+ * sandletd was not started as root and every process runs as its user. */
+static void runs_as(const sandlet_conf *conf, const sandlet_sandbox_conf *sb, char *out,
+                    size_t size)
+{
+    if (!root_start)
+        snprintf(out, size, "-");
+    else if (sb->user)
+        snprintf(out, size, "%s", sb->user);
+    else
+        snprintf(out, size, "%u", sandlet_identity_dynamic_uid_in(conf, sb->name));
+    for (char *p = out; *p; p++)
+        if ((unsigned char)*p < 0x21 || (unsigned char)*p >= 0x7f)
+            *p = '?'; /* one word, nothing a terminal would act on */
+}
+
 void sandlet_status_serve(sandlet_conn *c)
 {
     sandlet_server *srv = sandlet_conn_server(c);
@@ -158,19 +184,21 @@ void sandlet_status_serve(sandlet_conn *c)
         char line[512];
         int n = snprintf(line, sizeof(line),
                          "sandlet %s: %zu connections\n\n%-16s %7s %5s %6s "
-                         "%10s %8s %7s %8s %7s %8s %6s %4s %4s\n",
+                         "%10s %8s %7s %8s %7s %8s %6s %4s %4s %s\n",
                          PACKAGE_VERSION, srv->nconns, "sandbox", "workers", "busy", "queued",
                          "served", "restarts", "crashes", "timeouts", "seccomp", "rejected",
-                         "moved", "up", "max");
+                         "moved", "up", "max", "user");
         sandlet_buf_put(&b, line, (size_t)n);
         for (size_t i = 0; i < srv->conf->nsandboxes; i++) {
             const sandlet_pool *p = srv->gen->pool_of[i];
+            char user[64];
+            runs_as(srv->conf, p->conf, user, sizeof(user));
             n = snprintf(line, sizeof(line),
                          "%-16s %7u %5u %6zu %10" PRIu64 " %8" PRIu64 " %7" PRIu64 " %8" PRIu64
-                         " %7" PRIu64 " %8" PRIu64 " %6" PRIu64 " %4u %4u\n",
+                         " %7" PRIu64 " %8" PRIu64 " %6" PRIu64 " %4u %4u %s\n",
                          p->conf->name, p->conf->workers, count(p, W_BUSY), p->queued, p->served,
                          p->restarts, p->crashes, p->timeouts, p->seccomp_kills, p->rejected,
-                         p->moved, count(p, W_IDLE) + count(p, W_BUSY), p->nworkers);
+                         p->moved, count(p, W_IDLE) + count(p, W_BUSY), p->nworkers, user);
             sandlet_buf_put(&b, line, (size_t)n);
         }
     }

@@ -49,6 +49,9 @@ enum sandlet_ctl_type {
     SANDLET_CTL_CONF,         /* supervisor→acceptor: a reload's configuration (fd, below) */
     SANDLET_CTL_GROW,         /* acceptor→supervisor: start the worker of extra slot (sandbox,
                                * slot), workers <= slot < max-workers */
+    SANDLET_CTL_NOTIFY,       /* supervisor→acceptor: every sandbox has a worker up: say
+                               * READY=1 to the service manager (the main process must,
+                               * under NotifyAccess=main) */
 };
 
 /* A page's path relative to the docroot, NUL included, in PAGE_CHECK and

@@ -17,15 +17,34 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-uint32_t sandlet_identity_dynamic_uid(const char *sandbox)
+void sandlet_identity_range(const sandlet_conf *conf, uint32_t *first, uint32_t *last)
 {
-    /* FNV-1a of the name: a sandbox keeps its uid across restarts and
-     * reorderings of the file, so that what it wrote stays its own. */
+    bool set = conf && conf->dynamic_uid_first && conf->dynamic_uid_last;
+    *first = set ? conf->dynamic_uid_first : SANDLET_DYNAMIC_UID_FIRST;
+    *last = set ? conf->dynamic_uid_last : SANDLET_DYNAMIC_UID_LAST;
+}
+
+/* FNV-1a of the name: a sandbox keeps its uid across restarts and
+ * reorderings of the file, so that what it wrote stays its own. */
+static uint32_t dynamic_uid(uint32_t first, uint32_t last, const char *sandbox)
+{
     uint32_t h = 2166136261u;
     for (const unsigned char *p = (const unsigned char *)sandbox; *p; p++)
         h = (h ^ *p) * 16777619u;
-    uint32_t span = SANDLET_DYNAMIC_UID_LAST - SANDLET_DYNAMIC_UID_FIRST;
-    return SANDLET_DYNAMIC_UID_FIRST + 1 + h % span;
+    uint32_t span = last - first;
+    return first + 1 + h % span;
+}
+
+uint32_t sandlet_identity_dynamic_uid(const char *sandbox)
+{
+    return dynamic_uid(SANDLET_DYNAMIC_UID_FIRST, SANDLET_DYNAMIC_UID_LAST, sandbox);
+}
+
+uint32_t sandlet_identity_dynamic_uid_in(const sandlet_conf *conf, const char *sandbox)
+{
+    uint32_t first, last;
+    sandlet_identity_range(conf, &first, &last);
+    return dynamic_uid(first, last, sandbox);
 }
 
 /* A dynamic id must belong to nobody else on the system. */
@@ -35,10 +54,13 @@ static int check_free(const sandlet_conf *conf, int line, const char *who, uint3
     struct group *gr = pw ? NULL : getgrgid((gid_t)id);
     if (!pw && !gr)
         return 0;
-    sandlet_error("%s:%d: %s would run as uid and gid %u (sandletd's reserved range %u-%u), but "
-                  "%s '%s' already has that id; name a user for it with a 'user' line",
-                  conf->file, line, who, id, SANDLET_DYNAMIC_UID_FIRST, SANDLET_DYNAMIC_UID_LAST,
-                  pw ? "user" : "group", pw ? pw->pw_name : gr->gr_name);
+    uint32_t first, last;
+    sandlet_identity_range(conf, &first, &last);
+    sandlet_error("%s:%d: %s would run as uid and gid %u (sandletd's dynamic-uids range %u-%u), "
+                  "but %s '%s' already has that id; name a user for it with a 'user' line, or "
+                  "move the range with 'dynamic-uids FIRST-LAST;'",
+                  conf->file, line, who, id, first, last, pw ? "user" : "group",
+                  pw ? pw->pw_name : gr->gr_name);
     return -EEXIST;
 }
 
@@ -50,10 +72,12 @@ int sandlet_identity_acceptor(const sandlet_conf *conf, sandlet_id *out)
     if (!conf->user) {
         /* Not "nobody": that uid is shared with NFS and other daemons,
          * whose files and processes it could then reach. */
-        int rc = check_free(conf, 0, "the acceptor", SANDLET_DYNAMIC_UID_FIRST);
+        uint32_t first, last;
+        sandlet_identity_range(conf, &first, &last);
+        int rc = check_free(conf, conf->dynamic_uids_line, "the acceptor", first);
         if (rc < 0)
             return rc;
-        out->uid = out->gid = SANDLET_DYNAMIC_UID_FIRST;
+        out->uid = out->gid = first;
         return 0;
     }
     struct passwd *pw = getpwnam(conf->user);
@@ -92,7 +116,7 @@ static int sandbox_identity(const sandlet_conf *conf, size_t i, const sandlet_id
         id->uid = pw->pw_uid;
         id->gid = pw->pw_gid;
     } else if (root) {
-        id->uid = id->gid = sandlet_identity_dynamic_uid(sb->name);
+        id->uid = id->gid = sandlet_identity_dynamic_uid_in(conf, sb->name);
         int rc = check_free(conf, sb->line, "sandbox", id->uid);
         if (rc < 0)
             return rc;

@@ -17,10 +17,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* The range systemd reserves for DynamicUser=: no distribution allocates
- * from it.  The first uid is the acceptor's, the rest the sandboxes'. */
-#define SANDLET_DYNAMIC_UID_FIRST 61184u
-#define SANDLET_DYNAMIC_UID_LAST  65519u
+/* The range "dynamic-uids" names (conf.h has the default and why): the
+ * first uid is the acceptor's, the rest the sandboxes'.  It used to be
+ * systemd's DynamicUser= range (61184-65519), where a service of
+ * systemd's could get a worker's uid. */
+#define SANDLET_DYNAMIC_UID_FIRST SANDLET_DEFAULT_DYNAMIC_UID_FIRST
+#define SANDLET_DYNAMIC_UID_LAST  SANDLET_DEFAULT_DYNAMIC_UID_LAST
 
 /* UINT32_MAX in both: keep the identity we were started with. */
 typedef struct sandlet_id {
@@ -42,7 +44,11 @@ int sandlet_identity_sandboxes(const sandlet_conf *conf, const sandlet_id *accep
  * looked up.  Returns 0 or -errno; the child logs why. */
 int sandlet_identity_resolve(const sandlet_conf *conf, sandlet_id *acceptor, bool acceptor_known,
                              sandlet_id *ids);
-/* The uid a sandbox without "user" gets when started as root. */
+/* The uid a sandbox without "user" gets when started as root, in the
+ * default range, and in conf's. */
 uint32_t sandlet_identity_dynamic_uid(const char *sandbox);
+uint32_t sandlet_identity_dynamic_uid_in(const sandlet_conf *conf, const char *sandbox);
+/* conf's dynamic-uids range. */
+void sandlet_identity_range(const sandlet_conf *conf, uint32_t *first, uint32_t *last);
 
 #endif /* SANDLET_IDENTITY_H */

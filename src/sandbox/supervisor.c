@@ -25,6 +25,7 @@
 #include "sandbox/harden.h"
 #include "sandbox/identity.h"
 #include "common/listen.h"
+#include "common/state.h"
 #include "sandbox/init.h"
 #include "sandbox/learn.h"
 #include "sandbox/audit.h"
@@ -191,6 +192,11 @@ static struct {
     unsigned reopens, refusals, suppressed;
     bool closing;
     bool finished;
+    /* The state file (state.h): what "sandletd -s" and the init script
+     * read, and systemd's readiness. */
+    char state_path[4096];
+    sandlet_state state;
+    bool state_said; /* a failed write was logged */
 } sv;
 
 /* Refusals are logged, but a flood of them must not become a flood of
@@ -267,6 +273,60 @@ static void maybe_finish(void)
                 uv_close((uv_handle_t *)&b->deadline, NULL);
         }
     }
+}
+
+/* ---- the state file ------------------------------------------------------------ */
+
+/* Writes the state file.  A daemon that cannot is still a daemon: it
+ * says so once (at the info level for the default path when not root,
+ * as in tests and development, where /run is not ours). */
+static void state_save(void)
+{
+    if (!sv.state_path[0])
+        return;
+    int rc = sandlet_state_write(sv.state_path, &sv.state);
+    if (rc == 0 || sv.state_said)
+        return;
+    sv.state_said = true;
+    bool quiet = !sv.conf->state_file && geteuid() != 0;
+    sandlet_log_errno(quiet ? SANDLET_LOG_INFO : SANDLET_LOG_WARN, rc,
+                      "cannot write the state file %s: 'sandletd -s reload' and the init script "
+                      "cannot learn reload verdicts (set 'state-file' in %s to a file in a "
+                      "folder root may write)",
+                      sv.state_path, sv.conf->file);
+}
+
+/* A reload's verdict, for whoever sent the SIGHUP ("sandletd -s reload"
+ * waits for the count to change). */
+static void state_verdict(bool applied, const char *message)
+{
+    sv.state.reloads++;
+    snprintf(sv.state.verdict, sizeof(sv.state.verdict), "%s", applied ? "applied" : "refused");
+    snprintf(sv.state.message, sizeof(sv.state.message), "%s", message);
+    state_save();
+}
+
+/* Ready once every sandbox of the start has a worker that said READY, or
+ * has seen one fail (a crash-looping sandbox is the error log's news, not
+ * a reason to hold the whole daemon as "starting" for ever).  The
+ * listeners were bound before the supervisor was forked. */
+static void maybe_ready(void)
+{
+    if (strcmp(sv.state.phase, "ready") == 0 || sv.closing)
+        return;
+    for (box *b = sv.boxes; b; b = b->next) {
+        bool up = !b->start || b->retired || b->nslots == 0;
+        for (size_t i = 0; !up && i < b->nslots; i++)
+            up = (b->slots[i].live && b->slots[i].live->ready) || b->slots[i].failures > 0;
+        if (!up)
+            return;
+    }
+    snprintf(sv.state.phase, sizeof(sv.state.phase), "ready");
+    state_save();
+    /* The acceptor is the service's main process: it tells systemd. */
+    sandlet_ctl m = {.type = SANDLET_CTL_NOTIFY};
+    tell(&m, NULL, 0);
+    sandlet_info("ready: every sandbox has a worker up");
 }
 
 /* ---- boxes, plans, stores --------------------------------------------------- */
@@ -579,6 +639,7 @@ static void child_exited(uv_process_t *p, int64_t status, int term_signal)
     schedule_restart(s);
     box_maybe_gone(b);
     maybe_finish();
+    maybe_ready();
 }
 
 static void spawn_failed(slot *s, int err)
@@ -593,6 +654,7 @@ static void spawn_failed(slot *s, int err)
     tell(&m, NULL, 0);
     s->failures++;
     schedule_restart(s);
+    maybe_ready();
 }
 
 /* mkdir -p of the spool root: 0711, so that each sandbox's user can reach
@@ -963,9 +1025,13 @@ static void new_code(box *b)
 
 static void reload_failed(const char *what)
 {
-    sandlet_error("reload: %s; still serving with the configuration loaded before (fix the "
-                  "file, check it with 'sandletd -t -c %s', and send SIGHUP again)",
-                  what, sv.conf->file);
+    char msg[sizeof(sv.state.message)];
+    snprintf(msg, sizeof(msg),
+             "reload: %s; still serving with the configuration loaded before (fix the "
+             "file, check it with 'sandletd -t -c %s', and reload again)",
+             what, sv.conf->file);
+    sandlet_error("%s", msg);
+    state_verdict(false, msg);
 }
 
 /* What a reload prepares before anything changes: freed whole when it is
@@ -1241,6 +1307,11 @@ static void reload(void)
                  "ones that load it; sessions stay), %u started, %u retired once their requests "
                  "are answered",
                  sv.conf->file, same ? "is unchanged" : "applied", kept, renewed, made, retired);
+    char msg[sizeof(sv.state.message)];
+    snprintf(msg, sizeof(msg),
+             "reload: %s %s: %u sandbox(es) kept (%u with new code), %u started, %u retired",
+             sv.conf->file, same ? "is unchanged" : "applied", kept, renewed, made, retired);
+    state_verdict(true, msg);
     reloading_free(&r);
 }
 
@@ -1256,6 +1327,7 @@ static void worker_ready(const sandlet_ctl *m)
         s->failures = 0;
         if (s->box->start)
             sandlet_pages_worker_ready(s->box->index, s->live->pages);
+        maybe_ready();
     }
 }
 
@@ -1635,6 +1707,11 @@ static box *box_make(plan *p, size_t index, uint32_t id, box *from)
 static void box_start(box *b)
 {
     b->started = true;
+    /* ps shows a worker's uid as a number when it is a dynamic one: this
+     * line says whose it is. */
+    if (b->ident.uid != UINT32_MAX)
+        sandlet_info("sandbox '%s' runs as uid %u, gid %u%s", b->sb->name, b->ident.uid,
+                     b->ident.gid, b->sb->user ? "" : " (dynamic-uids)");
     for (size_t i = 0; i < b->nslots; i++) {
         uv_timer_init(&sv.loop, &b->slots[i].restart);
         b->slots[i].restart.data = &b->slots[i];
@@ -1887,13 +1964,25 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
     }
     if (learning)
         sandlet_learn_start(&sv.loop, learning_worker);
+    /* The acceptor, our parent, takes the signals. */
+    sv.state.pid = (long)getppid();
+    snprintf(sv.state.phase, sizeof(sv.state.phase), "starting");
+    if (sandlet_state_path(conf, sv.state_path, sizeof(sv.state_path)) < 0)
+        sv.state_path[0] = '\0';
+    state_save();
     if (audit)
         sandlet_audit_start(&sv.loop, seccomp_record);
     for (box *b = sv.boxes; b; b = b->next)
         box_start(b);
+    maybe_ready();
     maybe_finish();
     uv_run(&sv.loop, UV_RUN_DEFAULT);
     uv_loop_close(&sv.loop);
+    /* Gone with the daemon: a state file naming a dead pid would have
+     * "sandletd -s" signal whatever process reuses it. */
+    if (sv.state_path[0] && unlink(sv.state_path) < 0 && errno != ENOENT)
+        sandlet_log_errno(SANDLET_LOG_WARN, -errno, "cannot remove the state file %s",
+                          sv.state_path);
     cleanup();
     return 0;
 }

@@ -912,7 +912,7 @@ int sandlet_worker_main(const char *sandbox, pid_t supervisor, bool write_blocke
     signal(SIGUSR1, SIG_IGN);
     /* Room for one whole frame plus the next one's header; small frames
      * never move (read_frame reads no more than a frame, whatever room). */
-    sandlet_buf_init(&w.in, 2 * SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX);
+    sandlet_buf_init(&w.in, (size_t)2 * SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX);
     sandlet_buf_init(&w.head, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX);
     sandlet_buf_init(&w.reqhead, SANDLET_FRAME_MAX);
     w.in.wipe = w.head.wipe = w.reqhead.wipe = true;

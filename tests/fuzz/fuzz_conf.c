@@ -6,7 +6,8 @@
  * after it (as a file read into memory is), so that ASan sees any read
  * past the end.  A parse that succeeds must give a configuration whose
  * numbers are in their documented ranges and whose servlets name existing
- * sandboxes; routing a few paths through it must work.  A parse that fails
+ * sandboxes; routing a few paths through it must work, and every exact
+ * name of a host block must reach that block.  A parse that fails
  * must say why in the documented form "NAME:LINE:COL: ..." within the
  * error buffer.  Leaks of half-built configurations are caught by LSan.
  *
@@ -75,9 +76,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             invariant(s->sandbox < conf->nsandboxes, "servlet in a sandbox that does not exist");
             invariant(s->path && s->path[0] == '/', "servlet path not absolute");
             invariant(s->library && s->library[0] == '/', "library path not made absolute");
-            const sandlet_servlet_conf *r = sandlet_conf_route(conf, s->path, strlen(s->path));
-            invariant(r != NULL, "a servlet's own path routes nowhere");
+            invariant(s->host == SANDLET_HOST_DEFAULT || s->host < conf->nhosts,
+                      "servlet of a host block that does not exist");
+            const sandlet_servlet_conf *r =
+                sandlet_conf_route_host(conf, s->host, s->path, strlen(s->path));
+            invariant(r != NULL && r->host == s->host, "a servlet's own path routes nowhere");
         }
+        /* Every host block has a name, each name is lowercase and, when
+         * exact, a Host header of it reaches that block. */
+        for (size_t i = 0; i < conf->nhosts; i++) {
+            const sandlet_host_conf *h = &conf->hosts[i];
+            invariant(h->nnames >= 1, "host block without a name");
+            invariant(!h->docroot || h->docroot[0] == '/', "host docroot not made absolute");
+            for (size_t j = 0; j < h->nnames; j++) {
+                const char *n = h->names[j];
+                for (const char *q = n; *q; q++)
+                    invariant(!(*q >= 'A' && *q <= 'Z'), "host name not lowercased");
+                if (n[0] != '*')
+                    invariant(sandlet_conf_host(conf, n, strlen(n)) == i,
+                              "a host name does not reach its host block");
+            }
+        }
+        (void)sandlet_conf_host(conf, "a.example.org:80", 16);
         invariant(conf->max_header_size <= SANDLET_MAX_HEADER_SIZE_LIMIT &&
                       conf->max_body_size <= SANDLET_MAX_BODY_SIZE_LIMIT,
                   "size limit above its ceiling");
@@ -114,6 +134,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                           "the supervisor's copy of a sandbox differs");
             for (size_t i = 0; i < plan->nservlets; i++)
                 invariant(plan->servlets[i].sandbox == conf->servlets[i].sandbox &&
+                              plan->servlets[i].host == conf->servlets[i].host &&
                               plan->servlets[i].nparams == conf->servlets[i].nparams,
                           "the supervisor's copy of a servlet differs");
             /* A reload of the same file keeps every sandbox and needs no

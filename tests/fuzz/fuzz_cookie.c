@@ -11,6 +11,14 @@
  * (so no field could add an attribute or split the header), and a browser
  * sending that pair back must be understood as the same name and value.
  *
+ * Judging a worker's Set-Cookie: the input's first line is a Set-Cookie
+ * value.  The name sandlet_lib_set_cookie_sent_name finds must lie inside
+ * it (it is read with no NUL after it), and when the acceptor's judge lets
+ * it through for sandbox "evil", the cookie a browser stores from it
+ * (RFC 6265bis 5.6, modelled here step by step) and sends back (5.8.3)
+ * must reach a servlet, through the real Cookie parser, as no session
+ * cookie but evil's, in any case.
+ *
  * Pure computation over libsandlet's arena: tens of thousands of inputs
  * per second.  Keep it thin: the session cookie's name and format belong
  * to session.c and are fuzzed there.
@@ -21,6 +29,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <strings.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -146,9 +155,97 @@ static void format_side(const uint8_t *data, size_t size)
     free(copy);
 }
 
+static bool wsp(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* RFC 6265bis 5.6 and 5.8.3 as a browser applies them: the Cookie header
+ * a browser sends for the cookie of Set-Cookie value v (len bytes, no NUL
+ * in it), into out; false when it stores no cookie. */
+static bool browser_sends(const char *v, size_t len, char *out)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if ((c < 0x20 && c != '\t') || c == 0x7f)
+            return false; /* step 1: ignored whole */
+    }
+    size_t pair = 0;
+    while (pair < len && v[pair] != ';')
+        pair++;
+    size_t eq = 0;
+    while (eq < pair && v[eq] != '=')
+        eq++;
+    size_t na = 0, nz = 0, va = 0, vz = pair; /* no '=': empty name */
+    if (eq < pair) {
+        nz = eq;
+        va = eq + 1;
+    }
+    while (na < nz && wsp(v[na]))
+        na++;
+    while (nz > na && wsp(v[nz - 1]))
+        nz--;
+    while (va < vz && wsp(v[va]))
+        va++;
+    while (vz > va && wsp(v[vz - 1]))
+        vz--;
+    if (na == nz && va == vz)
+        return false;
+    size_t o = 0;
+    if (na < nz) {
+        memcpy(out, v + na, nz - na);
+        o = nz - na;
+        out[o++] = '=';
+    }
+    memcpy(out + o, v + va, vz - va);
+    out[o + vz - va] = '\0';
+    return true;
+}
+
+static void judge_side(const uint8_t *data, size_t size)
+{
+    static const char own[] = "SLSESSION_evil";
+    size_t len = 0;
+    while (len < size && data[len] != '\n' && data[len] != '\0')
+        len++;
+    /* Exactly len bytes, so that ASan sees a read past the value. */
+    char *v = malloc(len ? len : 1);
+    char *sent = malloc(len + 2);
+    if (!v || !sent) {
+        free(v);
+        free(sent);
+        return;
+    }
+    memcpy(v, data, len);
+    const char *n;
+    size_t nl;
+    sandlet_lib_set_cookie_sent_name(v, len, &n, &nl);
+    invariant(n >= v && nl <= len && n + nl <= v + len, "sent name outside the Set-Cookie value");
+    bool foreign = sandlet_lib_set_cookie_foreign(v, len, own, &n, &nl);
+    invariant(n >= v && n + nl <= v + len, "judged name outside the Set-Cookie value");
+    if (!foreign && browser_sends(v, len, sent)) {
+        sl_request rq;
+        sandlet_lib_request_init(&rq);
+        sandlet_lib_request_add_header(&rq, "Cookie", sent);
+        if (sandlet_lib_cookies_parse(&rq) == 0) {
+            for (size_t i = 0; i < rq.ncookies; i++) {
+                const char *name = rq.cookies[i].name;
+                invariant(strncasecmp(name, SL_SESSION_COOKIE "_", sizeof(SL_SESSION_COOKIE)) !=
+                                  0 ||
+                              strcasecmp(name, own) == 0,
+                          "a Set-Cookie judged harmless comes back as another session cookie");
+            }
+        }
+        sandlet_lib_request_free(&rq);
+    }
+    free(v);
+    free(sent);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     parse_side((const char *)data, size);
     format_side(data, size);
+    judge_side(data, size);
     return 0;
 }

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "common/conf.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -220,8 +221,12 @@ static void test_worker_status(void **state)
     f = fopen(path, "r");
     assert_non_null(f);
     bool uid_reserved = false, no_eff = false, no_prm = false, no_groups = false;
+    char want_uid[96], want_log[64];
+    unsigned first = SANDLET_DEFAULT_DYNAMIC_UID_FIRST;
+    snprintf(want_uid, sizeof(want_uid), "Uid:\t%u\t%u\t%u\t%u\n", first, first, first, first);
+    snprintf(want_log, sizeof(want_log), "the acceptor runs as uid %u", first);
     while (fgets(line, sizeof(line), f)) {
-        uid_reserved |= strcmp(line, "Uid:\t61184\t61184\t61184\t61184\n") == 0;
+        uid_reserved |= strcmp(line, want_uid) == 0;
         no_eff |= strcmp(line, "CapEff:\t0000000000000000\n") == 0;
         no_prm |= strcmp(line, "CapPrm:\t0000000000000000\n") == 0;
         if (strncmp(line, "Groups:", 7) == 0)
@@ -232,7 +237,7 @@ static void test_worker_status(void **state)
     assert_true(no_eff);
     assert_true(no_prm);
     assert_true(no_groups);
-    assert_true(th_log_contains(&d, "the acceptor runs as uid 61184"));
+    assert_true(th_log_contains(&d, want_log));
 }
 
 static long seccomp_kills(void)
@@ -310,6 +315,85 @@ static void test_self_sent_sigsys(void **state)
                                 "call setuid (105)",
                                 3000));
         assert_int_equal(seccomp_kills(), before + 1);
+    }
+}
+
+/* "?do=setcookie&arg=" and value percent-encoded. */
+static void setcookie_target(char *out, size_t size, const char *path, const char *value)
+{
+    int n = snprintf(out, size, "%s?do=setcookie&arg=", path);
+    assert_true(n > 0 && (size_t)n < size);
+    size_t o = (size_t)n;
+    for (const unsigned char *p = (const unsigned char *)value; *p; p++) {
+        assert_true(o + 4 < size);
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+            *p == '_' || *p == '-')
+            out[o++] = (char)*p;
+        else
+            o += (size_t)snprintf(out + o, size - o, "%%%02X", *p);
+    }
+    out[o] = '\0';
+}
+
+/* A Set-Cookie is judged by the name a browser will send the cookie back
+ * under (RFC 6265bis 5.6, 5.8.3), not by what precedes its first '=':
+ * sandbox evil may not plant good's session cookie (fixation) by any
+ * spelling, nor any other session cookie name; its own cookies, and
+ * cookies that only carry such a name in their value, go out.  The
+ * nameless, bare and prefixed spellings were delivered before. */
+static void test_foreign_set_cookie(void **state)
+{
+    (void)state;
+    if (th_unconfined())
+        skip();
+    static const char *const refused[] = {
+        "=SLSESSION_good=TOKEN; Path=/good", /* issue 29: comes back as SLSESSION_good=TOKEN */
+        " =\t slsession_GOOD = TOKEN ;Path=/",
+        "SLSESSION_good",          /* comes back bare: a name with no value to many parsers */
+        "=SLSESSION_good",         /* the same, nameless */
+        "SLSESSION_good=TOKEN",    /* the plain spelling, refused before too */
+        "=SLSESSION_future=TOKEN", /* no sandbox yet: a reload may add one */
+        "__Host-SLSESSION_good=TOKEN; Secure; Path=/",
+        "=__Secure-__Host-SLSESSION_good=TOKEN",
+    };
+    char target[512];
+    th_response r;
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        setcookie_target(target, sizeof(target), "/evil", refused[i]);
+        get(target, &r);
+        if (r.status != 502)
+            fail_msg("Set-Cookie: %s: status %d, expected 502", refused[i], r.status);
+        char sc[256];
+        assert_false(th_header(&r, "Set-Cookie", sc, sizeof(sc)));
+        assert_null(strstr(r.body, "TOKEN"));
+        th_response_free(&r);
+    }
+    assert_true(
+        th_log_wait(&d,
+                    "servlet /evil of sandbox 'evil' tried to set the session cookie "
+                    "SLSESSION_good of sandbox 'good' (GET /evil?do=setcookie&arg=%3DSLSESSION",
+                    3000));
+    assert_true(th_log_wait(&d,
+                            "servlet /evil of sandbox 'evil' tried to set the session cookie "
+                            "SLSESSION_future, which is not its own",
+                            3000));
+    assert_good_alive();
+    static const char *const allowed[] = {
+        "=theme=dark",                /* nameless, but no session cookie */
+        "SLSESSION_evil=x; Path=/",   /* its own */
+        "=slsession_EVIL=x",          /* its own, nameless */
+        "theme=SLSESSION_good=TOKEN", /* comes back as the cookie theme */
+        "==SLSESSION_good=TOKEN",     /* comes back as \"=SLSESSION...\": an empty name */
+    };
+    for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++) {
+        setcookie_target(target, sizeof(target), "/evil", allowed[i]);
+        get(target, &r);
+        if (r.status != 200)
+            fail_msg("Set-Cookie: %s: status %d, expected 200", allowed[i], r.status);
+        char sc[256];
+        assert_true(th_header(&r, "Set-Cookie", sc, sizeof(sc)));
+        assert_string_equal(sc, allowed[i]);
+        th_response_free(&r);
     }
 }
 
@@ -572,12 +656,13 @@ static void test_shared_filesystem(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_worker_status),    cmocka_unit_test(test_forbidden_syscalls),
-        cmocka_unit_test(test_self_sent_sigsys), cmocka_unit_test(test_runaway_servlets),
-        cmocka_unit_test(test_files_fenced),     cmocka_unit_test(test_broken_streams),
-        cmocka_unit_test(test_database_group),   cmocka_unit_test(test_wx_bypass),
-        cmocka_unit_test(test_default_memory),   cmocka_unit_test(test_file_size),
-        cmocka_unit_test(test_write_quota),      cmocka_unit_test(test_shared_filesystem),
+        cmocka_unit_test(test_worker_status),      cmocka_unit_test(test_forbidden_syscalls),
+        cmocka_unit_test(test_self_sent_sigsys),   cmocka_unit_test(test_runaway_servlets),
+        cmocka_unit_test(test_foreign_set_cookie), cmocka_unit_test(test_files_fenced),
+        cmocka_unit_test(test_broken_streams),     cmocka_unit_test(test_database_group),
+        cmocka_unit_test(test_wx_bypass),          cmocka_unit_test(test_default_memory),
+        cmocka_unit_test(test_file_size),          cmocka_unit_test(test_write_quota),
+        cmocka_unit_test(test_shared_filesystem),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -1250,7 +1250,7 @@ static const struct bad_case bad_cases[] = {
     /* the whole list, however long, and the likely word */
     {"servelt /x { }\n", 1, 1,
      "unknown directive 'servelt' at top level; did you mean 'servlet'? (expected listen, "},
-    {"servelt /x { }\n", 1, 1, "development, sandbox, servlet or pages)"},
+    {"servelt /x { }\n", 1, 1, "development, unknown-hosts, state-file, dynamic-uids, sandbox, servlet, pages or host)"},
     {"sandbox a { wokers 2; }\n", 1, 13, "did you mean 'workers'?"},
     /* what other formats write */
     {"listen = 127.0.0.1:8091;\n", 1, 8,
@@ -1380,6 +1380,30 @@ static const struct bad_case bad_cases[] = {
     /* file text is shown made printable, never used as a format */
     {"%s%n%s { }\n", 1, 1, "unknown directive '%s%n%s'"},
     {"user\x1b[31m x;\n", 1, 1, "unknown directive 'user?[31m'"},
+    /* host blocks: names, their uniqueness, what goes inside, 421 */
+    {"host a.example.org { }\nhost b.example.org { name A.example.org; }\n", 2, 27,
+     "duplicate host name 'a.example.org' (already named at line 1; expected each name in one "
+     "host block)"},
+    {"host shop.example.org:8080 { }\n", 1, 6, "invalid host name 'shop.example.org:8080'"},
+    {"host www.*.org { }\n", 1, 6, "no port, no other '*', no trailing '.'"},
+    {"host example.org. { }\n", 1, 6, "invalid host name"},
+    {"host *. { }\n", 1, 6, "invalid host name"},
+    {"host a..b { }\n", 1, 6, "invalid host name"},
+    {"host a {\n  listen 127.0.0.1:80;\n}\n", 2, 3,
+     "'listen' is not allowed in host block; it belongs at top level (expected name, docroot or "
+     "servlet; is a '}' missing?)"},
+    {"host a {\n  pages / { }\n}\n", 2, 3,
+     "'pages' is not allowed in host block: C Server Pages are served on the default host only"},
+    {"host a {\n  servlet /x { library x.so; }\n  servlet /x { library y.so; }\n}\n", 3, 11,
+     "duplicate servlet path '/x' (already defined at line 2; expected each path once per host)"},
+    {"host a {\n  docroot /a;\n  docroot /b;\n}\n", 3, 3,
+     "duplicate 'docroot' in host block (already set at line 2"},
+    {"unknown-hosts refuse;\nservlet /x { library x.so; }\nhost a { }\n", 2, 1,
+     "'unknown-hosts refuse' (line 1) answers 421 to every request no host block names, so a "
+     "servlet outside a host block would never be served"},
+    {"unknown-hosts refuse;\n", 1, 1, "so everything outside a host block"},
+    {"unknown-hosts deny;\n", 1, 15, "(expected serve or refuse)"},
+    {"server {\n}\n", 1, 1, "a name-based virtual server is 'host NAME {"},
 };
 
 static void test_bad_files(void **state)
@@ -1401,6 +1425,58 @@ static void test_bad_files(void **state)
         }
     }
     assert_int_equal(failed, 0);
+}
+
+/* host blocks: names lowercased, servlets and docroot per host, each
+ * host's path space its own; a file without them has every servlet on
+ * the default host. */
+static void test_hosts(void **state)
+{
+    (void)state;
+    sandlet_conf *c = parse_ok("docroot /srv/www;\n"
+                               "servlet /x { library x.so; }\n"
+                               "host Shop.Example.org {\n"
+                               "    name www.shop.example.org;\n"
+                               "    docroot shop;\n"
+                               "    servlet /x { library shop.so; }\n"
+                               "    name \"*.shop.example.org\";\n"
+                               "}\n"
+                               "host *.example.org { servlet /x/* { library y.so; sandbox y; } }\n"
+                               "sandbox y { }\n",
+                               "/etc/sandlet");
+    assert_int_equal(c->nhosts, 2);
+    assert_int_equal(c->unknown_hosts, SANDLET_UNKNOWN_HOSTS_SERVE);
+    const sandlet_host_conf *h = &c->hosts[0];
+    assert_int_equal(h->nnames, 3);
+    assert_string_equal(h->names[0], "shop.example.org");
+    assert_string_equal(h->names[1], "www.shop.example.org");
+    assert_string_equal(h->names[2], "*.shop.example.org");
+    assert_int_equal(h->name_lines[2], 7);
+    assert_string_equal(h->docroot, "/etc/sandlet/shop");
+    assert_int_equal(h->docroot_line, 5);
+    assert_int_equal(h->line, 3);
+    assert_null(c->hosts[1].docroot);
+    assert_int_equal(c->nservlets, 3);
+    assert_int_equal(c->servlets[0].host, SANDLET_HOST_DEFAULT);
+    assert_int_equal(c->servlets[1].host, 0);
+    assert_string_equal(c->servlets[1].library, "/etc/sandlet/shop.so");
+    assert_int_equal(c->servlets[2].host, 1);
+    assert_true(c->servlets[2].prefix);
+    assert_string_equal(c->sandboxes[c->servlets[2].sandbox].name, "y");
+    /* The supervisor's plan keeps which host a servlet is of. */
+    sandlet_conf *plan = sandlet_conf_plan(c);
+    assert_non_null(plan);
+    assert_int_equal(plan->servlets[2].host, 1);
+    sandlet_conf_free(plan);
+    sandlet_conf_free(c);
+
+    c = parse_ok("unknown-hosts refuse;\nhost a { servlet /x { library x.so; } }\n", "/etc");
+    assert_int_equal(c->unknown_hosts, SANDLET_UNKNOWN_HOSTS_REFUSE);
+    sandlet_conf_free(c);
+    c = parse_ok("servlet /x { library x.so; }\n", "/etc");
+    assert_int_equal(c->nhosts, 0);
+    assert_int_equal(c->servlets[0].host, SANDLET_HOST_DEFAULT);
+    sandlet_conf_free(c);
 }
 
 static void test_nul_byte(void **state)
@@ -1749,6 +1825,7 @@ int main(void)
         cmocka_unit_test(test_error_log_syslog),
         cmocka_unit_test(test_text_not_nul_terminated),
         cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_hosts),
         cmocka_unit_test(test_nul_byte),
         cmocka_unit_test(test_error_buffer),
         cmocka_unit_test(test_route),

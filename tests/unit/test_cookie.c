@@ -173,6 +173,84 @@ static void test_format_refuses(void **state)
     assert_int_equal(rs->nheaders, 0);
 }
 
+/* The name a browser sends a Set-Cookie's cookie back under (RFC 6265bis
+ * 5.6, 5.8.3), given as the value without a NUL after it. */
+static void assert_sent_name(const char *set_cookie, const char *want)
+{
+    size_t len = strlen(set_cookie);
+    char *v = malloc(len ? len : 1); /* no NUL: a read past len is caught */
+    assert_non_null(v);
+    memcpy(v, set_cookie, len);
+    const char *n;
+    size_t nl;
+    sandlet_lib_set_cookie_sent_name(v, len, &n, &nl);
+    assert_true(n >= v && n + nl <= v + len);
+    if (nl != strlen(want) || memcmp(n, want, nl) != 0)
+        fail_msg("Set-Cookie: %s: comes back as '%.*s', expected '%s'", set_cookie, (int)nl, n,
+                 want);
+    free(v);
+}
+
+static void test_sent_name(void **state)
+{
+    (void)state;
+    assert_sent_name("sid=1; Path=/", "sid");
+    assert_sent_name(" \tsid \t= 1", "sid");
+    assert_sent_name("=SLSESSION_good=TOKEN; Path=/good", "SLSESSION_good");
+    assert_sent_name("  =  SLSESSION_good  = TOKEN", "SLSESSION_good");
+    assert_sent_name("SLSESSION_good", "SLSESSION_good");
+    assert_sent_name("SLSESSION_good; Path=/", "SLSESSION_good");
+    assert_sent_name("=SLSESSION_good", "SLSESSION_good");
+    assert_sent_name("theme=SLSESSION_good=x", "theme");
+    assert_sent_name("==SLSESSION_good=x", "");
+    assert_sent_name("=", "");
+    assert_sent_name("", "");
+    assert_sent_name(";SLSESSION_good=x", "");
+    assert_sent_name("a;b=c", "a");
+}
+
+static void test_foreign(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *v;
+        bool foreign;
+    } cases[] = {
+        {"=SLSESSION_good=TOKEN; Path=/good", true},
+        {"SLSESSION_good=x", true},
+        {"slsession_GOOD=x", true},
+        {"SLSESSION_good", true},
+        {"SLSESSION_nosuch=x", true},
+        {"__Host-SLSESSION_good=x", true},
+        {"__secure-__HOST-SLSESSION_good=x", true},
+        {"=__Host-SLSESSION_good=x", true},
+        {"SLSESSION_evil=x", false},
+        {"=sLsEsSiOn_EVIL=x", false},
+        {"__Host-SLSESSION_evil=x", false},
+        {"SLSESSION_evilx=x", true},
+        {"SLSESSION_=x", true},
+        {"SLSESSION=x", false},
+        {"SLSESSIONgood=x", false},
+        {"theme=SLSESSION_good", false},
+        {"__Host-=SLSESSION_good", false},
+        {"", false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *n;
+        size_t nl;
+        bool got = sandlet_lib_set_cookie_foreign(cases[i].v, strlen(cases[i].v), "SLSESSION_evil",
+                                                  &n, &nl);
+        if (got != cases[i].foreign)
+            fail_msg("Set-Cookie: %s: judged %s", cases[i].v, got ? "foreign" : "allowed");
+    }
+    /* A sandbox without a session cookie owns none. */
+    const char *n;
+    size_t nl;
+    assert_true(sandlet_lib_set_cookie_foreign("SLSESSION_evil=x", 16, NULL, &n, &nl));
+    assert_int_equal(nl, 14);
+    assert_memory_equal(n, "SLSESSION_evil", 14);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -180,6 +258,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_parse_hostile, setup, teardown),
         cmocka_unit_test_setup_teardown(test_format, setup, teardown),
         cmocka_unit_test_setup_teardown(test_format_refuses, setup, teardown),
+        cmocka_unit_test(test_sent_name),
+        cmocka_unit_test(test_foreign),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

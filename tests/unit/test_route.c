@@ -23,7 +23,84 @@ static sandlet_conf *parse(const char *text)
 
 static sandlet_route route(const sandlet_conf *c, const char *peer, const char *path)
 {
-    return sandlet_route_request(c, peer, path, strlen(path));
+    return sandlet_route_request(c, NULL, 0, peer, path, strlen(path));
+}
+
+static sandlet_route host_route(const sandlet_conf *c, const char *host, const char *path)
+{
+    return sandlet_route_request(c, host, host ? strlen(host) : 0, "10.0.0.1:1", path,
+                                 strlen(path));
+}
+
+/* Host blocks as nginx picks server blocks: an exact name, then the
+ * longest wildcard, then the default host (or 421); each host sees only
+ * its own servlets. */
+static void test_hosts(void **state)
+{
+    (void)state;
+    sandlet_conf *c = parse("status-page /st;\n"
+                            "servlet /x { library d.so; }\n"
+                            "host a.example.org { name www.a.example.org; "
+                            "servlet /x { library a.so; } }\n"
+                            "host *.example.org { servlet /y { library w.so; } }\n"
+                            "host *.deep.example.org { }\n"
+                            "host deep.example.org { }\n");
+    static const struct {
+        const char *host;
+        size_t want;
+    } cases[] = {
+        {"a.example.org", 0},
+        {"A.Example.ORG", 0},
+        {"a.example.org:8080", 0},
+        {"a.example.org.", 0},
+        {"www.a.example.org", 0},
+        {"b.example.org", 1},
+        {"x.a.example.org", 1}, /* not a name of host 0: the wildcard's */
+        {"x.deep.example.org", 2},
+        {"deep.example.org", 3},
+        {"example.org", SANDLET_HOST_DEFAULT},
+        {"a.example.org.evil", SANDLET_HOST_DEFAULT},
+        {"evil-a.example.org", 1},
+        {"[::1]:8080", SANDLET_HOST_DEFAULT},
+        {"127.0.0.1", SANDLET_HOST_DEFAULT},
+        {"", SANDLET_HOST_DEFAULT},
+        {NULL, SANDLET_HOST_DEFAULT},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        size_t got = sandlet_conf_host(c, cases[i].host, cases[i].host ? strlen(cases[i].host) : 0);
+        if (got != cases[i].want)
+            fail_msg("Host %s: host %zu, expected %zu", cases[i].host ? cases[i].host : "(none)",
+                     got, cases[i].want);
+    }
+    /* A Host cut by its length, not by a NUL. */
+    assert_int_equal(sandlet_conf_host(c, "a.example.orgXX", 13), 0);
+    /* Each host its own servlets. */
+    sandlet_route r = host_route(c, "a.example.org", "/x");
+    assert_int_equal(r.kind, SANDLET_ROUTE_SERVLET);
+    assert_ptr_equal(r.servlet, &c->servlets[1]);
+    r = host_route(c, "other", "/x");
+    assert_ptr_equal(r.servlet, &c->servlets[0]);
+    assert_int_equal(r.host, SANDLET_HOST_DEFAULT);
+    r = host_route(c, "a.example.org", "/y");
+    assert_int_equal(r.kind, SANDLET_ROUTE_FILES);
+    assert_int_equal(r.host, 0);
+    r = host_route(c, "b.example.org", "/y");
+    assert_int_equal(r.kind, SANDLET_ROUTE_SERVLET);
+    assert_ptr_equal(r.servlet, &c->servlets[2]);
+    r = host_route(c, "b.example.org", "/x");
+    assert_int_equal(r.kind, SANDLET_ROUTE_FILES);
+    assert_null(r.servlet);
+    sandlet_conf_free(c);
+
+    /* unknown-hosts refuse: 421 for the rest, the status page aside. */
+    c = parse("status-page /st;\nunknown-hosts refuse;\n"
+              "host a.example.org { servlet /x { library a.so; } }\n");
+    assert_int_equal(host_route(c, "b.example.org", "/x").kind, SANDLET_ROUTE_MISDIRECTED);
+    assert_int_equal(host_route(c, NULL, "/x").kind, SANDLET_ROUTE_MISDIRECTED);
+    assert_int_equal(host_route(c, "a.example.org", "/x").kind, SANDLET_ROUTE_SERVLET);
+    r = sandlet_route_request(c, "b.example.org", 13, "127.0.0.1:1", "/st", 3);
+    assert_int_equal(r.kind, SANDLET_ROUTE_STATUS);
+    sandlet_conf_free(c);
 }
 
 static void test_route_kinds(void **state)
@@ -72,6 +149,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_route_kinds),
+        cmocka_unit_test(test_hosts),
         cmocka_unit_test(test_servlet_before_status),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
