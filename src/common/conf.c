@@ -90,7 +90,7 @@ typedef struct sandbox_ref {
 } sandbox_ref;
 
 /* Rows in the directive table; checked against the table's size. */
-#define MAX_DIRECTIVES 64
+#define MAX_DIRECTIVES 80
 
 typedef struct parser {
     const char *p;
@@ -545,6 +545,12 @@ static const directive directives[] = {
      .kind = K_BOOL,
      .usage = "on|off",
      .off = SB(core_dumps, bool),
+     .values = on_off},
+    {.name = "shared-user",
+     .ctx = CTX_SANDBOX,
+     .kind = K_BOOL,
+     .usage = "on|off",
+     .off = SB(shared_user, bool),
      .values = on_off},
     {.name = "syscalls",
      .ctx = CTX_SANDBOX,
@@ -1436,6 +1442,46 @@ static int database_identity(const sandlet_sandbox_conf *sb, char **role, char *
     return -ENOMEM;
 }
 
+bool sandlet_conf_database_unix(const char *conninfo)
+{
+    /* A worker asks before it opens its database, which loads libpq
+     * anyway; one that cannot load it will not reach its database. */
+    char lerr[256];
+    if (sandlet_lib_pq_load(lerr, sizeof(lerr)) < 0)
+        return true;
+    PQconninfoOption *opts = PQconninfoParse(conninfo, NULL);
+    if (!opts)
+        return true; /* unparsable here: libpq's own connect decides */
+    const char *host = NULL, *hostaddr = NULL, *service = NULL;
+    for (const PQconninfoOption *o = opts; o->keyword; o++) {
+        if (!o->val)
+            continue;
+        if (!strcmp(o->keyword, "host"))
+            host = o->val;
+        else if (!strcmp(o->keyword, "hostaddr"))
+            hostaddr = o->val;
+        else if (!strcmp(o->keyword, "service"))
+            service = o->val;
+    }
+    /* A service file may name any host: left open.  hostaddr makes every
+     * entry TCP; else an empty entry is libpq's default socket directory,
+     * and one starting with '/' or '@' a (possibly abstract) socket. */
+    bool unix_socket = service && *service;
+    if (!(hostaddr && *hostaddr)) {
+        const char *h = host ? host : "";
+        for (;;) {
+            size_t n = strcspn(h, ",");
+            if (n == 0 || h[0] == '/' || h[0] == '@')
+                unix_socket = true;
+            if (!h[n])
+                break;
+            h += n + 1;
+        }
+    }
+    PQconninfoFree(opts);
+    return unix_socket;
+}
+
 /* Two names that may be one: either unknown (NULL), or equal. */
 static bool may_be_same(const char *a, const char *b)
 {
@@ -1492,6 +1538,37 @@ static int database_role_clash(parser *ps, const sandlet_sandbox_conf *sb)
     free(role);
     free(db);
     return rc == -ENOMEM ? nomem(ps) : rc;
+}
+
+/* Two sandboxes that name one user are one sandbox to the kernel: each
+ * can signal and, once dumpable (core-dumps on), ptrace the other's
+ * workers and read their /proc/PID/mem; each can open the other's cores
+ * (core files and systemd-coredump keep them for the uid); what one writes
+ * the other may read wherever Landlock is absent or lets both in; and a
+ * database that authenticates by peer uid sees one role.  seccomp and
+ * Landlock stop most of it inside sandlet, but the uid is the boundary
+ * under them, the one that holds on every kernel.  An operator who puts
+ * servlets in two sandboxes expects them apart, so this is refused unless
+ * both blocks say "shared-user on" (sandlet-security(7)). */
+static int user_clash(parser *ps, const sandlet_sandbox_conf *sb)
+{
+    if (!sb->user)
+        return 0;
+    for (size_t j = 0; j < ps->cur; j++) {
+        const sandlet_sandbox_conf *o = &ps->conf->sandboxes[j];
+        if (!o->user || strcmp(o->user, sb->user) != 0 || (sb->shared_user && o->shared_user))
+            continue;
+        char sh[SHOWN_MAX], sh2[SHOWN_MAX], sh3[SHOWN_MAX];
+        return fail(ps, seen_line(ps, CTX_SANDBOX, "user"), 1,
+                    "sandboxes '%s' (line %d) and '%s' both run as user '%s': the kernel then "
+                    "keeps them apart in nothing (signals, ptrace and cores of a dumpable "
+                    "worker, files outside Landlock, peer authentication); give each sandbox a "
+                    "user of its own (or no 'user' line: started as root, sandletd gives each "
+                    "a uid of its own), or say 'shared-user on;' in both blocks to accept that",
+                    shown(sh, sizeof(sh), o->name), o->line, shown(sh2, sizeof(sh2), sb->name),
+                    shown(sh3, sizeof(sh3), sb->user));
+    }
+    return 0;
 }
 
 static int add_sandbox(parser *ps, char *name, int line)
@@ -1626,6 +1703,9 @@ static int close_sandbox(parser *ps, const token *dir)
     if (!sb->nwritable && !(sb->syscalls & SANDLET_SYSCALLS_FILES) &&
         !seen_line(ps, CTX_SANDBOX, "max-file-size"))
         sb->max_file_size = 0;
+    int urc = user_clash(ps, sb);
+    if (urc)
+        return urc;
     if (sb->database_password_file && !sb->database) {
         char sh[SHOWN_MAX];
         return fail(ps, dir->line, dir->col,

@@ -220,6 +220,7 @@ typedef struct sandlet_sandbox_conf {
     char *database_password_file;
     char *database_password; /* NULL: none; zeroed when freed */
     bool core_dumps;
+    bool shared_user;  /* "shared-user on": may name another sandbox's user */
     unsigned syscalls; /* SANDLET_SYSCALLS_* */
     bool learn;        /* "syscall-violations log": log, do not kill */
     /* Guardian. */
@@ -453,5 +454,11 @@ const sandlet_servlet_conf *sandlet_conf_route_host(const sandlet_conf *conf, si
  * unknown-hosts is refuse. */
 #define SANDLET_HOST_MISDIRECTED (SIZE_MAX - 1)
 size_t sandlet_conf_host(const sandlet_conf *conf, const char *host, size_t len);
+
+/* Whether a libpq connection string may reach its server through a unix
+ * socket (no host or an empty one, a host starting with '/' or '@', a
+ * service file's choice, or a string libpq cannot parse), so that the
+ * sandbox's workers must keep AF_UNIX sockets to reconnect. */
+bool sandlet_conf_database_unix(const char *conninfo);
 
 #endif /* SANDLET_CONF_H */

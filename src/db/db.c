@@ -5,12 +5,12 @@
  * One connection per process: the worker opens it before it confines
  * itself (sandlet_lib_db_open) and keeps it; a broken one is reset by the
  * next call that needs it, which takes socket/connect (allowed only to
- * sandboxes with a database).  Results are read row by row (libpq's
- * single-row mode) straight into the request's arena, so that a result
- * over SL_DB_MAX_RESULT is refused while being read, not after libpq has
- * held all of it.  Per-request state (the last error, "unavailable") is
- * reset by sandlet_lib_db_request_start; sandlet_lib_db_request_end rolls
- * back a transaction the handler left open.
+ * sandboxes with a database, and only for TCP: a worker whose database is
+ * on a unix socket is replaced by a fresh one instead, see reconnect()).  Results are read row by
+ * row (libpq's single-row mode) straight into the request's arena, so that a result over
+ * SL_DB_MAX_RESULT is refused while being read, not after libpq has held all of it.  Per-request
+ * state (the last error, "unavailable") is reset by sandlet_lib_db_request_start;
+ * sandlet_lib_db_request_end rolls back a transaction the handler left open.
  *
  * This file never builds SQL from its arguments (only fixed statements of
  * its own), never prints the connection string or password, and never
@@ -67,7 +67,35 @@ static struct {
     /* Why libpq could not be loaded at start: each request that asks for
      * the database hears that (and its fix), not "no database". */
     char load_error[256];
+    /* Reconnects are a fresh worker's (sandlet_lib_db_fresh_only), and
+     * this connection broke: the worker leaves after its request. */
+    bool fresh_only, want_fresh;
 } db;
+
+void sandlet_lib_db_fresh_only(void)
+{
+    db.fresh_only = true;
+}
+
+bool sandlet_lib_db_wants_fresh(void)
+{
+    return db.want_fresh;
+}
+
+/* Reconnects, or (fresh_only) asks for a fresh worker instead: a worker
+ * whose database is on a unix socket may make no unix socket once
+ * confined, so that it can reach no other (issue 29); its successor
+ * connects before it confines itself.  True when the connection works. */
+static bool reconnect(void)
+{
+    if (db.fresh_only) {
+        db.want_fresh = true;
+        return false;
+    }
+    PQreset(db.conn);
+    db.resets++;
+    return PQstatus(db.conn) == CONNECTION_OK;
+}
 
 static void call_failed(const PGresult *r);
 
@@ -210,9 +238,7 @@ int sandlet_lib_db_rollback_open(void)
         /* Dropping the server's session drops the transaction with it;
          * the session store's locks go too, and its next write finds the
          * connection gone. */
-        PQreset(db.conn);
-        db.resets++;
-        db.broken = PQstatus(db.conn) != CONNECTION_OK;
+        db.broken = !reconnect();
         if (!db.broken && session_setup() != 0)
             db.broken = true;
     }
@@ -253,12 +279,12 @@ static PGconn *connection(void)
     db.checked = true;
     if (PQstatus(db.conn) != CONNECTION_OK || db.broken) {
         db.broken = false;
-        PQreset(db.conn);
-        db.resets++;
-        if (PQstatus(db.conn) != CONNECTION_OK || session_setup() != 0) {
+        if (!reconnect() || session_setup() != 0) {
             db.unavailable = true;
             char msg[200];
-            snprintf(msg, sizeof(msg), "the database is unavailable: %s", PQerrorMessage(db.conn));
+            snprintf(msg, sizeof(msg), "the database is unavailable: %s",
+                     db.fresh_only ? "the connection is lost; a fresh worker reconnects"
+                                   : PQerrorMessage(db.conn));
             set_error("08006", msg);
             return NULL;
         }
@@ -304,9 +330,7 @@ void sandlet_lib_db_reset(void)
 {
     if (!db.conn)
         return;
-    PQreset(db.conn);
-    db.resets++;
-    db.broken = PQstatus(db.conn) != CONNECTION_OK || session_setup() != 0;
+    db.broken = !reconnect() || session_setup() != 0;
 }
 
 unsigned long sandlet_lib_db_resets(void)

@@ -292,6 +292,12 @@ int sandlet_lib_run(const sl_servlet *servlet, sl_request *rq, sl_response *rs);
 int sandlet_lib_db_open(const char *conninfo, const char *password, char *err, size_t errlen);
 void sandlet_lib_db_close(void);
 bool sandlet_lib_db_configured(void);
+/* From now on a broken connection is not reset in this process (which
+ * may make no socket of its kind once confined): the request that finds
+ * it broken gets 503, and sandlet_lib_db_wants_fresh() becomes true, upon
+ * which the worker leaves so that a fresh one connects. */
+void sandlet_lib_db_fresh_only(void);
+bool sandlet_lib_db_wants_fresh(void);
 /* The servlet's timeout (ms, 0: none) for the requests that follow: the
  * connection's statement_timeout is set to 9/10 of it before the next
  * statement when it changed, so that a statement ends with an error the

@@ -1625,7 +1625,8 @@ static void worker_exited(sandlet_worker *w, const sandlet_ctl *m)
     }
     if (!w->recycling && (m->signal || m->status != 0 || busy))
         w->pool->crashes++;
-    if (!w->recycling && m->signal == SIGSYS)
+    /* Only what the kernel reported: a SIGSYS can be self-sent. */
+    if (!w->recycling && m->signal == SIGSYS && m->seccomp)
         w->pool->seccomp_kills++;
     /* An extra that died before READY failed its start. */
     grow_done(w, true);

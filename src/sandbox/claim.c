@@ -48,6 +48,12 @@ int sandlet_claim_map(int fd, sandlet_claim **out)
     void *p = mmap(NULL, CLAIM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED)
         return -errno;
+    /* Shared with the acceptor: nothing of it belongs in a core. */
+    if (madvise(p, CLAIM_SIZE, MADV_DONTDUMP) < 0) {
+        int err = -errno;
+        munmap(p, CLAIM_SIZE);
+        return err;
+    }
     *out = p;
     return 0;
 }

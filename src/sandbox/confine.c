@@ -80,7 +80,8 @@ enum cond {
     TCGETS_ONLY,   /* request (arg 1) is TCGETS: isatty() */
     NULL_PATH,     /* path (arg 1) is NULL: futimens() */
     TMPFILE_ONLY,  /* O_TMPFILE in flags (arg 2): a file without a name */
-    STREAM_SOCK,   /* AF_UNIX, AF_INET or AF_INET6 (arg 0), SOCK_STREAM (arg 1), TCP (arg 2) */
+    STREAM_SOCK,   /* AF_INET or AF_INET6 (arg 0; AF_UNIX for a database on a unix socket),
+                    * SOCK_STREAM (arg 1), TCP (arg 2) */
     SENDTO_PLAIN,  /* sendto: no address (arg 4), no MSG_FASTOPEN (arg 3) */
     SENDMSG_PLAIN, /* sendmsg: no MSG_FASTOPEN in flags (arg 2) */
 };
@@ -190,7 +191,7 @@ static const rule allowlist[] = {
     {"sendto", DB, SENDTO_PLAIN},   /* send(): no address, no TCP Fast Open */
     {"setsockopt", DB, ANY},        /* TCP_NODELAY, keepalives */
     {"shutdown", DB, ANY},          /* orderly close */
-    {"socket", DB, STREAM_SOCK},    /* unix and TCP stream sockets: no UDP, raw or netlink */
+    {"socket", DB, STREAM_SOCK},    /* TCP (unix: the database's) streams: no UDP, raw, netlink */
 };
 
 const char *sandlet_confine_allowlist(size_t i, unsigned *group)
@@ -977,7 +978,7 @@ static struct scmp_arg_cmp arg(unsigned n, enum scmp_compare op, scmp_datum_t a,
 }
 
 /* Adds the rule(s) for one allowlist entry. */
-static int add_rule(scmp_filter_ctx ctx, int nr, enum cond cond)
+static int add_rule(scmp_filter_ctx ctx, int nr, enum cond cond, const sandlet_confine *c)
 {
     const uint32_t ok = SCMP_ACT_ALLOW;
     int rc = 0;
@@ -1039,11 +1040,16 @@ static int add_rule(scmp_filter_ctx ctx, int nr, enum cond cond)
          * sockets, so stream sockets are all a database client gets.
          * SOCK_NONBLOCK and SOCK_CLOEXEC may be or'ed into the type; the
          * protocol is the default or TCP (not MPTCP or SCTP, which
-         * Landlock's port rules may not cover). */
-        const scmp_datum_t domains[] = {AF_UNIX, AF_INET, AF_INET6};
+         * Landlock's port rules may not cover).
+         * AF_UNIX only where the database is a unix socket: Landlock has
+         * no rule for connect() to a pathname socket, so any other sandbox
+         * could reach every world-writable one (another sandbox's
+         * PostgreSQL, journald, the system bus). */
+        const scmp_datum_t domains[] = {AF_INET, AF_INET6, AF_UNIX};
+        const size_t ndomains = ARRAY_LEN(domains) - (c->unix_sockets ? 0 : 1);
         const scmp_datum_t protocols[] = {0, IPPROTO_TCP};
         const scmp_datum_t type_mask = ~(scmp_datum_t)(SOCK_NONBLOCK | SOCK_CLOEXEC);
-        for (size_t i = 0; rc == 0 && i < ARRAY_LEN(domains); i++)
+        for (size_t i = 0; rc == 0 && i < ndomains; i++)
             for (size_t j = 0; rc == 0 && j < ARRAY_LEN(protocols); j++)
                 rc = seccomp_rule_add(ctx, ok, nr, 3, arg(0, SCMP_CMP_EQ, domains[i], 0),
                                       arg(1, SCMP_CMP_MASKED_EQ, type_mask, SOCK_STREAM),
@@ -1070,6 +1076,14 @@ static bool allowed_outright(const char *name, unsigned groups)
             strcmp(allowlist[i].name, name) == 0)
             return true;
     return false;
+}
+
+bool sandlet_confine_allows_outright(int nr, uint32_t arch, unsigned groups)
+{
+    if (arch != seccomp_arch_native() || nr < 0)
+        return false;
+    const char *name = sandlet_confine_syscall_name(nr);
+    return name && allowed_outright(name, groups);
 }
 
 static void set_hint(const char *name, const char *hint)
@@ -1145,6 +1159,15 @@ static int apply_seccomp(const run *r)
                     "seccomp_attr_set(API_SYSRAWRC)");
         goto out;
     }
+    /* The kernel records each trap in its audit log: the supervisor counts
+     * a seccomp kill only from that record, which the worker cannot write
+     * (a SIGSYS it can send itself).  Without it (Linux < 4.14) a kill is
+     * still a kill, only not counted. */
+    if (!c->learn && seccomp_api_get() >= 3 &&
+        (rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_LOG, 1)) < 0) {
+        rc = report(r, rc, NULL, "report a bug", "seccomp_attr_set(CTL_LOG)");
+        goto out;
+    }
     /* Every thread, those init started included: a thread left out would
      * serve unfiltered.  Needs the seccomp() system call (Linux 3.17). */
     if ((rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1)) < 0) {
@@ -1167,7 +1190,7 @@ static int apply_seccomp(const run *r)
         }
         if (nr < 0)
             continue; /* not a system call on this architecture */
-        if ((rc = add_rule(ctx, nr, e->cond)) < 0) {
+        if ((rc = add_rule(ctx, nr, e->cond, c)) < 0) {
             rc = report(r, rc, NULL, "report a bug", "seccomp rule for %s", e->name);
             goto out;
         }
@@ -1237,8 +1260,20 @@ static int apply_early_filter(const run *r)
     if (rc == 0 && seccomp_syscall_resolve_name("clone3") >= 0)
         rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), seccomp_syscall_resolve_name("clone3"),
                               0);
+    /* No unix socket for init either, unless the database is one (the
+     * worker connected to it before this filter): a pathname socket is
+     * reached by connect() whatever Landlock says, and a datagram
+     * socketpair() end can be connect()ed anew.  EACCES, not a kill:
+     * glibc's syslog() and nscd lookups try one and carry on.  Every
+     * value with AF_UNIX in the low 32 bits the kernel reads. */
+    if (rc == 0 && !r->c->unix_sockets) {
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 1,
+                              arg(0, SCMP_CMP_MASKED_EQ, 0xffffffffu, AF_UNIX));
+        if (rc == 0)
+            rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socketpair), 0);
+    }
     if (rc < 0)
-        rc = report(r, rc, NULL, "report a bug", "seccomp rules against exec and fork");
+        rc = report(r, rc, NULL, "report a bug", "seccomp rules against exec, fork and unix sockets");
     else if ((rc = seccomp_load(ctx)) < 0)
         rc = report(r, rc, NULL, "check that the kernel has CONFIG_SECCOMP_FILTER",
                     "seccomp_load(no exec, no fork)");

@@ -51,6 +51,13 @@ typedef struct sandlet_confine {
     size_t nports;
     unsigned groups; /* SANDLET_SC_* */
     bool learn;      /* seccomp violations are logged by the kernel and allowed (development) */
+    /* Whether the process may make AF_UNIX sockets once confined.  Workers
+     * never may (worker.c): a pathname socket is reached by connect()
+     * whatever Landlock says, so socket(AF_UNIX) and socketpair() fail
+     * with EACCES until the allowlist and are refused by it; a database
+     * on a unix socket is connected before confinement and reconnected by
+     * a fresh worker.  The unit tests' database case sets it. */
+    bool unix_sockets;
 } sandlet_confine;
 
 /*
@@ -116,6 +123,10 @@ const char *sandlet_confine_kernel_gaps(const sandlet_confine *c, char *buf, siz
 /* Name of a system call number of this architecture for messages
  * ("openat"), via libseccomp; "unknown" when it has none. */
 const char *sandlet_confine_syscall_name(int nr);
+/* Whether the allowlist with these SANDLET_SC_* groups allows system call
+ * nr of audit architecture arch whatever its arguments (false for another
+ * architecture, whose calls the filter kills). */
+bool sandlet_confine_allows_outright(int nr, uint32_t arch, unsigned groups);
 
 /* The i-th entry of the seccomp allowlist (for tests and documentation):
  * its system-call name, with its group (0 for the base set, else one

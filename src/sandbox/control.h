@@ -68,6 +68,10 @@ typedef struct sandlet_ctl {
     int32_t status; /* exit code, signal to send, or -errno */
     int32_t signal; /* terminating signal, 0 when the worker exited */
     int32_t core;   /* non-zero when it dumped core */
+    /* EXITED: 1 + the system call the kernel's seccomp record names for a
+     * worker dead by SIGSYS; 0 when the kernel reported no seccomp kill
+     * (a worker can send itself SIGSYS). */
+    int32_t seccomp;
     /* WORKER: the pages generation of the worker's INIT.  PAGE: the
      * generation a worker must have to serve the page, slot its index
      * among the sandbox's pages, status 0 (ready), -ENOENT (no such page),

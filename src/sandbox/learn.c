@@ -84,6 +84,25 @@ static bool field(const char *msg, size_t len, const char *key, int base, unsign
     return false;
 }
 
+bool sandlet_seccomp_fields(const char *msg, size_t mlen, pid_t *pid, int *nr, uint32_t *arch,
+                            uint32_t *action)
+{
+    const char *nl = memchr(msg, '\n', mlen);
+    if (nl)
+        mlen = (size_t)(nl - msg);
+    unsigned long long p, n, a, code;
+    if (!field(msg, mlen, "pid=", 10, &p) || !field(msg, mlen, "syscall=", 10, &n) ||
+        !field(msg, mlen, "arch=", 16, &a) || !field(msg, mlen, "code=0x", 16, &code))
+        return false;
+    if (p == 0 || p > INT32_MAX || n >= MAX_NR || a > UINT32_MAX || code > UINT32_MAX)
+        return false;
+    *pid = (pid_t)p;
+    *nr = (int)n;
+    *arch = (uint32_t)a;
+    *action = (uint32_t)code & 0xffff0000u; /* SECCOMP_RET_ACTION_FULL; the rest is data */
+    return true;
+}
+
 bool sandlet_learn_parse(const char *rec, size_t len, pid_t *pid, int *nr, uint32_t *arch)
 {
     const char *semi = memchr(rec, ';', len);
@@ -92,17 +111,10 @@ bool sandlet_learn_parse(const char *rec, size_t len, pid_t *pid, int *nr, uint3
     const char *msg = semi + 1;
     const char *nl = memchr(msg, '\n', len - (size_t)(msg - rec));
     size_t mlen = nl ? (size_t)(nl - msg) : len - (size_t)(msg - rec);
-    unsigned long long type, p, n, a, code;
-    if (!field(msg, mlen, "type=", 10, &type) || type != AUDIT_SECCOMP ||
-        !field(msg, mlen, "pid=", 10, &p) || !field(msg, mlen, "syscall=", 10, &n) ||
-        !field(msg, mlen, "arch=", 16, &a) || !field(msg, mlen, "code=0x", 16, &code))
-        return false;
-    if (code != SECCOMP_RET_LOG || p == 0 || p > INT32_MAX || n >= MAX_NR || a > UINT32_MAX)
-        return false;
-    *pid = (pid_t)p;
-    *nr = (int)n;
-    *arch = (uint32_t)a;
-    return true;
+    unsigned long long type;
+    uint32_t action;
+    return field(msg, mlen, "type=", 10, &type) && type == AUDIT_SECCOMP &&
+           sandlet_seccomp_fields(msg, mlen, pid, nr, arch, &action) && action == SECCOMP_RET_LOG;
 }
 
 static seen *seen_for(uint32_t id)

@@ -39,5 +39,10 @@ void sandlet_learn_stop(void);
  * and exe fields in it are the process's own: fields are read only as
  * whole space-separated tokens, which audit quotes or hex-encodes. */
 bool sandlet_learn_parse(const char *rec, size_t len, pid_t *pid, int *nr, uint32_t *arch);
+/* The fields of a seccomp audit record's text (up to its first line's
+ * end), wherever it was read: pid, call, architecture and action
+ * (SECCOMP_RET_ACTION_FULL bits of code=), each a whole token. */
+bool sandlet_seccomp_fields(const char *msg, size_t mlen, pid_t *pid, int *nr, uint32_t *arch,
+                            uint32_t *action);
 
 #endif

@@ -30,4 +30,15 @@ typedef struct sandlet_usage {
 bool sandlet_quota_measure(const char *const *dirs, size_t ndirs, unsigned long long max_bytes,
                            unsigned long long max_entries, sandlet_usage *u);
 
+typedef struct sandlet_conf sandlet_conf;
+/*
+ * Warns, once per pair, about two sandboxes whose writable directories lie
+ * on one filesystem: each can fill it for the other, since write-quota is
+ * soft (measured every 2 s) and blind to files deleted while open, so what
+ * a sandbox can hold there is bounded only by its workers' open files ×
+ * max-file-size.  The warning names both directories, the filesystem's
+ * size, that bound and the fix.  Returns how many pairs it warned about.
+ */
+unsigned sandlet_quota_warn_shared(const sandlet_conf *conf);
+
 #endif /* SANDLET_QUOTA_H */

@@ -652,6 +652,19 @@ sandlet_session_store *sandlet_session_store_attach(int fd, unsigned timeout)
         free(st);
         return NULL;
     }
+    /* Every client's session of the sandbox is in here: a worker's core
+     * (core-dumps on) must not carry them into a crash report, a
+     * systemd-coredump store or a bug tracker (issue 29).  A servlet could
+     * undo it (MADV_DODUMP); it can read the store anyway, and its core
+     * is readable only by its own user and root (conf.c refuses two
+     * sandboxes that share a user). */
+    if (madvise(p, size, MADV_DONTDUMP) < 0) {
+        int err = errno;
+        munmap(p, size);
+        free(st);
+        errno = err;
+        return NULL;
+    }
     st->base = p;
     st->size = size;
     st->hdr = p;

@@ -28,6 +28,7 @@
 #include "common/state.h"
 #include "sandbox/init.h"
 #include "sandbox/learn.h"
+#include "sandbox/audit.h"
 #include "sandbox/pages.h"
 #include "sandbox/quota.h"
 #include "sandbox/session_store.h"
@@ -91,6 +92,7 @@ typedef struct child {
     bool kill_asked; /* by the acceptor, max-requests or a quota: no crash */
     bool ready;      /* the acceptor said it started its servlets */
     uint32_t pages;  /* the pages generation of its INIT */
+    int32_t seccomp; /* 1 + the call the kernel's seccomp record names: 0, none seen */
 } child;
 
 /* One place in a sandbox's pool.  It has at most one live child. */
@@ -549,18 +551,66 @@ static int same_worker(const sandlet_ctl *m, void *arg)
            m->gen == id->gen;
 }
 
+static child *live_worker(pid_t pid)
+{
+    for (box *b = sv.boxes; b; b = b->next)
+        for (size_t i = 0; i < b->nslots; i++)
+            if (b->slots[i].live && b->slots[i].live->proc.pid == pid)
+                return b->slots[i].live;
+    return NULL;
+}
+
+/* The kernel's seccomp record of a trap or kill (audit.c): the only
+ * evidence of a seccomp kill that the worker cannot make itself.  Taken
+ * for a live worker only (the pid cannot be another's before we reap it),
+ * and only for a call its allowlist does not allow whatever the
+ * arguments: a servlet's own filter, installed in its init before ours,
+ * could trap an allowed call, and that is not our allowlist's kill. */
+static void seccomp_record(pid_t pid, int nr, uint32_t arch)
+{
+    child *c = live_worker(pid);
+    if (!c || c->seccomp)
+        return;
+    const sandlet_sandbox_conf *sb = c->slot->box->sb;
+    if (sandlet_confine_allows_outright(nr, arch, sandlet_confine_groups(sb->syscalls)))
+        return;
+    c->seccomp = nr + 1;
+}
+
+static bool seccomp_reported(pid_t pid)
+{
+    child *c = live_worker(pid);
+    return c && c->seccomp;
+}
+
 static void child_exited(uv_process_t *p, int64_t status, int term_signal)
 {
     child *c = p->data;
     slot *s = c->slot;
     box *b = s->box;
+    /* A death by SIGSYS is a seccomp kill only when the kernel said so:
+     * a worker can raise SIGSYS itself (issue 29).  Its record may still
+     * be on its way from the kernel's audit thread. */
+    if (term_signal == SIGSYS && !c->seccomp)
+        (void)sandlet_audit_wait_kill(p->pid, seccomp_reported); /* sets c->seccomp */
+    if (term_signal == SIGSYS && c->seccomp)
+        sandlet_error("worker %d of sandbox '%s' was killed by seccomp: the kernel reports the "
+                      "forbidden system call %s (%d)",
+                      (int)p->pid, b->sb->name, sandlet_confine_syscall_name(c->seccomp - 1),
+                      (int)c->seccomp - 1);
+    else if (term_signal == SIGSYS)
+        sandlet_warn("worker %d of sandbox '%s' died by SIGSYS with no seccomp record from the "
+                     "kernel: not counted as a seccomp kill (the worker may have sent it "
+                     "itself, or the kernel's audit records are not read)",
+                     (int)p->pid, b->sb->name);
     sandlet_ctl m = {.type = SANDLET_CTL_EXITED,
                      .sandbox = b->id,
                      .slot = s->index,
                      .gen = c->gen,
                      .pid = p->pid,
                      .status = (int32_t)status,
-                     .signal = term_signal};
+                     .signal = term_signal,
+                     .seccomp = term_signal == SIGSYS ? c->seccomp : 0};
     /* When the acceptor has not even taken the worker yet, neither
      * message is sent: what waits for it stays bounded by the slots. */
     if (sandlet_ctl_queue_drop(&sv.out, same_worker, &m) == 0)
@@ -1244,6 +1294,9 @@ static void reload(void)
         quotas = quotas || has_quota(b->sb);
     if (quotas && !uv_is_active((uv_handle_t *)&sv.quota))
         uv_timer_start(&sv.quota, on_quota, QUOTA_CHECK_MS, QUOTA_CHECK_MS);
+    /* A changed file is told again what bounds its sandboxes' writes. */
+    if (!same)
+        sandlet_quota_warn_shared(sv.conf);
     /* Retired boxes with no worker left go now. */
     for (box *b = sv.boxes, *next; b; b = next) {
         next = b->next;
@@ -1362,6 +1415,7 @@ static void begin_shutdown(void)
     uv_close((uv_handle_t *)&sv.reload_timer, NULL);
     sandlet_pages_stop();
     sandlet_learn_stop();
+    sandlet_audit_stop();
     uv_poll_stop(&sv.poll);
     uv_close((uv_handle_t *)&sv.poll, NULL);
     sandlet_ctl_queue_clear(&sv.out);
@@ -1864,12 +1918,14 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
         cleanup();
         return 1;
     }
-    /* Learning mode's report reads the kernel's log, opened while we may. */
+    /* Learning mode's report reads the kernel's log, and the count of
+     * seccomp kills its audit records: both opened while we may. */
     bool learning = false;
     for (box *b = sv.boxes; b; b = b->next)
         learning = learning || b->sb->learn;
     if (rc == 0 && learning)
         sandlet_learn_open(); /* logged when it cannot */
+    bool audit = rc == 0 && sv.confine && sandlet_audit_open() == 0;
     /* Everything needing more is done: the session stores exist, the
      * identities are resolved.  Sanitizer runs (SANDLET_NO_CONFINEMENT)
      * keep ptrace and the rest for their tools. */
@@ -1877,7 +1933,9 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
         cleanup();
         return 1;
     }
-    /* A sandbox already over its quota starts with its writes blocked. */
+    /* A sandbox already over its quota starts with its writes blocked;
+     * sandboxes that share a filesystem are told what bounds them there. */
+    sandlet_quota_warn_shared(conf);
     check_quotas();
     rc = uv_loop_init(&sv.loop);
     if (rc < 0) {
@@ -1912,6 +1970,8 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
     if (sandlet_state_path(conf, sv.state_path, sizeof(sv.state_path)) < 0)
         sv.state_path[0] = '\0';
     state_save();
+    if (audit)
+        sandlet_audit_start(&sv.loop, seccomp_record);
     for (box *b = sv.boxes; b; b = b->next)
         box_start(b);
     maybe_ready();

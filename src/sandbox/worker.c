@@ -43,6 +43,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct loaded {
@@ -92,7 +93,21 @@ static struct {
      * stack's hot part were last given back; ok: that worked. */
     long stack_faults;
     bool stack_faults_ok;
+    struct timespec started; /* CLOCK_MONOTONIC at start, for uptime_ms() */
 } w;
+
+/* A worker whose database connection broke leaves after its request, but
+ * not before this much life (sandlet_lib_db_wants_fresh). */
+#define FRESH_AFTER_MS 1000
+
+static long long uptime_ms(void)
+{
+    struct timespec now;
+    if (clock_gettime(CLOCK_MONOTONIC, &now) < 0)
+        return 0;
+    return (long long)(now.tv_sec - w.started.tv_sec) * 1000 +
+           (now.tv_nsec - w.started.tv_nsec) / 1000000;
+}
 
 static int write_all(struct iovec *iov, int n)
 {
@@ -340,6 +355,11 @@ static void confine_settings(const sandlet_wire_init *in, const char *sandbox, c
     c->core_dumps = in->core_dumps;
     c->groups = sandlet_confine_groups(in->syscalls);
     c->learn = in->learn;
+    /* No unix socket once confined, whatever the database: one on a unix
+     * socket is connected before (below), and reconnected by a fresh
+     * worker (sandlet_lib_db_fresh_only), so that no servlet can
+     * connect() to another pathname socket (issue 29). */
+    c->unix_sockets = false;
     c->read_paths = in->readable;
     c->nread = in->nreadable;
     c->lib_paths = libs;
@@ -608,6 +628,8 @@ static void load_servlets(const char *sandbox, bool write_blocked)
      * database tries again. */
     if (w.db_conninfo) {
         char dberr[512];
+        if (w.confine_on && sandlet_conf_database_unix(w.db_conninfo))
+            sandlet_lib_db_fresh_only();
         if (sandlet_lib_db_open(w.db_conninfo, w.db_password, dberr, sizeof(dberr)) < 0)
             sandlet_warn("sandbox '%s': the database cannot be reached yet (%s); requests that "
                          "need it get 503 until it can",
@@ -860,6 +882,7 @@ int sandlet_worker_main(const char *sandbox, pid_t supervisor, bool write_blocke
     sandlet_log_set_role(role);
     sandlet_log_set_bare(true);
     memset(&w, 0, sizeof(w));
+    clock_gettime(CLOCK_MONOTONIC, &w.started);
     w.fd = SANDLET_WORKER_FD;
     /* The supervisor named itself on our command line: the parent we
      * must have, and die with (checked in die_with_supervisor, which also
@@ -960,6 +983,17 @@ int sandlet_worker_main(const char *sandbox, pid_t supervisor, bool write_blocke
             sandlet_log_errno(SANDLET_LOG_ERROR, rc, "request %u (%s frame)", h.id,
                               sandlet_frame_type_name(h.type));
             status = 1;
+            break;
+        }
+        /* Its database connection broke and it may not make a new one:
+         * a fresh worker reconnects before it confines itself.  Not before
+         * a second of life, so that a database that stays down costs at
+         * most one restart a second per worker (its requests get 503). */
+        if (sandlet_lib_db_wants_fresh() && uptime_ms() >= FRESH_AFTER_MS) {
+            sandlet_info("sandbox '%s': its database connection is lost; this worker leaves so "
+                         "that a fresh one reconnects (a worker makes no unix socket once "
+                         "confined)",
+                         sandbox);
             break;
         }
     }

@@ -292,9 +292,20 @@ static void test_database_restart(void **state)
             fail_msg("%d %s", r.status, r.body);
         th_response_free(&r);
     }
-    if (get("/unix/ping", &r) != 200)
-        fail_msg("%d %s", r.status, r.body);
-    th_response_free(&r);
+    /* Over the socket a confined worker makes no unix socket (issue 29):
+     * the one that found the database down leaves (after a second of
+     * life at least) and a fresh one connects before it confines itself,
+     * so 503 lasts at most about a second longer there. */
+    int status = 0;
+    for (int i = 0; i < 40 && status != 200; i++) {
+        status = get("/unix/ping", &r);
+        th_response_free(&r);
+        if (status != 200)
+            usleep(100000);
+    }
+    assert_int_equal(status, 200);
+    assert_true(th_log_contains(&d, "sandbox 'unix': its database connection is lost; this "
+                                    "worker leaves so that a fresh one reconnects"));
 }
 
 /* The statement timeout follows the servlet's (1000 ms here: 900 ms for

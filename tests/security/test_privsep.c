@@ -968,6 +968,69 @@ static void test_refused_identities(void **state)
     }
 }
 
+/* Issue 29: two sandboxes that name one user are one to the kernel
+ * (signals, ptrace and cores of dumpable workers, files Landlock does not
+ * fence, peer authentication): refused unless both blocks accept it. */
+static void test_shared_user(void **state)
+{
+    (void)state;
+    const char *probe = th_build_path("tests/fixtures/.libs/probe.so");
+    const char *shared[] = {"", "shared-user on;", "shared-user on;"};
+    const char *other[] = {"", "", "shared-user on;"};
+    for (size_t i = 0; i < 3; i++) {
+        char conf[1024];
+        snprintf(conf, sizeof(conf),
+                 "sandbox a { workers 1; user nobody; group nogroup; %s }\n"
+                 "sandbox b { workers 1; user nobody; group nogroup; core-dumps on; %s }\n"
+                 "servlet /a/* { library \"%s\"; sandbox a; }\n"
+                 "servlet /b/* { library \"%s\"; sandbox b; }\n",
+                 shared[i], other[i], probe, probe);
+        th_daemon d;
+        int rc = th_start(&d, conf, false);
+        if (rc == 0)
+            th_stop(&d);
+        if (i < 2) {
+            assert_int_equal(rc, -1);
+            assert_true(th_log_contains(&d, "sandboxes 'a' (line 2) and 'b' both run as user "
+                                            "'nobody'"));
+            assert_true(th_log_contains(&d, "'shared-user on;' in both blocks"));
+        } else {
+            assert_int_equal(rc, 0);
+        }
+    }
+}
+
+/* Issue 29: a reload that adds a sandbox writing to the filesystem
+ * another writes to is told what bounds them there, as a start is. */
+static void test_shared_filesystem_reload(void **state)
+{
+    (void)state;
+    const char *probe = th_build_path("tests/fixtures/.libs/probe.so");
+    char a[64], b[64];
+    assert_int_equal(th_tempdir(a, sizeof(a), "wa", 0777), 0);
+    assert_int_equal(th_tempdir(b, sizeof(b), "wb", 0777), 0);
+    char conf[1024];
+    snprintf(conf, sizeof(conf),
+             "sandbox a { workers 1; syscalls files; writable \"%s\"; }\n"
+             "servlet /a/* { library \"%s\"; sandbox a; }\n",
+             a, probe);
+    th_daemon d;
+    assert_int_equal(th_start(&d, conf, false), 0);
+    assert_false(th_log_contains(&d, "write to one filesystem"));
+    FILE *f = fopen(d.conf, "a");
+    assert_non_null(f);
+    fprintf(f,
+            "sandbox b { workers 1; syscalls files; writable \"%s\"; }\n"
+            "servlet /b/* { library \"%s\"; sandbox b; }\n",
+            b, probe);
+    fclose(f);
+    assert_int_equal(kill(d.pid, SIGHUP), 0);
+    assert_true(th_log_wait(&d, "sandboxes 'a' and 'b' write to one filesystem", 5000));
+    th_stop(&d);
+    rmdir(a);
+    rmdir(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest fake_acceptor[] = {
@@ -986,6 +1049,8 @@ int main(void)
         cmocka_unit_test(test_two_hundred_each),
         cmocka_unit_test(test_workers_die_with_supervisor),
         cmocka_unit_test(test_refused_identities),
+        cmocka_unit_test(test_shared_user),
+        cmocka_unit_test(test_shared_filesystem_reload),
     };
     if (!root())
         printf("SKIP: not root: identities are not checked (everything runs as this user)\n");

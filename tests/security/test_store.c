@@ -47,10 +47,12 @@ static int group_setup(void **state)
     snprintf(conf, sizeof(conf),
              "sandbox shop { workers 2; session-size 64k; }\n"
              "sandbox other { workers 1; session-size 64k; }\n"
+             "sandbox dumps { workers 1; session-size 64k; core-dumps on; }\n"
              "servlet /shop/session { library \"%s\"; sandbox shop; }\n"
              "servlet /shop/attack { library \"%s\"; sandbox shop; }\n"
-             "servlet /other/session { library \"%s\"; sandbox other; }\n",
-             sess, hostile, sess);
+             "servlet /other/session { library \"%s\"; sandbox other; }\n"
+             "servlet /dumps/attack { library \"%s\"; sandbox dumps; }\n",
+             sess, hostile, sess, hostile);
     return th_start(&d, conf, false);
 }
 
@@ -271,12 +273,60 @@ static void test_slots_scribbled(void **state)
     assert_false(th_log_contains(&d, "SIGSEGV"));
 }
 
+/* Issue 29: with core-dumps on, a worker's core would hold every session
+ * of its sandbox and its claim word.  Both shared mappings are marked
+ * MADV_DONTDUMP in the worker (VmFlags "dd" in its smaps), which only
+ * root can read in another user's process. */
+static void test_store_not_in_core(void **state)
+{
+    (void)state;
+    if (skipped())
+        skip();
+    if (geteuid() != 0) {
+        printf("SKIP: not root: another user's smaps cannot be read\n");
+        return;
+    }
+    answer a;
+    ask("/dumps/attack?op=pid", NULL, &a);
+    assert_int_equal(a.status, 200);
+    int pid = atoi(a.body);
+    assert_true(pid > 1);
+    char path[64], line[512];
+    snprintf(path, sizeof(path), "/proc/%d/smaps", pid);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    int store = 0, claim = 0, which = 0;
+    bool store_dd = false, claim_dd = false;
+    while (fgets(line, sizeof(line), f)) {
+        char perms[8];
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3) {
+            /* A mapping's first line: which one follows. */
+            which = strstr(line, "memfd:sandlet-sessions-dumps") ? 1
+                    : strstr(line, "memfd:sandlet-claim")        ? 2
+                                                                 : 0;
+            store += which == 1;
+            claim += which == 2;
+        } else if (strncmp(line, "VmFlags:", 8) == 0 && which) {
+            bool dd = strstr(line, " dd") != NULL;
+            if (which == 1)
+                store_dd = dd;
+            else
+                claim_dd = dd;
+        }
+    }
+    fclose(f);
+    assert_int_equal(store, 1);
+    assert_int_equal(claim, 1);
+    assert_true(store_dd);
+    assert_true(claim_dd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lock_held_forever),
-        cmocka_unit_test(test_lock_forged),
-        cmocka_unit_test(test_header_scribbled),
+        cmocka_unit_test(test_store_not_in_core), cmocka_unit_test(test_lock_held_forever),
+        cmocka_unit_test(test_lock_forged),       cmocka_unit_test(test_header_scribbled),
         cmocka_unit_test(test_slots_scribbled),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

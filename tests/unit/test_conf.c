@@ -1767,6 +1767,34 @@ static void test_free_null(void **state)
     sandlet_conf_free(NULL);
 }
 
+/* Which database strings keep a worker's AF_UNIX sockets (issue 29):
+ * those that may reach the server through a unix socket, and only those. */
+static void test_database_unix(void **state)
+{
+    (void)state;
+    static const char *const unix_ones[] = {
+        "dbname=x",                       /* libpq's default socket directory */
+        "host=/run/postgresql dbname=x",  /* a socket directory */
+        "host=@pg dbname=x",              /* an abstract socket */
+        "host=db.example,/tmp dbname=x",  /* one of several */
+        "host=db.example, dbname=x",      /* an empty entry: the default */
+        "service=shop",                   /* the service file decides */
+        "host=db.example port=5432 user", /* unparsable: libpq decides */
+    };
+    static const char *const tcp_ones[] = {
+        "host=127.0.0.1 dbname=x",
+        "host=db.example,10.0.0.2 port=5432,5433",
+        "hostaddr=10.0.0.2 dbname=x",
+        "host=/tmp hostaddr=10.0.0.2",
+    };
+    for (size_t i = 0; i < sizeof(unix_ones) / sizeof(unix_ones[0]); i++)
+        if (!sandlet_conf_database_unix(unix_ones[i]))
+            fail_msg("'%s' taken for TCP only", unix_ones[i]);
+    for (size_t i = 0; i < sizeof(tcp_ones) / sizeof(tcp_ones[0]); i++)
+        if (sandlet_conf_database_unix(tcp_ones[i]))
+            fail_msg("'%s' taken for a unix socket", tcp_ones[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1808,6 +1836,7 @@ int main(void)
         cmocka_unit_test(test_load_too_large),
         cmocka_unit_test(test_pages),
         cmocka_unit_test(test_free_null),
+        cmocka_unit_test(test_database_unix),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -64,6 +64,7 @@
 
 #include "sandbox/confine.h"
 #include "sandbox/learn.h"
+#include "sandbox/audit.h"
 #include "sandbox/quota.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -953,6 +954,7 @@ static int child_database(void *arg)
     c.groups = SANDLET_SC_DATABASE;
     c.connect_ports = ports;
     c.nports = 1;
+    c.unix_sockets = true; /* as for a database on a unix socket (AF_UNIX below) */
     long abi = landlock_abi(); /* asked before the filter refuses the question */
     confine(&c);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -1797,6 +1799,27 @@ static void test_learn_parse(void **state)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         if (sandlet_learn_parse(bad[i], strlen(bad[i]), &pid, &nr, &arch))
             fail_msg("record %zu was taken for learning mode's", i);
+    /* The audit netlink group's text of a trap and a kill (no kmsg
+     * prefix, no type= field: the message type says 1326); learning's
+     * records and garbage are neither. */
+    static const char trap[] = "audit(1:2): auid=4294967295 uid=7 pid=7 comm=\"pid=9\" sig=0 "
+                               "arch=c000003e syscall=105 compat=0 code=0x30000";
+    assert_true(sandlet_audit_parse(trap, strlen(trap), &pid, &nr, &arch));
+    assert_int_equal(pid, 7);
+    assert_int_equal(nr, 105);
+    static const char kill[] = "audit(1:2): pid=5 arch=40000003 syscall=11 code=0x80000000";
+    assert_true(sandlet_audit_parse(kill, strlen(kill), &pid, &nr, &arch));
+    assert_int_equal(arch, 0x40000003);
+    static const char *const not_kills[] = {
+        "audit(1:2): pid=5 arch=c000003e syscall=59 code=0x7ffc0000",
+        "audit(1:2): pid=5 arch=c000003e syscall=59 code=0x7fff0000",
+        "audit(1:2): pid=5 arch=c000003e syscall=59",
+        "audit(1:2): comm=\"pid=5\" arch=c000003e syscall=59 code=0x30000",
+        "audit(1:2): pid=5 arch=c000003e syscall=59 code=0x1230000000",
+    };
+    for (size_t i = 0; i < sizeof(not_kills) / sizeof(not_kills[0]); i++)
+        if (sandlet_audit_parse(not_kills[i], strlen(not_kills[i]), &pid, &nr, &arch))
+            fail_msg("record %zu was taken for a kill", i);
     /* Every prefix of the good record parses or is refused, never read
      * past (run under ASan in CI). */
     for (size_t n = 0; n < strlen(good); n++) {
