@@ -1,6 +1,7 @@
 /*
  * acceptor.h - the acceptor process's private index: the server, client
- * connections (http.c) and the per-sandbox worker pools (pool.c).
+ * connections (http.c) and the per-sandbox worker pools (pool.c, queue.c,
+ * channel.c, stream.c: see pool_private.h).
  *
  * The acceptor is one libuv loop that owns every client connection.  It
  * never runs servlet code and never trusts a worker: everything a worker
@@ -164,7 +165,7 @@ void sandlet_pages_forget(sandlet_conn *c);
 const sandlet_servlet_conf *sandlet_page_servlet(const sandlet_page *p, uint32_t *slot,
                                                  uint32_t *gen);
 
-/* ---- pool.c ----------------------------------------------------------- */
+/* ---- pool.c, queue.c, channel.c, stream.c (pool_private.h) ------------ */
 
 enum sandlet_worker_state { W_DOWN, W_STARTING, W_IDLE, W_BUSY, W_DYING };
 

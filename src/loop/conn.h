@@ -96,7 +96,7 @@ void sandlet_conn_body_consume(sandlet_conn *c, size_t n);
  * start again if it had stopped for the window. */
 void sandlet_conn_body_drained(sandlet_conn *c);
 
-/* The pool's state for this connection (pool.h); only pool.c looks in. */
+/* The pool's state for this connection (pool.h); only the pool looks in. */
 sandlet_pool_link *sandlet_conn_pool_link(sandlet_conn *c);
 const sandlet_pool_link *sandlet_conn_pool_link_const(const sandlet_conn *c);
 /* The page table's state for this connection (pages.h). */

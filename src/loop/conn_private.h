@@ -5,7 +5,7 @@
  * from it; nothing else may include this file.  Static files, the status
  * page, the access log and the worker pool go through conn.h; the pool's
  * own per-connection state is the embedded sandlet_pool_link (pool.h),
- * which only pool.c looks into.
+ * which only the pool's files (pool_private.h) look into.
  */
 #ifndef SANDLET_LOOP_CONN_PRIVATE_H
 #define SANDLET_LOOP_CONN_PRIVATE_H
@@ -111,7 +111,7 @@ struct sandlet_conn {
     /* Response framing. */
     bool chunked;
     bool head_only;          /* HEAD request: no body bytes go out */
-    sandlet_pool_link link;  /* pool.c's alone (pool.h) */
+    sandlet_pool_link link;  /* the pool's alone (pool.h) */
     sandlet_page_link plink; /* pages.c's alone (pages.h) */
     uint64_t started;        /* uv_hrtime at the request's first byte */
     uint64_t resp_bytes;
