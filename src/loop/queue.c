@@ -450,6 +450,14 @@ static sandlet_worker *pick_worker(sandlet_pool *p, const sandlet_request_view *
     return i < p->nworkers ? &p->workers[i] : NULL;
 }
 
+/* c's request as a worker gets it; a page's servlet is its view. */
+static void request_view(const sandlet_conn *c, sandlet_request_view *v)
+{
+    sandlet_conn_request_view(c, v);
+    if (v->page)
+        v->servlet = sandlet_page_servlet(v->page, NULL, NULL);
+}
+
 /* Hands c (or, when c is NULL, the queue's head) to an idle worker. */
 void sandlet_pool_submit(sandlet_pool *p, sandlet_conn *c)
 {
@@ -457,7 +465,7 @@ void sandlet_pool_submit(sandlet_pool *p, sandlet_conn *c)
     if (c) {
         sandlet_pool_link *l = sandlet_conn_pool_link(c);
         l->pool = p;
-        sandlet_conn_request_view(c, &v);
+        request_view(c, &v);
         sandlet_worker *w = p->qhead ? NULL : pick_worker(p, &v, needs(c));
         if (!w && p->failing && !sandlet_any_worker_up(p)) {
             fail_fast(p, c);
@@ -489,7 +497,7 @@ void sandlet_pool_submit(sandlet_pool *p, sandlet_conn *c)
         }
     }
     while (p->qhead) {
-        sandlet_conn_request_view(p->qhead, &v);
+        request_view(p->qhead, &v);
         sandlet_worker *w = pick_worker(p, &v, needs(p->qhead));
         if (!w)
             break;
