@@ -270,18 +270,10 @@ void sandlet_lib_response_free(sl_response *rs);
  * sl_set_status chose one).  Returns 0 or the sticky error. */
 int sandlet_lib_response_finish(sl_response *rs, int status);
 
-/* Runs one servlet on rq, then finishes the response.  Dispatch: service
- * when set, else the handler of rq's method (HEAD falls back to get; the
- * body is still handed to the sink so that its length is known, and a
- * driver speaking HTTP drops it, as the acceptor does); OPTIONS without a
- * handler is 204 and other unhandled methods 405, both with Allow.  A
- * status that is not final (outside 200..599) becomes 502, with a line on
- * stderr. */
 /* Replaces whatever the handler put in rs (head not sent yet) with a 503
  * "Service Unavailable: WHAT is unavailable" and Retry-After, the answer
  * when a resource the request needs is down; *status becomes 503. */
 void sandlet_lib_answer_unavailable(sl_response *rs, int *status, const char *what);
-int sandlet_lib_run(const sl_servlet *servlet, sl_request *rq, sl_response *rs);
 
 /* ---- db.c: the sandbox's database (sandlet/db.h) ------------------------ */
 
@@ -317,14 +309,6 @@ int sandlet_lib_db_rollback_open(void);
  * Retry-After (logged once per outage); true when it did. */
 bool sandlet_lib_db_answer_unavailable(sl_response *rs, int *status, bool force);
 
-/* True when the servlet has a handler at all (service or a method's):
- * drivers refuse to load one that has none. */
-bool sandlet_lib_servlet_runnable(const sl_servlet *servlet);
-
-/* The Allow header value for servlet (no service): the methods it
- * handles, HEAD with GET, OPTIONS always.  Written to buf (cap >= 64). */
-void sandlet_lib_allow(const sl_servlet *servlet, char *buf, size_t cap);
-
 /* True when name is an HTTP token and value holds no CR, LF or NUL: the
  * rule both libsandlet and the acceptor enforce on response headers. */
 bool sandlet_lib_header_valid(const char *name, size_t name_len, const char *value,
@@ -333,6 +317,23 @@ bool sandlet_lib_header_valid(const char *name, size_t name_len, const char *val
 bool sandlet_lib_header_reserved(const char *name, size_t name_len);
 
 /* ---- servlet_run.c ---------------------------------------------------- */
+
+/* Runs one servlet on rq, then finishes the response.  Dispatch: service
+ * when set, else the handler of rq's method (HEAD falls back to get; the
+ * body is still handed to the sink so that its length is known, and a
+ * driver speaking HTTP drops it, as the acceptor does); OPTIONS without a
+ * handler is 204 and other unhandled methods 405, both with Allow.  A
+ * status that is not final (outside 200..599) becomes 502, with a line on
+ * stderr. */
+int sandlet_lib_run(const sl_servlet *servlet, sl_request *rq, sl_response *rs);
+
+/* True when the servlet has a handler at all (service or a method's):
+ * drivers refuse to load one that has none. */
+bool sandlet_lib_servlet_runnable(const sl_servlet *servlet);
+
+/* The Allow header value for servlet (no service): the methods it
+ * handles, HEAD with GET, OPTIONS always.  Written to buf (cap >= 64). */
+void sandlet_lib_allow(const sl_servlet *servlet, char *buf, size_t cap);
 
 /* A servlet as a driver holds it: where it came from, its parameters and
  * whether init ran (so that destroy runs only then). */

@@ -2,7 +2,9 @@
  * servlet_run.c - a servlet's life as every driver sees it: open its
  * shared object and check what it declares (descriptor, ABI, handlers),
  * run init with its parameters and destroy at the end, and drive one
- * request (build it, dispatch to the servlet, clear it afterwards).
+ * request (build it, pick the handler for its method, run it between the
+ * database's and the session store's request hooks, finish the response,
+ * clear it afterwards).
  * sandletd's worker and libsandlet-test both call these, so a servlet
  * that passes under the test harness was loaded and run by the same code.
  *
@@ -18,6 +20,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -129,4 +132,119 @@ void sandlet_lib_serve_end(sl_request *rq, sl_response *rs)
 {
     sandlet_lib_response_reset(rs);
     sandlet_lib_request_reset(rq);
+}
+
+/* ---- one request: the handler for its method, and what surrounds it ---- */
+
+/* The per-method handlers, in the order Allow lists them. */
+typedef struct method_slot {
+    const char *name;
+    size_t offset;
+} method_slot;
+
+static const method_slot methods[] = {
+    {"GET", offsetof(sl_servlet, get)},         {"HEAD", offsetof(sl_servlet, head)},
+    {"POST", offsetof(sl_servlet, post)},       {"PUT", offsetof(sl_servlet, put)},
+    {"DELETE", offsetof(sl_servlet, delete)},   {"PATCH", offsetof(sl_servlet, patch)},
+    {"OPTIONS", offsetof(sl_servlet, options)},
+};
+
+static sl_handler slot(const sl_servlet *s, const method_slot *m)
+{
+    sl_handler h;
+    memcpy(&h, (const char *)s + m->offset, sizeof(h));
+    return h;
+}
+
+bool sandlet_lib_servlet_runnable(const sl_servlet *servlet)
+{
+    if (servlet->service)
+        return true;
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+        if (slot(servlet, &methods[i]))
+            return true;
+    return false;
+}
+
+void sandlet_lib_allow(const sl_servlet *servlet, char *buf, size_t cap)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+        const method_slot *m = &methods[i];
+        bool has = slot(servlet, m) != NULL;
+        if (strcmp(m->name, "HEAD") == 0)
+            has = has || servlet->get;
+        else if (strcmp(m->name, "OPTIONS") == 0)
+            has = true; /* answered with 204 when the servlet does not */
+        if (!has)
+            continue;
+        int n = snprintf(buf + o, cap - o, "%s%s", o ? ", " : "", m->name);
+        if (n < 0 || (size_t)n >= cap - o)
+            return; /* cap too small: a shorter list rather than overflow */
+        o += (size_t)n;
+    }
+}
+
+/* The handler for rq's method, or NULL when the servlet has none. */
+static sl_handler pick(const sl_servlet *servlet, const char *method)
+{
+    if (servlet->service)
+        return servlet->service;
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+        if (strcmp(methods[i].name, method) == 0) {
+            sl_handler h = slot(servlet, &methods[i]);
+            if (!h && strcmp(method, "HEAD") == 0)
+                h = servlet->get;
+            return h;
+        }
+    return NULL;
+}
+
+int sandlet_lib_run(const sl_servlet *servlet, sl_request *rq, sl_response *rs)
+{
+    sl_handler h = pick(servlet, rq->method);
+    int status;
+    sandlet_lib_db_request_start(rq);
+    if (h) {
+        status = h(rq, rs);
+    } else {
+        /* No allocation but the header's copy: the list fits on the
+         * stack. */
+        char allow[64];
+        sandlet_lib_allow(servlet, allow, sizeof(allow));
+        sl_set_header(rs, "Allow", allow);
+        if (strcmp(rq->method, "OPTIONS") == 0) {
+            status = 204;
+        } else {
+            status = 405;
+            sl_set_content_type(rs, "text/plain; charset=utf-8");
+            sl_puts(rs, "405 Method Not Allowed\n");
+        }
+    }
+    if (status < 200 || status > 599) {
+        /* Not a final status (see sl_set_status): the servlet's bug,
+         * told to its author on the worker's stderr, which the daemon
+         * logs under the sandbox's name. */
+        fprintf(stderr,
+                "libsandlet: a handler returned status %d, which is not a final HTTP status "
+                "(200-599); answering 502\n",
+                status);
+        status = 502;
+        if (!rs->head_sent) {
+            rs->status = 502;
+            rs->body_len = 0;
+        }
+    }
+    /* The handler's own transaction ends first: the session store
+     * writes on the same connection.  A handler that failed because the
+     * database is down answers 503 with Retry-After (the client may come
+     * back, unlike after a 500), as does any request whose session could
+     * not be read or saved. */
+    sandlet_lib_db_rollback_open();
+    if (!sandlet_lib_session_request_end(rs, &status))
+        sandlet_lib_db_answer_unavailable(rs, &status, false);
+    int rc = sandlet_lib_response_finish(rs, status);
+    sandlet_lib_db_request_end();
+    return rc;
 }

@@ -1,6 +1,7 @@
 /*
  * acceptor.h - the acceptor process's private index: the server, client
- * connections (http.c) and the per-sandbox worker pools (pool.c).
+ * connections (http.c) and the per-sandbox worker pools (pool.c, queue.c,
+ * channel.c, stream.c: see pool_private.h).
  *
  * The acceptor is one libuv loop that owns every client connection.  It
  * never runs servlet code and never trusts a worker: everything a worker
@@ -9,47 +10,8 @@
 #ifndef SANDLET_ACCEPTOR_H
 #define SANDLET_ACCEPTOR_H
 
-#include "common/conf.h"
-#include "loop/conn.h"
+#include "loop/server.h"
 #include "sandbox/claim.h"
-#include "sandbox/control.h"
-#include "sandbox/frame.h"
-
-#include <llhttp.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <sys/types.h>
-#include <uv.h>
-
-/* Request headers beyond this count answer 431 whatever their size. */
-#define SANDLET_MAX_HEADERS 100
-/* A worker's response head (status line and headers) is bounded too. */
-#define SANDLET_MAX_RESPONSE_HEAD ((size_t)64 * 1024)
-/* Stop reading a worker while this much is waiting to go to the client;
- * read it again below half of it.  With the frame being handled when the
- * mark is passed and one read's worth behind it, what the acceptor holds
- * for one streaming response stays under HIGH_WATER + SANDLET_FRAME_MAX +
- * 64 KiB, however large the response and however slow the client. */
-#define SANDLET_WRITE_HIGH_WATER ((size_t)1024 * 1024)
-/* A response whose client left is read and dropped up to this much; past
- * it the worker is killed and restarted (recycled) instead: a large or
- * endless stream would otherwise cost the loop its whole length. */
-#define SANDLET_DISCARD_MAX ((size_t)4 * 1024 * 1024)
-/* A servlet's (or page's) request body: the acceptor holds at most this
- * much of it per connection.  A body up to this size is read whole and
- * sent with its REQUEST, as before; a larger one is handed to a worker as
- * soon as this much has arrived and streams after it in REQBODY frames.
- * Reading the client stops while the body held here plus the bytes queued
- * for the worker (not yet written to its socketpair) pass the window, and
- * starts again below SANDLET_BODY_LOW_WATER: so one upload costs the
- * acceptor about a window (plus one read of input), whatever its size. */
-#define SANDLET_BODY_WINDOW    ((size_t)1024 * 1024)
-#define SANDLET_BODY_LOW_WATER (SANDLET_BODY_WINDOW / 2)
-#define SANDLET_SHUTDOWN_MS    10000
-#define SANDLET_SERVER_HEADER  "Server: sandlet/" PACKAGE_VERSION "\r\n"
-
-typedef struct sandlet_pool sandlet_pool;
-typedef struct sandlet_worker sandlet_worker;
 
 /* ---- reload.c ----------------------------------------------------------- */
 
@@ -77,15 +39,6 @@ sandlet_confgen *sandlet_confgen_new(sandlet_conf *conf);
 sandlet_confgen *sandlet_confgen_hold(sandlet_confgen *g);
 void sandlet_confgen_put(sandlet_confgen *g);
 
-/* A listening socket and what it was opened for. */
-typedef struct sandlet_listener {
-    uv_tcp_t tcp; /* tcp.data: this */
-    sandlet_server *srv;
-    char host[64];
-    unsigned port;
-    bool paused; /* left unaccepted at max-connections */
-} sandlet_listener;
-
 /* Starts accepting on fd (bound and listening), for listen line l.
  * Returns 0 or -errno (fd closed). */
 int sandlet_listener_add(sandlet_server *srv, const sandlet_listen_conf *l, int fd);
@@ -104,22 +57,25 @@ void sandlet_reload_free(sandlet_server *srv);
  * warns, once per value, when the limit is the smaller. */
 void sandlet_server_caps(sandlet_server *srv);
 
-/* ---- http.c ----------------------------------------------------------- */
-
-/* The connection's struct is http.c's (src/loop/conn_private.h); the
- * code answering on a connection uses conn.h. */
-
-void sandlet_http_accept(uv_stream_t *listener, int status);
-/* Response side, called by pool.c with what the worker sent. */
-int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, bool end);
-int sandlet_conn_response_body(sandlet_conn *c, const uint8_t *data, size_t len, bool end);
-/* Closes idle connections and marks busy ones to close when done. */
-void sandlet_http_shutdown(sandlet_server *srv);
-/* Shutdown ran out of time: every connection still open is answered
- * status (or cut, when a response is under way). */
-void sandlet_http_fail_all(sandlet_server *srv, int status);
-
 /* ---- accesslog.c ------------------------------------------------------- */
+
+/* ---- dispatch.c -------------------------------------------------------- */
+
+/* The server's request hook: routes c's request whose head is parsed. */
+void sandlet_dispatch_route(sandlet_conn *c);
+/* The server's dispatch hook: hands c's request to whoever answers it. */
+void sandlet_dispatch(sandlet_conn *c);
+/* The server's release hook: what a route held (its generation) goes. */
+void sandlet_dispatch_release(void *held);
+/* The server's hooks as the acceptor wires them (main.c, and the HTTP
+ * fuzz target in its place): dispatch.c routes and dispatches, the access
+ * log hears each answer, and idle is the caller's (main.c's
+ * sandlet_server_check_stopped). */
+#define SANDLET_SERVER_HOOKS(idle_)                                                                \
+    {                                                                                              \
+        .request = sandlet_dispatch_route, .dispatch = sandlet_dispatch,                           \
+        .done = sandlet_access_log, .idle = (idle_), .release = sandlet_dispatch_release,          \
+    }
 
 void sandlet_access_start(sandlet_server *srv);
 /* One line for the request c just answered. */
@@ -164,7 +120,7 @@ void sandlet_pages_forget(sandlet_conn *c);
 const sandlet_servlet_conf *sandlet_page_servlet(const sandlet_page *p, uint32_t *slot,
                                                  uint32_t *gen);
 
-/* ---- pool.c ----------------------------------------------------------- */
+/* ---- pool.c, queue.c, channel.c, stream.c (pool_private.h) ------------ */
 
 enum sandlet_worker_state { W_DOWN, W_STARTING, W_IDLE, W_BUSY, W_DYING };
 
@@ -401,47 +357,6 @@ void sandlet_workerlog_free(sandlet_server *srv);
 void sandlet_workerlog_forget_pool(sandlet_server *srv, const sandlet_pool *p);
 
 /* ---- main.c ------------------------------------------------------------ */
-
-struct sandlet_server {
-    uv_loop_t *loop;
-    sandlet_conf *conf;   /* gen->conf: what new requests and connections see */
-    sandlet_confgen *gen; /* the current configuration */
-    sandlet_listener **listeners;
-    size_t nlisteners;
-    sandlet_pool *pools; /* every pool, retired ones until they are empty */
-    /* Connections accepted at most: max-connections, or fewer when the
-     * open-files limit would not leave room for every worker's channel
-     * and output and for the supervisor's messages (sandlet_server_caps):
-     * a descriptor refused there would lose a worker or a reload. */
-    unsigned conn_cap;
-    /* LISTEN sockets waiting for their CONF, by listen line. */
-    int *pending_listen;
-    size_t npending_listen;
-    struct sandlet_pagetab *pagetab; /* pages.c; NULL without pages */
-    sandlet_conn *conns;
-    size_t nconns;
-    int ctl;
-    uv_poll_t ctl_poll;
-    sandlet_ctl_queue ctl_out; /* messages waiting for room on ctl */
-    bool ctl_polling_out;
-    pid_t supervisor;
-    int docroot_fd; /* -1: no docroot configured */
-    int access_fd;  /* -1: no access log */
-    uv_timer_t access_timer;
-    time_t access_sec;
-    char access_time[40];
-    size_t access_len;
-    char access_buf[64 * 1024];
-    void *mime;                 /* sandlet_mime */
-    struct sandlet_wlog *wlogs; /* workers' output pipes being read */
-    bool stopping;
-    /* The loop's read buffer (http.c, alloc_cb): a connection with
-     * nothing pending reads into it, so that none keeps its own. */
-    uint8_t *read_buf;
-    bool read_busy;
-    time_t date_sec;
-    char date[40];
-};
 
 /* Sends a control message to the supervisor; logs and returns the error. */
 int sandlet_server_control(sandlet_server *srv, uint32_t type, uint32_t sandbox, uint32_t slot,

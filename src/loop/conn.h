@@ -96,7 +96,7 @@ void sandlet_conn_body_consume(sandlet_conn *c, size_t n);
  * start again if it had stopped for the window. */
 void sandlet_conn_body_drained(sandlet_conn *c);
 
-/* The pool's state for this connection (pool.h); only pool.c looks in. */
+/* The pool's state for this connection (pool.h); only the pool looks in. */
 sandlet_pool_link *sandlet_conn_pool_link(sandlet_conn *c);
 const sandlet_pool_link *sandlet_conn_pool_link_const(const sandlet_conn *c);
 /* The page table's state for this connection (pages.h). */
@@ -105,6 +105,71 @@ sandlet_page_link *sandlet_conn_page_link(sandlet_conn *c);
 /* Waiting for a request with nothing unparsed and nothing being written:
  * what the HTTP fuzz target waits for. */
 bool sandlet_conn_idle(const sandlet_conn *c);
+
+/* ---- hooks: the only way the connection calls the layers above it ---- */
+
+/* What the connection tells whoever routed its request (dispatch.c), set
+ * with the route (sandlet_conn_route).  Any may be NULL: nothing to do. */
+typedef struct sandlet_conn_hooks {
+    /* The client's output fell below half the high-water mark: what
+     * waits for room may be written (a worker read again, a file's next
+     * piece). */
+    void (*drained)(sandlet_conn *c);
+    /* The request will not be answered here: the client left, or its
+     * streamed body failed.  Whoever holds it lets it go. */
+    void (*gone)(sandlet_conn *c);
+    /* The request is answered with an error (sandlet_conn_fail), by
+     * whichever part: one that still waits for it stops. */
+    void (*failed)(sandlet_conn *c);
+    /* A streamed body got more bytes, or ended (sandlet_conn_body). */
+    void (*body_more)(sandlet_conn *c);
+    /* Bytes of the body queued past the connection and not yet written
+     * on: they count in the window (SANDLET_BODY_WINDOW). */
+    size_t (*backlog)(const sandlet_conn *c);
+    /* Whether a header of a worker's response may go to the client. */
+    bool (*header_allowed)(const sandlet_conn *c, const char *name, size_t name_len,
+                           const char *value, size_t value_len);
+} sandlet_conn_hooks;
+
+/* The server's hooks, set once by main.c before the first connection
+ * (sandlet_server.hooks); none may be NULL. */
+typedef struct sandlet_server_hooks {
+    /* A request's head is parsed: route it (sandlet_conn_route), before a
+     * byte of its body is read (its limit depends on the route). */
+    void (*request)(sandlet_conn *c);
+    /* The request may be served now: its body is whole, or streams. */
+    void (*dispatch)(sandlet_conn *c);
+    /* Its response is fully queued: log it. */
+    void (*done)(sandlet_conn *c);
+    /* A connection was freed: the server may have stopped. */
+    void (*idle)(sandlet_server *srv);
+    /* The request ended: what its route held goes (sandlet_conn_routed). */
+    void (*release)(void *held);
+} sandlet_server_hooks;
+
+/* What routing decided about the request; kind is the router's own. */
+typedef struct sandlet_conn_routed {
+    int kind;                            /* route.h's sandlet_route_kind; 0 unrouted */
+    bool worker;                         /* a worker answers (servlet or page): it reads the body */
+    const sandlet_servlet_conf *servlet; /* a servlet answers; lives in what held keeps */
+    uint16_t servlet_local;              /* its index among its sandbox's servlets */
+    uint32_t sandbox;                    /* its sandbox's id: the pool is found at dispatch */
+    int docroot_fd;                      /* its host's docroot; -1: none */
+    void *held;                          /* kept until the request ends, then released */
+} sandlet_conn_routed;
+
+/* Sets the request's route and hooks (hooks may be NULL: none), and
+ * releases what the previous route held. */
+void sandlet_conn_route(sandlet_conn *c, const sandlet_conn_routed *r,
+                        const sandlet_conn_hooks *hooks);
+const sandlet_conn_routed *sandlet_conn_routing(const sandlet_conn *c);
+/* The host the request names: an absolute-form target's authority,
+ * else the Host header (*len bytes, not NUL-ended), else NULL. */
+const char *sandlet_conn_host(const sandlet_conn *c, size_t *len);
+/* Body bytes received so far, against max-body-size. */
+uint64_t sandlet_conn_body_total(const sandlet_conn *c);
+/* A static file's body is being sent (files.c's sandlet_file_send). */
+bool sandlet_conn_sending_file(const sandlet_conn *c);
 
 /* ---- the response --------------------------------------------------- */
 
@@ -131,7 +196,8 @@ void sandlet_conn_request_done(sandlet_conn *c);
  * connection (when a response was under way). */
 void sandlet_conn_fail(sandlet_conn *c, int status);
 /* c waited in the queue of a pool a reload retired, and no worker of it
- * will come: route it again under the current configuration. */
+ * will come: hand it to the server's dispatch again, which routes it
+ * under the current configuration. */
 void sandlet_conn_redispatch(sandlet_conn *c);
 /* The head went out and the body follows from files.c's pump. */
 void sandlet_conn_sending(sandlet_conn *c);

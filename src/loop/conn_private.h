@@ -5,15 +5,14 @@
  * from it; nothing else may include this file.  Static files, the status
  * page, the access log and the worker pool go through conn.h; the pool's
  * own per-connection state is the embedded sandlet_pool_link (pool.h),
- * which only pool.c looks into.
+ * which only the pool's files (pool_private.h) look into.
  */
 #ifndef SANDLET_LOOP_CONN_PRIVATE_H
 #define SANDLET_LOOP_CONN_PRIVATE_H
 
-#include "loop/acceptor.h"
+#include "loop/server.h"
 #include "loop/pool.h"
 #include "loop/pages.h"
-#include "loop/route.h"
 
 typedef struct sandlet_hdr_ref {
     uint32_t name, name_len, value, value_len; /* offsets into conn->head */
@@ -94,16 +93,14 @@ struct sandlet_conn {
      * comes before the body's end. */
     bool body_stream;
     bool body_dispatched;
-    bool body_paused;                    /* reading stopped: the window is full */
-    uint64_t body_total;                 /* body bytes received, against max-body-size */
-    const sandlet_servlet_conf *servlet; /* lives in gen's configuration */
-    uint16_t servlet_local;
-    uint32_t servlet_sandbox;      /* its sandbox's id: the pool is looked up at dispatch */
-    enum sandlet_route_kind route; /* who answers it (route.c) */
-    int docroot_fd;                /* its host's docroot (the server's or gen's); -1: none */
-    /* The configuration the request was routed under, held until it ends:
-     * a reload meanwhile changes nothing of it. */
-    sandlet_confgen *gen;
+    bool body_paused;    /* reading stopped: the window is full */
+    uint64_t body_total; /* body bytes received, against max-body-size */
+    /* Who answers it (dispatch.c), and what it holds until the request
+     * ends (the configuration it was routed under: a reload meanwhile
+     * changes nothing of it). */
+    sandlet_conn_routed rt;
+    /* How the connection calls whoever routed it: set with rt. */
+    const sandlet_conn_hooks *hooks;
     int error_status; /* set by a parser callback to answer with an error */
     int resp_status;  /* for the access log; 0 until a response began */
     bool keep_alive;
@@ -111,7 +108,7 @@ struct sandlet_conn {
     /* Response framing. */
     bool chunked;
     bool head_only;          /* HEAD request: no body bytes go out */
-    sandlet_pool_link link;  /* pool.c's alone (pool.h) */
+    sandlet_pool_link link;  /* the pool's alone (pool.h) */
     sandlet_page_link plink; /* pages.c's alone (pages.h) */
     uint64_t started;        /* uv_hrtime at the request's first byte */
     uint64_t resp_bytes;

@@ -1,5 +1,12 @@
 /*
- * http.c - client connections: read, parse with llhttp, route, answer.
+ * http.c - client connections: read, parse with llhttp, answer.
+ *
+ * It is the bottom of the acceptor's stack: it calls nothing above it
+ * but through hooks (conn.h).  The server's, set once by main.c, route a
+ * parsed head, dispatch a request, log an answer, and note a connection
+ * gone; those the router gives each request (dispatch.c) say that output
+ * drained, that the client left, that more body came, and how much of it
+ * waits past the connection.  It includes server.h, never acceptor.h.
  *
  * One request per connection is in progress at a time: parsing pauses at
  * the end of each message and resumes when its response is queued, which
@@ -98,6 +105,28 @@ static void process_input(sandlet_conn *c);
 static void set_phase(sandlet_conn *c, enum sandlet_conn_phase phase);
 
 /* ---- small helpers ----------------------------------------------------- */
+
+/* The hooks of a connection whose request nobody routed yet. */
+static const sandlet_conn_hooks no_hooks = {0};
+
+/* The request will not be answered: whoever holds it lets it go. */
+static void gone(sandlet_conn *c)
+{
+    if (c->hooks->gone)
+        c->hooks->gone(c);
+}
+
+static void body_more(sandlet_conn *c)
+{
+    if (c->hooks->body_more)
+        c->hooks->body_more(c);
+}
+
+/* Body bytes queued past the connection, not yet written on. */
+static size_t backlog(const sandlet_conn *c)
+{
+    return c->hooks->backlog ? c->hooks->backlog(c) : 0;
+}
 
 /* The Date of every response: formatted once per second. */
 static const char *http_date(sandlet_server *srv)
@@ -245,12 +274,12 @@ const char *sandlet_conn_reqline(const sandlet_conn *c)
 
 const sandlet_servlet_conf *sandlet_conn_servlet(const sandlet_conn *c)
 {
-    return c->servlet;
+    return c->rt.servlet;
 }
 
 int sandlet_conn_docroot_fd(const sandlet_conn *c)
 {
-    return c->docroot_fd;
+    return c->rt.docroot_fd;
 }
 
 void sandlet_conn_request_view(const sandlet_conn *c, sandlet_request_view *v)
@@ -270,12 +299,10 @@ void sandlet_conn_request_view(const sandlet_conn *c, sandlet_request_view *v)
         .body = c->body.data,
         .body_len = c->body.len,
         .body_open = c->body_stream && c->phase == PHASE_BODY,
-        .servlet = c->servlet,
-        .servlet_local = c->servlet ? c->servlet_local : 0,
+        .servlet = c->rt.servlet,
+        .servlet_local = c->rt.servlet ? c->rt.servlet_local : 0,
         .page = c->plink.page,
     };
-    if (c->plink.page)
-        v->servlet = sandlet_page_servlet(c->plink.page, NULL, NULL);
 }
 
 void sandlet_conn_header_at(const sandlet_conn *c, unsigned i, const char **name, size_t *name_len,
@@ -429,10 +456,8 @@ static void after_write(uv_write_t *req, int status)
         return;
     }
     if (sandlet_conn_write_backlog(c) < SANDLET_WRITE_HIGH_WATER / 2)
-        sandlet_pool_resume(c); /* nothing when no worker serves c */
-    if (c->rq && c->rq->file.fd >= 0 &&
-        sandlet_conn_write_backlog(c) < SANDLET_WRITE_HIGH_WATER / 2)
-        sandlet_files_pump(c);
+        if (c->hooks->drained)
+            c->hooks->drained(c);
     if (c->out_blocked && !c->parsing && c->state == CONN_READING &&
         sandlet_conn_write_backlog(c) < SANDLET_WRITE_HIGH_WATER / 2) {
         c->out_blocked = false;
@@ -527,8 +552,7 @@ static bool body_streaming(const sandlet_conn *c)
  * way (the rest of the body is not read). */
 static void stream_fail(sandlet_conn *c, int status)
 {
-    sandlet_pool_forget(c);
-    sandlet_pages_forget(c);
+    gone(c);
     c->keep_alive = false;
     sandlet_conn_fail(c, status);
 }
@@ -606,40 +630,49 @@ static void release_idle(sandlet_conn *c)
         sandlet_buf_free(&c->in);
 }
 
-/* Routes c's request under the current configuration, holding it while
- * a servlet answers. */
-static void take_route(sandlet_conn *c)
+/* Lets go of what the request's route held. */
+static void unroute(sandlet_conn *c)
 {
-    const char *target = (const char *)c->head.data + c->target;
-    const char *q = memchr(target, '?', c->target_len);
-    size_t plen = q ? (size_t)(q - target) : c->target_len;
-    sandlet_confgen *g = c->srv->gen;
-    const char *host = sandlet_conn_header(c, "host");
-    size_t host_len = host ? strlen(host) : 0;
+    void *held = c->rt.held;
+    c->rt = (sandlet_conn_routed){.docroot_fd = -1};
+    if (held)
+        c->srv->hooks->release(held);
+}
+
+void sandlet_conn_route(sandlet_conn *c, const sandlet_conn_routed *r,
+                        const sandlet_conn_hooks *hooks)
+{
+    void *held = c->rt.held;
+    c->rt = *r;
+    c->hooks = hooks ? hooks : &no_hooks;
+    if (held)
+        c->srv->hooks->release(held);
+}
+
+const sandlet_conn_routed *sandlet_conn_routing(const sandlet_conn *c)
+{
+    return &c->rt;
+}
+
+const char *sandlet_conn_host(const sandlet_conn *c, size_t *len)
+{
     if (c->authority_len) {
-        host = (const char *)c->head.data + c->authority;
-        host_len = c->authority_len;
+        *len = c->authority_len;
+        return (const char *)c->head.data + c->authority;
     }
-    sandlet_route route = sandlet_route_request(g->conf, host, host_len, c->peer, target, plen);
-    sandlet_confgen_put(c->gen);
-    c->gen = NULL;
-    c->route = route.kind;
-    c->servlet = route.servlet;
-    c->docroot_fd = c->srv->docroot_fd;
-    if (route.host < g->conf->nhosts) {
-        /* The host's docroot lives in the generation: held until the
-         * request ends, so a reload cannot close it under a file being
-         * opened. */
-        c->gen = sandlet_confgen_hold(g);
-        c->docroot_fd = g->host_fd[route.host];
-    }
-    if (c->servlet) {
-        size_t i = (size_t)(c->servlet - g->conf->servlets);
-        if (!c->gen)
-            c->gen = sandlet_confgen_hold(g);
-        c->servlet_local = g->local_index[i];
-        c->servlet_sandbox = g->conf->sandboxes[c->servlet->sandbox].id;
-    }
+    const char *host = sandlet_conn_header(c, "host");
+    *len = host ? strlen(host) : 0;
+    return host;
+}
+
+uint64_t sandlet_conn_body_total(const sandlet_conn *c)
+{
+    return c->body_total;
+}
+
+bool sandlet_conn_sending_file(const sandlet_conn *c)
+{
+    return c->rq && c->rq->file.fd >= 0;
 }
 
 static void reset_request(sandlet_conn *c)
@@ -657,11 +690,7 @@ static void reset_request(sandlet_conn *c)
     c->in_value = false;
     c->nhost = 0;
     c->expect_continue = false;
-    c->servlet = NULL;
-    sandlet_confgen_put(c->gen);
-    c->gen = NULL;
-    c->route = SANDLET_ROUTE_FILES;
-    c->docroot_fd = -1;
+    unroute(c);
     c->error_status = 0;
     sandlet_pool_link_reset(&c->link);
     sandlet_page_link_reset(&c->plink);
@@ -676,7 +705,7 @@ void sandlet_conn_request_done(sandlet_conn *c)
 {
     if (c->state == CONN_CLOSING)
         return;
-    sandlet_access_log(c);
+    c->srv->hooks->done(c);
     c->resp_status = 0;
     c->resp_bytes = 0;
     c->started = uv_hrtime();
@@ -807,7 +836,8 @@ static void simple_response(sandlet_conn *c, int status, bool close)
 void sandlet_conn_fail(sandlet_conn *c, int status)
 {
     sandlet_pool_link_reset(&c->link);
-    sandlet_pages_forget(c);
+    if (c->hooks->failed)
+        c->hooks->failed(c);
     if (c->state == CONN_WAITING) {
         simple_response(c, status, false);
         return;
@@ -833,7 +863,7 @@ int sandlet_conn_response_head(sandlet_conn *c, const sandlet_wire_response *r, 
         size_t nl = strlen(wh.name), vl = strlen(wh.value);
         if (!sandlet_lib_header_valid(wh.name, nl, wh.value, vl) ||
             sandlet_lib_header_reserved(wh.name, nl) ||
-            !sandlet_pool_header_allowed(c, wh.name, nl, wh.value, vl)) {
+            (c->hooks->header_allowed && !c->hooks->header_allowed(c, wh.name, nl, wh.value, vl))) {
             return -EPROTO;
         }
         sandlet_buf_put(h, wh.name, nl);
@@ -1127,8 +1157,8 @@ static int on_headers_complete(llhttp_t *p)
     }
     reqline_set(c->rq->reqline, sizeof(c->rq->reqline), llhttp_method_name(llhttp_get_method(p)),
                 target, c->target_len > 100 ? 100 : c->target_len, c->http_major, c->http_minor);
-    take_route(c);
-    if (c->servlet || c->route == SANDLET_ROUTE_PAGE) {
+    c->srv->hooks->request(c);
+    if (c->rt.worker) {
         /* Its REQUEST frame must fit one frame: head strings (NUL ended,
          * as in c->head), a 4-byte length per string, method, peer and the
          * fixed fields.  Only a max-header-size near its 1 MiB bound comes
@@ -1142,7 +1172,7 @@ static int on_headers_complete(llhttp_t *p)
     }
     /* The limit is the servlet's, known only now that the request is
      * routed, and checked before a byte of the body is read. */
-    c->body.limit = c->servlet ? c->servlet->max_body_size : c->srv->conf->max_body_size;
+    c->body.limit = c->rt.servlet ? c->rt.servlet->max_body_size : c->srv->conf->max_body_size;
     if ((p->flags & F_CONTENT_LENGTH) && p->content_length > c->body.limit) {
         c->error_status = 413;
         return -1;
@@ -1162,7 +1192,7 @@ static int on_headers_complete(llhttp_t *p)
  * page's answers never do. */
 static bool body_kept(const sandlet_conn *c)
 {
-    return c->servlet || c->route == SANDLET_ROUTE_PAGE;
+    return c->rt.worker;
 }
 
 static int on_body(llhttp_t *p, const char *at, size_t len)
@@ -1235,36 +1265,11 @@ static const llhttp_settings_t *parser_settings(void)
 
 /* ---- input -------------------------------------------------------------- */
 
+/* The request may be served: whoever routed it takes it (dispatch.c). */
 static void dispatch(sandlet_conn *c)
 {
     c->state = CONN_WAITING;
-    /* The pool is looked up now, not kept from routing: a reload may have
-     * changed or removed the sandbox (and freed its pool) while the body
-     * was read.  Then the request goes where the configuration now sends
-     * it: nothing of it has reached a worker yet. */
-    sandlet_pool *pool = NULL;
-    if (c->route == SANDLET_ROUTE_SERVLET) {
-        pool = sandlet_pool_find(c->srv, c->servlet_sandbox);
-        if (!pool || pool->retired) {
-            take_route(c);
-            if (c->servlet && c->body_total > c->servlet->max_body_size) {
-                sandlet_conn_fail(c, 413);
-                return;
-            }
-            pool = c->servlet ? sandlet_pool_find(c->srv, c->servlet_sandbox) : NULL;
-            if (c->servlet && (!pool || pool->retired)) {
-                sandlet_conn_fail(c, 503); /* cannot happen: the new pools exist */
-                return;
-            }
-        }
-    }
-    switch (c->route) {
-    case SANDLET_ROUTE_SERVLET: sandlet_pool_submit(pool, c); break;
-    case SANDLET_ROUTE_STATUS: sandlet_status_serve(c); break;
-    case SANDLET_ROUTE_FILES: sandlet_files_serve(c); break;
-    case SANDLET_ROUTE_PAGE: sandlet_pages_serve(c); break;
-    case SANDLET_ROUTE_MISDIRECTED: sandlet_conn_fail(c, 421); break;
-    }
+    c->srv->hooks->dispatch(c);
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
@@ -1277,7 +1282,7 @@ static void body_window(sandlet_conn *c)
 {
     if (!body_streaming(c) || c->body_paused)
         return;
-    if (c->body.len + sandlet_pool_body_backlog(c) > SANDLET_BODY_WINDOW) {
+    if (c->body.len + backlog(c) > SANDLET_BODY_WINDOW) {
         c->body_paused = true;
         set_reading(c, false);
         c->read_at = 0;
@@ -1293,7 +1298,7 @@ static void body_progress(sandlet_conn *c)
         c->body_dispatched = true;
         dispatch(c);
     } else {
-        sandlet_pool_body_more(c);
+        body_more(c);
     }
     body_window(c);
 }
@@ -1312,8 +1317,7 @@ void sandlet_conn_body_consume(sandlet_conn *c, size_t n)
 
 void sandlet_conn_body_drained(sandlet_conn *c)
 {
-    if (!c->body_paused || !body_streaming(c) ||
-        c->body.len + sandlet_pool_body_backlog(c) >= SANDLET_BODY_LOW_WATER)
+    if (!c->body_paused || !body_streaming(c) || c->body.len + backlog(c) >= SANDLET_BODY_LOW_WATER)
         return;
     c->body_paused = false;
     set_phase(c, PHASE_BODY); /* the client's clock runs again */
@@ -1407,7 +1411,7 @@ static void process_input(sandlet_conn *c)
             if (c->body_dispatched) {
                 /* The streamed body ended; the next request waits for
                  * this one's answer, as any other. */
-                sandlet_pool_body_more(c);
+                body_more(c);
                 break;
             }
             /* Reading goes on while the request is served: stopping and
@@ -1534,7 +1538,7 @@ static void on_closed(uv_handle_t *h)
     sandlet_buf_free(&c->head);
     sandlet_buf_free(&c->hdrs);
     sandlet_buf_free(&c->body);
-    sandlet_confgen_put(c->gen);
+    unroute(c);
     free(c);
     for (size_t i = 0; i < srv->nlisteners && !srv->stopping; i++) {
         sandlet_listener *l = srv->listeners[i];
@@ -1543,7 +1547,7 @@ static void on_closed(uv_handle_t *h)
             sandlet_http_accept((uv_stream_t *)&l->tcp, 0);
         }
     }
-    sandlet_server_check_stopped(srv);
+    srv->hooks->idle(srv);
 }
 
 static void conn_close(sandlet_conn *c)
@@ -1552,8 +1556,7 @@ static void conn_close(sandlet_conn *c)
         finish_close(c);
         return;
     }
-    sandlet_pool_forget(c);  /* nothing when c is at no pool */
-    sandlet_pages_forget(c); /* nothing when c waits for no page */
+    gone(c);
     c->state = CONN_CLOSING;
     if (c->reading) {
         uv_read_stop((uv_stream_t *)&c->tcp);
@@ -1602,7 +1605,8 @@ void sandlet_http_accept(uv_stream_t *listener, int status)
         return;
     }
     c->srv = srv;
-    c->docroot_fd = -1;
+    c->rt.docroot_fd = -1;
+    c->hooks = &no_hooks;
     c->started = uv_hrtime();
     uv_tcp_init(srv->loop, &c->tcp);
     c->tcp.data = c;

@@ -218,6 +218,10 @@ void sandlet_server_check_stopped(sandlet_server *srv)
     uv_timer_start(&m.reap, on_reap_timeout, SUPERVISOR_WAIT_MS, 0);
 }
 
+/* How the connections (http.c) call up: the acceptor's layers, wired
+ * here once, so that http.c names none of them. */
+static const sandlet_server_hooks server_hooks = SANDLET_SERVER_HOOKS(sandlet_server_check_stopped);
+
 static void on_drain_timeout(uv_timer_t *t)
 {
     (void)t;
@@ -471,6 +475,7 @@ static int run(sandlet_conf *conf, bool *taken)
         return 1;
     }
     srv->conf = conf;
+    srv->hooks = &server_hooks;
     srv->ctl = -1;
     /* The hard limit is the operator's (LimitNOFILE, ulimit -Hn); the
      * soft one is often left at 1024, too few for max-connections. */

@@ -1,10 +1,10 @@
 /*
  * pool.h - the per-connection state that belongs to the worker pool.
  *
- * A connection embeds one sandlet_pool_link and hands it to pool.c
- * (sandlet_conn_pool_link); only pool.c reads or writes its fields, so
- * the queue and the worker a request sits at are the pool's business
- * alone.  The connection only starts it empty (sandlet_pool_link_reset)
+ * A connection embeds one sandlet_pool_link and hands it to the pool
+ * (sandlet_conn_pool_link); only the pool's files (pool_private.h) read
+ * or write its fields, so the queue and the worker a request sits at are
+ * the pool's business alone.  The connection only starts it empty (sandlet_pool_link_reset)
  * and must never look inside.
  */
 #ifndef SANDLET_LOOP_POOL_H

@@ -5,9 +5,9 @@
  * of that host (by the configured routes), the status page, or the host's
  * docroot.
  *
- * It sits above the connection: http.c asks once per request, as soon as
- * the head is parsed (a servlet's body limit depends on the answer), and
- * dispatches on it.  Pure decisions on the configuration, the path and
+ * It sits above the connection: dispatch.c asks once per request, as soon
+ * as the head is parsed (a servlet's body limit depends on the answer),
+ * and dispatches on it.  Pure decisions on the configuration, the path and
  * the peer: it must never touch a connection, block, or allocate.
  */
 #include "config.h"

@@ -642,7 +642,9 @@ static void setup(void)
     }
     invariant(uv_loop_init(&g.loop) == 0, "no loop");
     sandlet_server *srv = &g.srv;
+    static const sandlet_server_hooks hooks = SANDLET_SERVER_HOOKS(sandlet_server_check_stopped);
     srv->loop = &g.loop;
+    srv->hooks = &hooks;
     srv->conf = conf;
     srv->gen = sandlet_confgen_new(conf);
     invariant(srv->gen != NULL, "out of memory");
