@@ -25,6 +25,11 @@ unsigned sandlet_pick(unsigned n, sandlet_pick_view *view, const void *ctx,
             continue; /* started before the page's version: being replaced */
         if (w.held >= a->depth || (w.held && (a->body_open || w.last_streams)))
             continue;
+        /* A worker of old code is replaced only once it holds nothing:
+         * while one of the new code is up, nothing more queues behind
+         * what it holds, or a steady load would keep it for ever. */
+        if (w.held && w.pages_gen < a->pages_gen && a->fresh_up)
+            continue;
         /* Past max-requests a worker is recycled, unless it runs old code
          * and none of the new is up (request_finished). */
         if (a->max_requests && w.served + w.held >= a->max_requests &&

@@ -36,7 +36,7 @@ typedef struct sandlet_pick_ask {
     unsigned depth;        /* how many requests a worker may hold ("pipeline") */
     unsigned max_requests; /* 0: no limit */
     uint32_t pages_gen;    /* the pool's newest code generation */
-    bool fresh_up;         /* a worker of that generation is up (read with max_requests only) */
+    bool fresh_up;         /* a worker of that generation is up */
 } sandlet_pick_ask;
 
 /* Describes worker i of the pool into *w. */

@@ -429,6 +429,15 @@ static void view_worker(const void *ctx, unsigned i, sandlet_pick_worker *out)
     };
 }
 
+/* Whether any worker up runs code older than the pool's newest. */
+static bool stale_any(const sandlet_pool *p)
+{
+    for (unsigned i = 0; i < p->nworkers; i++)
+        if (p->workers[i].pipe_open && p->workers[i].pages_gen < p->pages_gen)
+            return true;
+    return false;
+}
+
 /* The worker for a request that needs pages generation gen: the one
  * holding the fewest requests among those that may take one more; NULL
  * when none may (sandlet_pick decides).  A request whose body streams (v->body_open) goes only
@@ -443,8 +452,9 @@ static sandlet_worker *pick_worker(sandlet_pool *p, const sandlet_request_view *
         .depth = p->depth,
         .max_requests = max,
         .pages_gen = p->pages_gen,
-        /* Only max-requests reads it: not looked for without. */
-        .fresh_up = max && sandlet_fresh_up(p),
+        /* Looked for only when a worker runs old code (a reload or a
+         * page's new version is being rolled out). */
+        .fresh_up = stale_any(p) && sandlet_fresh_up(p),
     };
     unsigned i = sandlet_pick(p->nworkers, view_worker, p, &a);
     return i < p->nworkers ? &p->workers[i] : NULL;

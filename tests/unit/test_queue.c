@@ -137,6 +137,24 @@ static void test_pick_max_requests(void **state)
     assert_int_equal(pick(ws, 2, &a), 2);
 }
 
+/* A worker of old code that holds requests gets no more while one of the
+ * new code is up (it must empty to be replaced: under a steady load it
+ * never would); holding nothing, or with no new one up, it serves. */
+static void test_pick_stale_drains(void **state)
+{
+    (void)state;
+    sandlet_pick_worker ws[] = {UP(1), UP(3)};
+    ws[0].pages_gen = 1;
+    ws[1].pages_gen = 2;
+    sandlet_pick_ask a = {.depth = 4, .pages_gen = 2, .fresh_up = true};
+    assert_int_equal(pick(ws, 2, &a), 1);
+    a.fresh_up = false;
+    assert_int_equal(pick(ws, 2, &a), 0);
+    a.fresh_up = true;
+    ws[0].held = 0;
+    assert_int_equal(pick(ws, 2, &a), 0);
+}
+
 /* ---- the claim words --------------------------------------------------- */
 
 typedef struct words {
@@ -345,6 +363,7 @@ int main(void)
         cmocka_unit_test(test_pick_streamed_body),
         cmocka_unit_test(test_pick_pages_gen),
         cmocka_unit_test(test_pick_max_requests),
+        cmocka_unit_test(test_pick_stale_drains),
         cmocka_unit_test_setup_teardown(test_revoke_newest_first, words_open, words_close),
         cmocka_unit_test_setup_teardown(test_revoke_stops_at_claimed, words_open, words_close),
         cmocka_unit_test_setup_teardown(test_revoke_scribbled, words_open, words_close),
