@@ -304,8 +304,11 @@ static void test_database_restart(void **state)
             usleep(100000);
     }
     assert_int_equal(status, 200);
-    assert_true(th_log_contains(&d, "sandbox 'unix': its database connection is lost; this "
-                                    "worker leaves so that a fresh one reconnects"));
+    /* Unconfined (the sanitizer run), a worker may make a unix socket and
+     * reconnects in place: none leaves. */
+    if (!th_unconfined())
+        assert_true(th_log_contains(&d, "sandbox 'unix': its database connection is lost; this "
+                                        "worker leaves so that a fresh one reconnects"));
 }
 
 /* The statement timeout follows the servlet's (1000 ms here: 900 ms for
