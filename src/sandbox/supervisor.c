@@ -598,12 +598,22 @@ static void child_exited(uv_process_t *p, int64_t status, int term_signal)
      * be on its way from the kernel's audit thread. */
     if (term_signal == SIGSYS && !c->seccomp)
         (void)sandlet_audit_wait_kill(p->pid, seccomp_reported); /* sets c->seccomp */
-    if (term_signal == SIGSYS && c->seccomp)
+    if (term_signal == SIGSYS && c->seccomp) {
+        /* What allows the call, or why nothing does, as the worker's own
+         * report says it: system(), popen() and posix_spawn() block every
+         * signal before they start a process, so the worker dies before
+         * its handler can say anything, and this is the only line
+         * (issue 31). */
+        const char *name = sandlet_confine_syscall_name(c->seccomp - 1);
+        bool spawn = strcmp(name, "clone") == 0 || strcmp(name, "clone3") == 0 ||
+                     strcmp(name, "fork") == 0 || strcmp(name, "vfork") == 0 ||
+                     strncmp(name, "execve", 6) == 0;
         sandlet_error("worker %d of sandbox '%s' was killed by seccomp: the kernel reports the "
-                      "forbidden system call %s (%d)",
-                      (int)p->pid, b->sb->name, sandlet_confine_syscall_name(c->seccomp - 1),
-                      (int)c->seccomp - 1);
-    else if (term_signal == SIGSYS)
+                      "forbidden system call %s (%d)%s%s",
+                      (int)p->pid, b->sb->name, name, (int)c->seccomp - 1,
+                      sandlet_confine_hint(name, sandlet_confine_groups(b->sb->syscalls), NULL),
+                      spawn ? " (fork(), exec, system(), popen() and posix_spawn() all do)" : "");
+    } else if (term_signal == SIGSYS)
         sandlet_warn("worker %d of sandbox '%s' died by SIGSYS with no seccomp record from the "
                      "kernel: not counted as a seccomp kill (the worker may have sent it "
                      "itself, or the kernel's audit records are not read)",
