@@ -242,6 +242,25 @@ int sl_redirect(sl_response *rs, int status, const char *location);
  * and status can no longer change. */
 int sl_flush(sl_response *rs);
 
+/* ---- logging (sl_log.3) ------------------------------------------------ */
+
+/* Severities, highest first.  Under sandletd a line reaches the error log
+ * at its level (debug lines only with sandletd -d); under sl_test it is
+ * kept for sl_test_log and written to standard error. */
+typedef enum sl_log_level {
+    SL_LOG_ERROR = 0,
+    SL_LOG_WARNING = 1,
+    SL_LOG_INFO = 2,
+    SL_LOG_DEBUG = 3,
+} sl_log_level;
+
+/* Logs one message, prefixed with its level and the request's method and
+ * path (rq may be NULL: in init and destroy).  The sandbox and servlet
+ * are added by the server.  A line feed in the message starts another
+ * line with the same prefix; longer than 1000 bytes, a message is cut. */
+void sl_log(const sl_request *rq, sl_log_level level, const char *fmt, ...) SL_PRINTF(3, 4);
+void sl_vlog(const sl_request *rq, sl_log_level level, const char *fmt, va_list ap) SL_PRINTF(3, 0);
+
 /* ---- cookies (sl_cookie.3) ------------------------------------------- */
 
 /* Value of the first cookie with this exact name in the request's Cookie

@@ -162,6 +162,16 @@ bool sl_test_session_exists(sl_test *t);
 int sl_test_session_set_str(sl_test *t, const char *key, const char *value);
 int sl_test_session_set_bytes(sl_test *t, const char *key, const void *data, size_t len);
 
+/* ---- the servlet's log (sl_log(3)) -------------------------------------------- */
+
+/* Every line sl_log wrote while this sl_test ran the servlet (init, its
+ * requests, destroy excepted), in order, each ending in a line feed, as
+ * the worker would write them ("info: GET /path: message"); "" when none.
+ * Each line also goes to standard error.  Valid until the next run or
+ * sl_test_log_clear. */
+const char *sl_test_log(const sl_test *t);
+void sl_test_log_clear(sl_test *t);
+
 #ifdef __cplusplus
 }
 #endif

@@ -701,6 +701,38 @@ static bool hit_limit(const ccrun *res, const sandlet_buf *err)
     return false;
 }
 
+/* gcc: "fatal error: x.h: No such file or directory"; clang: "fatal
+ * error: 'x.h' file not found". */
+static bool missing_header(const sandlet_buf *err)
+{
+    return err->len && memmem(err->data, err->len, "fatal error: ", 13) &&
+           (memmem(err->data, err->len, ": No such file or directory", 27) ||
+            memmem(err->data, err->len, "' file not found", 16));
+}
+
+/* A header the compiler did not find: say where it looked (issue 31), in
+ * the order it did.  Only folders the page compile may read are named:
+ * a header anywhere else could not be read even when the path is right. */
+static void where_headers(bjob *b, const char *pagedir)
+{
+    char dirs[1024];
+    size_t n = 0;
+    for (size_t i = 0; i < b->nincs && n < sizeof(dirs); i++) {
+        int k = snprintf(dirs + n, sizeof(dirs) - n, "%s%s", i ? ", " : "", b->incs[i]);
+        if (k < 0)
+            break;
+        n += (size_t)k;
+    }
+    if (n >= sizeof(dirs))
+        snprintf(dirs + sizeof(dirs) - 5, 5, "...");
+    note(b,
+         "%s: note: a header named as \"file.h\" is looked for beside the page (%s), then, as "
+         "<file.h> is, in %s%sand in the compiler's system folders (/usr/include); "
+         "the page compile can read no other folder, so put the header under the docroot or "
+         "install it there",
+         b->job->rel, pagedir, b->nincs ? dirs : "", b->nincs ? ", " : "");
+}
+
 static int compile(bjob *b)
 {
     const sandlet_page_job *job = b->job;
@@ -781,6 +813,8 @@ static int compile(bjob *b)
                  job->rel, b->cpu, b->mib);
         status = SANDLET_BUILD_FAILED;
     }
+    if (status == SANDLET_BUILD_FAILED && missing_header(&err))
+        where_headers(b, pagedir);
     sandlet_buf_free(&err);
     if (status == SANDLET_BUILD_OK) {
         struct stat sb;

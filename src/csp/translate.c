@@ -292,7 +292,16 @@ static int tag(tr *t, size_t open, size_t *next)
         puts_buf(&t->body, "));\n");
         return 0;
     }
-    case DIRECTIVE: return directive(t, from, to, tl, tc);
+    case DIRECTIVE:
+        /* A directive writes nothing, and its line end is not the page's
+         * text either: "<%@ include <x.h> %>" on the first line must not
+         * put a blank line before <!DOCTYPE html>.  One line end (LF or
+         * CRLF) is dropped, as PHP drops one after "?>". */
+        if (at(t, *next, "\n", 1))
+            *next += 1;
+        else if (at(t, *next, "\r\n", 2))
+            *next += 2;
+        return directive(t, from, to, tl, tc);
     }
     return 0;
 }

@@ -392,6 +392,14 @@ int sandlet_lib_serve(const sl_servlet *servlet, sl_request *rq, sl_response *rs
  * that nothing of it reaches the next. */
 void sandlet_lib_serve_end(sl_request *rq, sl_response *rs);
 
+/* ---- log.c ----------------------------------------------------------- */
+
+/* Where sl_log's lines go instead of standard error (fn NULL: back to
+ * standard error): the test harness keeps them for sl_test_log.  text is
+ * whole lines, each ending in a line feed. */
+typedef void (*sandlet_lib_log_fn)(void *ctx, const char *text, size_t len);
+void sandlet_lib_log_to(sandlet_lib_log_fn fn, void *ctx);
+
 /* ---- syntax.c --------------------------------------------------------- */
 
 /* RFC 9110 tchar; a token is one or more of them. */

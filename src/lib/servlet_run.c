@@ -24,6 +24,29 @@
 #include <stdio.h>
 #include <string.h>
 
+/* What to do about dlopen's complaint why: a servlet that was built as a
+ * shared object but calls what nothing defines needs its code or its
+ * libraries fixed, not other compiler flags (issue 31). */
+static const char *load_advice(const char *lib, const char *why)
+{
+    if (!why)
+        return "expected a servlet built as a shared object";
+    if (strstr(why, "undefined symbol"))
+        return "the servlet uses a function or variable that neither it nor a library it is "
+               "linked with defines: check the name's spelling, define it in the servlet, or "
+               "link the servlet with the library that defines it";
+    if (strstr(why, lib) && strstr(why, "No such file"))
+        return "build it, or fix the 'library' path";
+    /* dlerror names the file it could not open first: when that is not
+     * the servlet itself, it is a library the servlet needs. */
+    if (strncmp(why, lib, strlen(lib)) != 0 && strstr(why, "cannot open shared object file"))
+        return "the library named first is one the servlet was linked with, and it is not "
+               "installed or not in the system's library path (ldconfig): install it, or link "
+               "the servlet with -Wl,-rpath,DIR for a library of your own";
+    return "expected a servlet built as a shared object: cc -shared -fPIC -o NAME.so NAME.c "
+           "$(pkg-config --cflags --libs sandlet)";
+}
+
 int sandlet_lib_servlet_open(sandlet_lib_servlet *s, const char *lib, const char *host,
                              bool need_handler, char *err, size_t errlen)
 {
@@ -32,12 +55,8 @@ int sandlet_lib_servlet_open(sandlet_lib_servlet *s, const char *lib, const char
         /* dlerror's text is all there is: no errno, and a worker may not
          * stat the file to tell a missing one from a broken one. */
         const char *why = dlerror();
-        snprintf(err, errlen, "cannot load %s: %s (%s)", lib, why,
-                 why && strstr(why, lib) && strstr(why, "No such file")
-                     ? "build it, or fix the 'library' path"
-                     : "expected a servlet built as a shared object: cc -shared -fPIC -o "
-                       "NAME.so NAME.c $(pkg-config --cflags --libs sandlet); a library it "
-                       "needs that is not found is named before");
+        snprintf(err, errlen, "cannot load %s: %s (%s)", lib, why ? why : "unknown error",
+                 load_advice(lib, why));
         return -ENOENT;
     }
     const unsigned *abi = dlsym(h, "sl_servlet_abi");

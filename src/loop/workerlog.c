@@ -192,6 +192,32 @@ static void drop(struct sandlet_wlog *r, uint64_t lines)
     arm(r);
 }
 
+/* The level a line names with a leading "LEVEL: ", as sl_log and a
+ * worker's own log lines write it; *skip is that prefix's length.  Any
+ * other line is a warning, as it always was: a worker chooses its lines'
+ * levels, never their prefix, sandbox or servlet. */
+static enum sandlet_log_level line_level(const char *s, size_t n, size_t *skip)
+{
+    static const struct {
+        const char *word;
+        enum sandlet_log_level level;
+    } words[] = {
+        {"error: ", SANDLET_LOG_ERROR},
+        {"warning: ", SANDLET_LOG_WARN},
+        {"info: ", SANDLET_LOG_INFO},
+        {"debug: ", SANDLET_LOG_DEBUG},
+    };
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+        size_t len = strlen(words[i].word);
+        if (n >= len && memcmp(s, words[i].word, len) == 0) {
+            *skip = len;
+            return words[i].level;
+        }
+    }
+    *skip = 0;
+    return SANDLET_LOG_WARN;
+}
+
 /* Logs the line held (its token already taken), if the byte budget
  * allows. */
 static void emit(struct sandlet_wlog *r, bool cut)
@@ -216,8 +242,11 @@ static void emit(struct sandlet_wlog *r, bool cut)
      * wrote may arrive just after its response. */
     const sandlet_worker *w = r->w;
     bool serving = w && w->gen == r->gen && w->pid == r->pid && (w->reqline[0] || w->served);
-    sandlet_warn("worker %d sandbox '%s'%s%s: %.*s%s", (int)r->pid, r->sandbox, serving ? " " : "",
-                 serving ? w->servlet : "", (int)olen, out, cut ? CUT_MARK : "");
+    size_t skip;
+    enum sandlet_log_level level = line_level(out, olen, &skip);
+    sandlet_log(level, "worker %d sandbox '%s'%s%s: %.*s%s", (int)r->pid, r->sandbox,
+                serving ? " " : "", serving ? w->servlet : "", (int)(olen - skip), out + skip,
+                cut ? CUT_MARK : "");
 }
 
 static size_t count_lines(const uint8_t *p, size_t n)

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Compiles running at once: a core each on a small machine; the rest
@@ -41,6 +42,12 @@
 #define MAX_COMPILES 2
 /* What the pages of one sandbox may add to its workers' INIT frame. */
 #define PAGES_INIT_MAX ((size_t)160 * 1024)
+/* A page whose compile failed answers 500 to every request, and the log
+ * says why when it fails, at start, and then on a request at most this
+ * often: an operator who missed the first line (it came before a restart,
+ * or was rotated away) still finds one, and a busy broken page does not
+ * fill the log. */
+#define FAILED_SAY_MS ((uint64_t)60 * 1000)
 /* Time a compile's process gets beyond page-compile-timeout to write its
  * diagnostics after cutting the compiler off itself. */
 #define WALL_GRACE_MS 2000
@@ -56,6 +63,9 @@ typedef struct page {
     bool compiling;
     bool queued;
     bool broken; /* its workers died loading it: left out until it changes */
+    /* When a request for it last found its compile failed and said so
+     * (monotonic ms, 0: not yet): at most once a FAILED_SAY_MS. */
+    uint64_t failed_said;
 } page;
 
 typedef struct pagebox {
@@ -395,6 +405,26 @@ static void job_closed(uv_handle_t *h)
         free(j);
 }
 
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u + 1u;
+}
+
+/* A request found the page's last compile failed: say so when the log has
+ * not for a while (the compile's own line counts). */
+static void say_failed(page *p, const sandlet_page_info *info)
+{
+    uint64_t now = now_ms();
+    if (p->failed_said && now - p->failed_said < FAILED_SAY_MS)
+        return;
+    p->failed_said = now;
+    sandlet_error("page /%s answers 500: its last compile failed: %s%s; fix the page (the "
+                  "next request after a change compiles it again); said at most once a minute",
+                  p->rel, info->first[0] ? info->first : "see ", info->first[0] ? "" : info->diag);
+}
+
 static void finish(job *j, int64_t status, int term_signal)
 {
     pagebox *b = &pg.boxes[j->sandbox];
@@ -432,6 +462,7 @@ static void finish(job *j, int64_t status, int term_signal)
         else
             sandlet_error("page /%s: compile failed: %s%s", p->rel,
                           info.first[0] ? info.first : "see ", info.first[0] ? "" : info.diag);
+        p->failed_said = now_ms();
         answer(j->sandbox, p->rel, (uint32_t)j->index, 0,
                j->timed_out ? -ETIMEDOUT
                : build == 2 ? -EIO
@@ -692,14 +723,22 @@ static void preload(size_t sandbox)
         free(text);
         if (rc < 0)
             continue;
-        const sandlet_pages_conf *map = st.ok ? sandlet_conf_pages_for(conf(), st.rel) : NULL;
+        const sandlet_pages_conf *map = sandlet_conf_pages_for(conf(), st.rel);
         sandlet_page_info info;
         struct stat so;
         ssize_t idx = -1;
-        if (map && map->sandbox == sandbox &&
-            sandlet_page_check(b->cachedir, pg.docroot_fd, st.rel, &info) == 0 &&
-            info.state == SANDLET_PAGE_READY && stat(info.so, &so) == 0)
+        bool checked = map && map->sandbox == sandbox &&
+                       sandlet_page_check(b->cachedir, pg.docroot_fd, st.rel, &info) == 0;
+        if (checked && st.ok && info.state == SANDLET_PAGE_READY && stat(info.so, &so) == 0)
             idx = find_or_add(b, st.rel);
+        else if (checked && !st.ok && info.state == SANDLET_PAGE_FAILED)
+            /* Its compile failed before this start, and nothing logged it
+             * since: the page answers 500 until it changes, so say it now,
+             * not only when it changes (issue 31). */
+            sandlet_error("page /%s: its last compile, before this start, failed: %s%s; it "
+                          "answers 500 until the page is fixed",
+                          st.rel, info.first[0] ? info.first : "see ",
+                          info.first[0] ? "" : info.diag);
         sandlet_page_stamp_free(&st);
         if (idx < 0)
             continue;
@@ -772,6 +811,7 @@ void sandlet_pages_check(const sandlet_ctl *m)
     case SANDLET_PAGE_MISSING: answer(sandbox, rel, (uint32_t)idx, 0, -ENOENT, -1); return;
     case SANDLET_PAGE_READY: ready(sandbox, (size_t)idx, &info); return;
     case SANDLET_PAGE_FAILED:
+        say_failed(p, &info);
         answer(sandbox, rel, (uint32_t)idx, 0, -ENOEXEC, open_diag(&info));
         return;
     case SANDLET_PAGE_STALE: break;

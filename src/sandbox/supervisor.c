@@ -60,6 +60,10 @@
  * the sandbox's session calls fail (EIO) until the next check rebuilds
  * it, so this bounds that outage.  A check is three loads per store. */
 #define STORE_CHECK_MS 1000
+/* development on: how often each servlet library is looked at, so that
+ * a rebuilt servlet is served by new workers without a reload, as an
+ * edited page is (issue 31).  One stat per library. */
+#define WATCH_MS 250
 /* A live worker seen holding its store's lock at this many consecutive
  * checks is stuck or hostile (no operation holds it for more than
  * microseconds): it is killed, and its exit releases the lock. */
@@ -174,6 +178,7 @@ static struct {
     uv_timer_t grace;
     uv_timer_t quota;
     uv_timer_t stores;       /* STORE_CHECK_MS */
+    uv_timer_t watch;        /* WATCH_MS, with development on */
     uv_timer_t reopen;       /* a reopen deferred by REOPEN_PER_SEC */
     uv_timer_t reload_timer; /* a reload deferred to the end of its second */
     int ctl;
@@ -593,12 +598,22 @@ static void child_exited(uv_process_t *p, int64_t status, int term_signal)
      * be on its way from the kernel's audit thread. */
     if (term_signal == SIGSYS && !c->seccomp)
         (void)sandlet_audit_wait_kill(p->pid, seccomp_reported); /* sets c->seccomp */
-    if (term_signal == SIGSYS && c->seccomp)
+    if (term_signal == SIGSYS && c->seccomp) {
+        /* What allows the call, or why nothing does, as the worker's own
+         * report says it: system(), popen() and posix_spawn() block every
+         * signal before they start a process, so the worker dies before
+         * its handler can say anything, and this is the only line
+         * (issue 31). */
+        const char *name = sandlet_confine_syscall_name(c->seccomp - 1);
+        bool spawn = strcmp(name, "clone") == 0 || strcmp(name, "clone3") == 0 ||
+                     strcmp(name, "fork") == 0 || strcmp(name, "vfork") == 0 ||
+                     strncmp(name, "execve", 6) == 0;
         sandlet_error("worker %d of sandbox '%s' was killed by seccomp: the kernel reports the "
-                      "forbidden system call %s (%d)",
-                      (int)p->pid, b->sb->name, sandlet_confine_syscall_name(c->seccomp - 1),
-                      (int)c->seccomp - 1);
-    else if (term_signal == SIGSYS)
+                      "forbidden system call %s (%d)%s%s",
+                      (int)p->pid, b->sb->name, name, (int)c->seccomp - 1,
+                      sandlet_confine_hint(name, sandlet_confine_groups(b->sb->syscalls), NULL),
+                      spawn ? " (fork(), exec, system(), popen() and posix_spawn() all do)" : "");
+    } else if (term_signal == SIGSYS)
         sandlet_warn("worker %d of sandbox '%s' died by SIGSYS with no seccomp record from the "
                      "kernel: not counted as a seccomp kill (the worker may have sent it "
                      "itself, or the kernel's audit records are not read)",
@@ -986,6 +1001,7 @@ static int same_logfd(const sandlet_ctl *m, void *arg)
 static void reload(void);
 static bool has_quota(const sandlet_sandbox_conf *sb);
 static void on_quota(uv_timer_t *t);
+static void on_watch(uv_timer_t *t);
 static box *box_make(plan *p, size_t index, uint32_t id, box *from);
 static void box_start(box *b);
 static void secret_hash(const sandlet_conf *conf, unsigned char out[32]);
@@ -1297,6 +1313,8 @@ static void reload(void)
     /* A changed file is told again what bounds its sandboxes' writes. */
     if (!same)
         sandlet_quota_warn_shared(sv.conf);
+    if (sv.conf->development && !uv_is_active((uv_handle_t *)&sv.watch))
+        uv_timer_start(&sv.watch, on_watch, WATCH_MS, WATCH_MS);
     /* Retired boxes with no worker left go now. */
     for (box *b = sv.boxes, *next; b; b = next) {
         next = b->next;
@@ -1409,6 +1427,8 @@ static void begin_shutdown(void)
     uv_close((uv_handle_t *)&sv.quota, NULL);
     uv_timer_stop(&sv.stores);
     uv_close((uv_handle_t *)&sv.stores, NULL);
+    uv_timer_stop(&sv.watch);
+    uv_close((uv_handle_t *)&sv.watch, NULL);
     uv_timer_stop(&sv.reopen);
     uv_close((uv_handle_t *)&sv.reopen, NULL);
     uv_timer_stop(&sv.reload_timer);
@@ -1624,6 +1644,31 @@ static void check_store_lock(box *b)
                   b->sb->name, (int)holder, STORE_HOLD_CHECKS * STORE_CHECK_MS / 1000);
     c->kill_asked = true;
     uv_process_kill(&c->proc, SIGKILL);
+}
+
+/* development on: a sandbox whose servlet library changed on disk gets a
+ * new code generation, as a reload would give it, and the acceptor
+ * replaces its workers (the canary first: a library that no longer loads
+ * leaves the old workers serving). */
+static void on_watch(uv_timer_t *t)
+{
+    if (!sv.conf->development) {
+        uv_timer_stop(t);
+        return;
+    }
+    for (box *b = sv.boxes; b; b = b->next) {
+        if (b->retired || !b->started)
+            continue;
+        unsigned char stamp[32];
+        code_stamp(b, stamp);
+        if (memcmp(stamp, b->stamp, sizeof(stamp)) == 0)
+            continue;
+        memcpy(b->stamp, stamp, sizeof(stamp));
+        sandlet_info("sandbox '%s': a servlet library changed; its workers are replaced "
+                     "(development on)",
+                     b->sb->name);
+        new_code(b);
+    }
 }
 
 static void on_stores(uv_timer_t *t)
@@ -1946,9 +1991,12 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
     uv_timer_init(&sv.loop, &sv.grace);
     uv_timer_init(&sv.loop, &sv.quota);
     uv_timer_init(&sv.loop, &sv.stores);
+    uv_timer_init(&sv.loop, &sv.watch);
     uv_timer_init(&sv.loop, &sv.reopen);
     uv_timer_init(&sv.loop, &sv.reload_timer);
     uv_timer_start(&sv.stores, on_stores, STORE_CHECK_MS, STORE_CHECK_MS);
+    if (conf->development)
+        uv_timer_start(&sv.watch, on_watch, WATCH_MS, WATCH_MS);
     for (size_t i = 0; i < conf->nsandboxes; i++)
         if (has_quota(&conf->sandboxes[i])) {
             uv_timer_start(&sv.quota, on_quota, QUOTA_CHECK_MS, QUOTA_CHECK_MS);

@@ -63,6 +63,9 @@ struct sl_test {
     sl_request rq;
     sl_response rs;
     bool rq_ready;
+    /* What sl_log wrote while this sl_test ran the servlet. */
+    char *log;
+    size_t log_len, log_cap;
 };
 
 struct sl_test_request {
@@ -253,6 +256,43 @@ static void use_store(const sl_test *t)
         fprintf(stderr, "sl_test: cannot configure sessions\n");
 }
 
+/* ---- the servlet's log ------------------------------------------------------------- */
+
+static void log_keep(void *ctx, const char *text, size_t len)
+{
+    sl_test *t = ctx;
+    /* A test should see what a worker would have written, even when the
+     * copy cannot be kept. */
+    if (fwrite(text, 1, len, stderr) != len)
+        clearerr(stderr);
+    if (t->log_len + len + 1 > t->log_cap) {
+        size_t cap = t->log_cap ? t->log_cap : 256;
+        while (cap < t->log_len + len + 1)
+            cap *= 2;
+        char *p = realloc(t->log, cap);
+        if (!p)
+            return; /* sl_test_log then misses the line; stderr has it */
+        t->log = p;
+        t->log_cap = cap;
+    }
+    memcpy(t->log + t->log_len, text, len);
+    t->log_len += len;
+    t->log[t->log_len] = '\0';
+}
+
+const char *sl_test_log(const sl_test *t)
+{
+    return t && t->log ? t->log : "";
+}
+
+void sl_test_log_clear(sl_test *t)
+{
+    if (t)
+        t->log_len = 0;
+    if (t && t->log)
+        t->log[0] = '\0';
+}
+
 /* ---- loading ------------------------------------------------------------------------ */
 
 sl_test *sl_test_new(const sl_servlet *servlet, const char *const *params)
@@ -316,7 +356,10 @@ sl_test *sl_test_new(const sl_servlet *servlet, const char *const *params)
         return NULL;
     }
     use_store(t);
-    if ((rc = sandlet_lib_servlet_init(&t->run)) < 0) {
+    sandlet_lib_log_to(log_keep, t);
+    rc = sandlet_lib_servlet_init(&t->run);
+    sandlet_lib_log_to(NULL, NULL);
+    if (rc < 0) {
         fprintf(stderr, "sl_test: the servlet's init returned %d\n", rc);
         sl_test_free(t);
         errno = ECANCELED;
@@ -404,6 +447,7 @@ void sl_test_free(sl_test *t)
     kv_free(&t->jar);
     keep_free(&t->keep);
     free(t->ctx_params);
+    free(t->log);
     free(t);
 }
 
@@ -766,7 +810,9 @@ sl_test_response *sl_test_run(sl_test_request *r)
                              .body = r->body,
                              .body_len = r->body_len};
     use_store(t);
+    sandlet_lib_log_to(log_keep, t);
     int rc = sandlet_lib_serve(t->run.servlet, rq, out, &call, &rs->result);
+    sandlet_lib_log_to(NULL, NULL);
     /* Nothing of the run may be reached through them any more. */
     sandlet_lib_serve_end(rq, out);
     out->sink_ctx = NULL;

@@ -51,8 +51,8 @@ static const err_case cases[] = {
      * and the whole list (it was cut at 128 bytes). */
     {"misspelled top-level directive", "servelt /x {\n}\n", 1, "1:1:", "did you mean 'servlet'?",
      0},
-    {"unknown directive lists them all", "\nxyzzy 1;\n", 1,
-     "2:1:", "development, unknown-hosts, state-file, dynamic-uids, sandbox, servlet, pages or host)", 0},
+    {"unknown directive lists them all", "\nxyzzy 1;\n", 1, "2:1:",
+     "development, unknown-hosts, state-file, dynamic-uids, sandbox, servlet, pages or host)", 0},
     {"misspelled in sandbox block", "sandbox a {\n  wrokers 2;\n}\n", 1,
      "2:3:", "did you mean 'workers'?", 0},
     {"misspelled in servlet block", "servlet /x {\n  libary \"x.so\";\n}\n", 1,
@@ -160,6 +160,17 @@ static const err_case cases[] = {
      "2:", "defines no servlet (declare one with SL_SERVLET)", 0},
     {"library that is not a shared object", "servlet /x {\n  library \"@D@/secret-ok\";\n}\n", 1,
      "2:", "expected a servlet built as a shared object: cc -shared -fPIC", 0},
+    /* A servlet calling what nothing defines: its code or its libraries
+     * are wrong, not its compiler flags (issue 31). */
+    {"servlet with an undefined symbol", "servlet /x {\n  library \"@D@/undef.so\";\n}\n", 1, "2:",
+     "undefined symbol: no_such_function (the servlet uses a function or variable that "
+     "neither it nor a library it is linked with defines",
+     0},
+    {"servlet needing a library that is not installed",
+     "servlet /x {\n  library \"@D@/needlib.so\";\n}\n", 1, "2:",
+     "libsandlet-no-such.so: cannot open shared object file: No such file or directory (the "
+     "library named first is one the servlet was linked with, and it is not installed",
+     0},
     {"library is a folder", "servlet /x {\n  library \"@D@/www\";\n}\n", 1,
      "2:", "is not a file (name the .so)", 0},
     {"pages prefix without slashes", "docroot \"@D@/www\";\npages admin {\n}\n", 1,
@@ -254,6 +265,27 @@ static int setup(void **state)
     const char *cc = getenv("SANDLET_CC");
     snprintf(cmd, sizeof(cmd), "%s -shared -fPIC -o '%s/nodesc.so' '%s/nodesc.c'",
              cc && *cc ? cc : "cc", dir, dir);
+    if (system(cmd) != 0)
+        return -1;
+    /* A servlet that calls a function nothing defines (a shared object
+     * may leave symbols to the loader), and one linked with a library
+     * that is not installed. */
+    static const char undef[] = "#include <sandlet.h>\nint no_such_function(void);\n"
+                                "static int s(sl_request *rq, sl_response *rs)\n"
+                                "{ (void)rq; (void)rs; return no_such_function(); }\n"
+                                "SL_SERVLET(x) = {.service = s};\n";
+    put_file("undef.c", undef, sizeof(undef) - 1, 0644);
+    static const char lib[] = "int in_lib(void) { return 1; }\n";
+    put_file("nosuchlib.c", lib, sizeof(lib) - 1, 0644);
+    const char *src = getenv("SANDLET_SRCDIR");
+    snprintf(cmd, sizeof(cmd),
+             "cd '%s' && %s -shared -fPIC -I'%s/include' -o undef.so undef.c && "
+             "%s -shared -fPIC -o libsandlet-no-such.so nosuchlib.c && "
+             "%s -shared -fPIC -I'%s/include' -o needlib.so undef.c -L. -Wl,--no-as-needed "
+             "-lsandlet-no-such "
+             "-Wl,--allow-shlib-undefined && rm libsandlet-no-such.so",
+             dir, cc && *cc ? cc : "cc", src ? src : ".", cc && *cc ? cc : "cc",
+             cc && *cc ? cc : "cc", src ? src : ".");
     if (system(cmd) != 0)
         return -1;
     /* The port a start would find in use. */

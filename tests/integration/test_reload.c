@@ -370,6 +370,41 @@ static void test_recycling_waits_for_new_code(void **state)
     assert_int_equal(th_stop(&d), 0);
 }
 
+/* development on (issue 31): a rebuilt servlet is served without a
+ * reload, as an edited page is; off, the old code serves until one. */
+static void test_development_watches_libraries(void **state)
+{
+    (void)state;
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "development on;\n"
+             "sandbox app { workers 2; }\n"
+             "servlet /v { library \"%s\"; sandbox app; }\n",
+             lib);
+    install(th_fixture("version1"));
+    assert_int_equal(th_start(&d, text, false), 0);
+    assert_int_equal(version(NULL, NULL), 1);
+    install(th_fixture("version2"));
+    assert_true(settles_on(2));
+    assert_true(th_log_contains(&d, "sandbox 'app': a servlet library changed; its workers are "
+                                    "replaced (development on)"));
+    assert_int_equal(th_stop(&d), 0);
+
+    snprintf(text, sizeof(text),
+             "sandbox app { workers 2; }\n"
+             "servlet /v { library \"%s\"; sandbox app; }\n",
+             lib);
+    install(th_fixture("version1"));
+    assert_int_equal(th_start(&d, text, false), 0);
+    assert_int_equal(version(NULL, NULL), 1);
+    install(th_fixture("version2"));
+    for (int i = 0; i < 20; i++) {
+        assert_int_equal(version(NULL, NULL), 1);
+        usleep(50 * 1000);
+    }
+    assert_int_equal(th_stop(&d), 0);
+}
+
 /* A loopback port nothing listens on now. */
 static unsigned free_port(void)
 {
@@ -663,6 +698,7 @@ int main(void)
         cmocka_unit_test(test_broken_configuration_changes_nothing),
         cmocka_unit_test(test_library_that_no_longer_loads),
         cmocka_unit_test(test_recycling_waits_for_new_code),
+        cmocka_unit_test(test_development_watches_libraries),
         cmocka_unit_test(test_configuration_changes_under_load),
         cmocka_unit_test(test_body_across_reload),
         cmocka_unit_test(test_reload_while_stopping),

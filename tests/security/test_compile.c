@@ -255,6 +255,16 @@ static void test_error_lines(void **state)
     if (!strstr(d, "unclosed.csp:2:3: error: "))
         fail_msg("no unclosed.csp:2:3: in: %s", d);
     free(d);
+    /* A header that is not there: the diagnostics say where it was
+     * looked for (issue 31). */
+    puts_doc("nohdr.csp", "<%@ include \"no-such-header.h\" %>\n<p>x</p>\n");
+    assert_int_equal(build("nohdr.csp", NULL, &info, NULL), SANDLET_BUILD_FAILED);
+    d = diag_of(&info);
+    if (!strstr(d, "nohdr.csp: note: a header named as \"file.h\" is looked for beside the "
+                   "page (") ||
+        !strstr(d, "/include") || !strstr(d, "put the header under the docroot"))
+        fail_msg("no note on where headers are looked for in: %s", d);
+    free(d);
     /* Failed stays failed: the page is not rebuilt until it changes. */
     assert_int_equal(sandlet_page_check(cache, docfd, "unclosed.csp", &info), 0);
     assert_int_equal(info.state, SANDLET_PAGE_FAILED);

@@ -293,6 +293,17 @@ static void test_forbidden_syscalls(void **state)
         assert_true(seccomp_kills() >= 9);
 }
 
+/* How many times needle is in the daemon's log. */
+static int log_count(const char *needle)
+{
+    char *log = th_slurp(d.log, NULL);
+    int n = 0;
+    for (const char *p = log; p && (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    free(log);
+    return n;
+}
+
 /* Issue 29: a worker that sends itself SIGSYS dies as a seccomp kill
  * would (same signal, same status), but only the kernel's seccomp record
  * counts, and the worker cannot write one. */
@@ -315,6 +326,19 @@ static void test_self_sent_sigsys(void **state)
                                 "call setuid (105)",
                                 3000));
         assert_int_equal(seccomp_kills(), before + 1);
+    }
+    /* system() blocks every signal before it forks: the worker's own
+     * report cannot run, and the supervisor's line says what happened
+     * (issue 31: it died by SIGSYS with no hint). */
+    static const char hint[] = "; never allowed: a servlet may not run programs or start "
+                               "processes (fork(), exec, system(), popen() and posix_spawn() "
+                               "all do)";
+    int had = log_count(hint);
+    attack_dies("/evil", "system", "", 502, NULL);
+    if (geteuid() == 0) {
+        for (int i = 0; i < 60 && log_count(hint) == had; i++)
+            usleep(50 * 1000);
+        assert_int_equal(log_count(hint), had + 1);
     }
 }
 

@@ -168,6 +168,26 @@ static void test_prefixed_and_escaped(void **state)
     free(s);
 }
 
+/* sl_log (issue 31): each line at its level, named by sandbox, servlet
+ * and request; a line feed in a logged value starts no line of its own
+ * (the next line carries the same prefix), and a '%' stays text. */
+static void test_sl_log(void **state)
+{
+    (void)state;
+    expect(d.port, "/log?do=sllog&text=a%25sb%0AFAKE-LINE", 200, "logged");
+    assert_true(th_log_wait(&d, "and this is an error", 3000));
+    char line[4096];
+    assert_true(log_line("client said a%sb", line, sizeof(line)));
+    assert_non_null(strstr(line, " acceptor info: worker "));
+    assert_non_null(strstr(line, "sandbox 'logs' /log: GET /log: client said a%sb"));
+    assert_true(log_line("FAKE-LINE", line, sizeof(line)));
+    assert_non_null(strstr(line, " acceptor info: worker "));
+    assert_non_null(strstr(line, "sandbox 'logs' /log: GET /log: FAKE-LINE"));
+    assert_true(log_line("and this is an error", line, sizeof(line)));
+    assert_non_null(strstr(line, " acceptor error: worker "));
+    assert_non_null(strstr(line, "sandbox 'logs' /log: GET /log: and this is an error"));
+}
+
 /* A line past 1 KiB is cut with a mark. */
 static void test_long_line_cut(void **state)
 {
@@ -532,6 +552,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prefixed_and_escaped),
+        cmocka_unit_test(test_sl_log),
         cmocka_unit_test(test_long_line_cut),
         cmocka_unit_test(test_fd_tricks),
         cmocka_unit_test(test_flood),

@@ -117,7 +117,9 @@ static void test_every_tag_and_type(void **state)
         "b=<%= (bool)1 %>/<%= (_Bool)0 %>\n"
         "lit=<%% %> end=%>\n"
         "cnt=<%= ++counter %><%= ++counter %>\n";
-    static const char want[] = "\n\n\n\n"
+    /* The directives' line ends are dropped; the declaration's and the
+     * init section's are text. */
+    static const char want[] = "\n\n"
                                "<script>a && b ?\?= '\\'</script>\n"
                                "\n"
                                "[0][1][2]\n"
@@ -296,6 +298,30 @@ static void test_text_is_literal(void **state)
 
 /* The tool: GCC-style diagnostics and exit status 1 for a bad page, the
  * servlet's source in -o for a good one. */
+/* A directive's line end is dropped, one and only one (issue 31: a blank
+ * line before <!DOCTYPE>), LF or CRLF; the text after it keeps its own. */
+static void test_directive_line_end(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *page, *body;
+    } cases[] = {
+        {"<%@ include <string.h> %>\n<!DOCTYPE html>\n<p><%= (int)strlen(\"abc\") %></p>\n",
+         "<!DOCTYPE html>\n<p>3</p>\n"},
+        {"<%@ include <string.h> %>\r\n<%@ include <stdio.h> %>\r\n<!DOCTYPE html>",
+         "<!DOCTYPE html>"},
+        {"<%@ include <string.h> %>\n\nX", "\nX"},
+        {"<%@ include <string.h> %> X\n", " X\n"},
+        {"<%@ include <string.h> %>", ""},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        sl_test *t;
+        sl_test_response *r = run_page(cases[i].page, strlen(cases[i].page), &t);
+        assert_body(r, cases[i].body, strlen(cases[i].body));
+        sl_test_free(t);
+    }
+}
+
 static void test_tool(void **state)
 {
     (void)state;
@@ -366,6 +392,7 @@ int main(void)
         cmocka_unit_test(test_empty_page),
         cmocka_unit_test(test_megabyte_page),
         cmocka_unit_test(test_line_directives),
+        cmocka_unit_test(test_directive_line_end),
         cmocka_unit_test(test_tool),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

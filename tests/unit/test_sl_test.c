@@ -349,11 +349,51 @@ static void test_default_content_type(void **state)
     sl_test_free(t);
 }
 
+static int logging_init(sl_context *ctx)
+{
+    (void)ctx;
+    sl_log(NULL, SL_LOG_INFO, "starting");
+    return 0;
+}
+
+static int logging(sl_request *rq, sl_response *rs)
+{
+    (void)rs;
+    errno = ENOENT;
+    sl_log(rq, SL_LOG_WARNING, "name %s\nsecond", sl_param(rq, "name", "-"));
+    /* errno is the servlet's, whatever logging did */
+    return errno == ENOENT ? 200 : 500;
+}
+
+/* sl_log under the harness (issue 31): lines as a worker writes them,
+ * kept for sl_test_log; a line feed repeats the prefix; a level out of
+ * range is logged as an error, not lost. */
+static void test_sl_log(void **state)
+{
+    (void)state;
+    static const sl_servlet s = {.init = logging_init, .service = logging};
+    sl_test *t = sl_test_new(&s, NULL);
+    assert_non_null(t);
+    assert_string_equal(sl_test_log(t), "info: starting\n");
+    sl_test_log_clear(t);
+    assert_string_equal(sl_test_log(t), "");
+    sl_test_response *r = sl_test_get(t, "/app/x?name=a%25d");
+    assert_int_equal(sl_test_status(r), 200);
+    assert_string_equal(sl_test_log(t), "warning: GET /app/x: name a%d\n"
+                                        "warning: GET /app/x: second\n");
+    sl_test_response_free(r);
+    sl_test_log_clear(t);
+    sl_log(NULL, (sl_log_level)9, "outside"); /* not captured: no run */
+    assert_string_equal(sl_test_log(t), "");
+    sl_test_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_params_init_and_destroy),
         cmocka_unit_test(test_default_content_type),
+        cmocka_unit_test(test_sl_log),
         cmocka_unit_test(test_load_without_handler),
         cmocka_unit_test(test_request_fields_and_binary_body),
         cmocka_unit_test(test_headers_and_cookie_jar),
