@@ -1213,6 +1213,7 @@ static int do_secret(parser *ps, const directive *d, const token *dir, token *ar
     }
     uint8_t buf[SANDLET_SESSION_SECRET_MAX];
     size_t len = 0;
+    errno = 0; /* a file emptied since fstat ends the loop without setting it */
     for (;;) {
         ssize_t n = read(fd, buf + len, sizeof(buf) - len);
         if (n < 0 && errno == EINTR)
@@ -1225,7 +1226,7 @@ static int do_secret(parser *ps, const directive *d, const token *dir, token *ar
     if (len < SANDLET_SESSION_SECRET_MIN) {
         sodium_memzero(buf, sizeof(buf));
         return fail(ps, line, col, "session-secret-file '%s' cannot be read: %s", f,
-                    len ? "it shrank while being read" : strerror(err));
+                    len || !err ? "it shrank while being read" : strerror(err));
     }
     static const char context[] = "sandlet session secret v1";
     crypto_generichash_state hs;
@@ -1329,6 +1330,7 @@ static int do_db_password(parser *ps, const directive *d, const token *dir, toke
     }
     char buf[SANDLET_DATABASE_PASSWORD_MAX + 3];
     size_t len = 0;
+    errno = 0; /* an empty file ends the loop without setting it */
     for (;;) {
         ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
         if (n < 0 && errno == EINTR)
