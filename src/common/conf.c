@@ -3774,8 +3774,17 @@ sandlet_conf *sandlet_conf_plan(const sandlet_conf *conf)
         return NULL;
     p->file = copy_str(conf->file, &bad);
     p->source = copy_str(conf->source, &bad);
-    /* The supervisor checks the database strings itself (prepare). */
+    /* The supervisor checks the database strings itself (prepare), and
+     * names their files and lines as the parse would. */
     p->databases_unchecked = conf->databases_unchecked;
+    p->files = copy_list(conf->files, conf->nfiles, &bad);
+    p->nfiles = p->files ? conf->nfiles : 0;
+    if (conf->nspans && (p->spans = calloc(conf->nspans, sizeof(*p->spans)))) {
+        memcpy(p->spans, conf->spans, conf->nspans * sizeof(*p->spans));
+        p->nspans = conf->nspans;
+    } else if (conf->nspans) {
+        bad = true;
+    }
     memcpy(p->digest, conf->digest, sizeof(p->digest));
     p->user = copy_str(conf->user, &bad);
     p->user_line = conf->user_line;
