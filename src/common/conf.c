@@ -109,6 +109,7 @@ typedef struct parser {
     int comment_line;         /* the line of the last '#' comment skipped */
     int comment_col;          /* and its column */
     bool no_secrets;          /* sandlet_conf_parse_public: secret files not read */
+    bool no_pq;               /* the acceptor's parses: libpq not loaded (check_databases) */
     char *err;
     size_t errlen;
 } parser;
@@ -1212,6 +1213,7 @@ static int do_secret(parser *ps, const directive *d, const token *dir, token *ar
     }
     uint8_t buf[SANDLET_SESSION_SECRET_MAX];
     size_t len = 0;
+    errno = 0; /* a file emptied since fstat ends the loop without setting it */
     for (;;) {
         ssize_t n = read(fd, buf + len, sizeof(buf) - len);
         if (n < 0 && errno == EINTR)
@@ -1224,7 +1226,7 @@ static int do_secret(parser *ps, const directive *d, const token *dir, token *ar
     if (len < SANDLET_SESSION_SECRET_MIN) {
         sodium_memzero(buf, sizeof(buf));
         return fail(ps, line, col, "session-secret-file '%s' cannot be read: %s", f,
-                    len ? "it shrank while being read" : strerror(err));
+                    len || !err ? "it shrank while being read" : strerror(err));
     }
     static const char context[] = "sandlet session secret v1";
     crypto_generichash_state hs;
@@ -1238,24 +1240,20 @@ static int do_secret(parser *ps, const directive *d, const token *dir, token *ar
     return 0;
 }
 
-/* database "CONNINFO": checked with libpq's own parser, so that what
+/* A database string, checked with libpq's own parser, so that what
  * sandletd -t accepts is what the workers' libpq will read.  A password
  * in it is refused: the configuration is often readable by many, and a
- * secret there would also be printed wherever the string is. */
-static int do_database(parser *ps, const directive *d, const token *dir, token *args)
+ * secret there would also be printed wherever the string is.  line and
+ * col are the string's, for the messages. */
+static int conninfo_check(parser *ps, const char *conninfo, int line, int col)
 {
-    (void)dir;
-    sandlet_sandbox_conf *sb = &ps->conf->sandboxes[ps->cur];
-    int rc = not_empty(ps, d, &args[0]);
-    if (rc)
-        return rc;
     /* Loaded here, not linked: a configuration without a database never
      * maps libpq (db/pq.h). */
     char lerr[256];
     if (sandlet_lib_pq_load(lerr, sizeof(lerr)) < 0)
-        return fail(ps, args[0].line, args[0].col, "database: %s", lerr);
+        return fail(ps, line, col, "database: %s", lerr);
     char *perr = NULL;
-    PQconninfoOption *opts = PQconninfoParse(args[0].text, &perr);
+    PQconninfoOption *opts = PQconninfoParse(conninfo, &perr);
     if (!opts) {
         /* libpq's message may quote the string; only its first line, made
          * printable, is shown. */
@@ -1263,7 +1261,7 @@ static int do_database(parser *ps, const directive *d, const token *dir, token *
         snprintf(msg, sizeof(msg), "%s", perr ? perr : "out of memory");
         msg[strcspn(msg, "\n")] = '\0';
         PQfreemem(perr);
-        return fail(ps, args[0].line, args[0].col,
+        return fail(ps, line, col,
                     "database: not a libpq connection string (%s); expected e.g. "
                     "\"host=/run/postgresql dbname=shop user=shop\"",
                     shown(sh, sizeof(sh), msg));
@@ -1274,10 +1272,27 @@ static int do_database(parser *ps, const directive *d, const token *dir, token *
             has_password = true;
     PQconninfoFree(opts);
     if (has_password)
-        return fail(ps, args[0].line, args[0].col,
+        return fail(ps, line, col,
                     "database: the connection string holds a password; remove 'password=' and "
                     "put the password in a file named by 'database-password-file FILE;' "
                     "(mode 600)");
+    return 0;
+}
+
+/* database "CONNINFO": checked now (conninfo_check), or, in the
+ * acceptor's parses, kept with its place for sandlet_conf_check_databases
+ * in a process that may load libpq. */
+static int do_database(parser *ps, const directive *d, const token *dir, token *args)
+{
+    sandlet_sandbox_conf *sb = &ps->conf->sandboxes[ps->cur];
+    int rc = not_empty(ps, d, &args[0]);
+    if (rc == 0 && !ps->no_pq)
+        rc = conninfo_check(ps, args[0].text, args[0].line, args[0].col);
+    if (rc)
+        return rc;
+    sb->database_line = args[0].line;
+    sb->database_col = args[0].col;
+    sb->database_dir_line = dir->line;
     sb->database = dupn(args[0].text, strlen(args[0].text));
     return sb->database ? 0 : nomem(ps);
 }
@@ -1315,6 +1330,7 @@ static int do_db_password(parser *ps, const directive *d, const token *dir, toke
     }
     char buf[SANDLET_DATABASE_PASSWORD_MAX + 3];
     size_t len = 0;
+    errno = 0; /* an empty file ends the loop without setting it */
     for (;;) {
         ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
         if (n < 0 && errno == EINTR)
@@ -1348,7 +1364,7 @@ static int do_db_password(parser *ps, const directive *d, const token *dir, toke
  * connect rules: every "port" entry (5432 when none) unless every host is
  * a unix socket folder (or none is named: libpq's default is its socket).
  * libpq has already accepted the string. */
-static int database_ports(parser *ps, sandlet_sandbox_conf *sb, const token *dir)
+static int database_ports(parser *ps, sandlet_sandbox_conf *sb, int line, int col)
 {
     char sh[SHOWN_MAX];
     PQconninfoOption *opts = PQconninfoParse(sb->database, NULL);
@@ -1385,8 +1401,7 @@ static int database_ports(parser *ps, sandlet_sandbox_conf *sb, const token *dir
                 size_t k = n < sizeof(bad) - 1 ? n : sizeof(bad) - 1;
                 memcpy(bad, p, k);
                 bad[k] = '\0';
-                rc = fail(ps, dir->line, dir->col,
-                          "sandbox '%s': database port '%s' is not a number 1-65535",
+                rc = fail(ps, line, col, "sandbox '%s': database port '%s' is not a number 1-65535",
                           shown(sh, sizeof(sh), sb->name), shown(sh2, sizeof(sh2), bad));
             }
         }
@@ -1395,8 +1410,7 @@ static int database_ports(parser *ps, sandlet_sandbox_conf *sb, const token *dir
             have |= sb->database_ports[i] == v;
         if (rc == 0 && !have) {
             if (sb->ndatabase_ports >= SANDLET_MAX_DATABASE_PORTS)
-                rc = fail(ps, dir->line, dir->col,
-                          "sandbox '%s': too many database ports (at most %d)",
+                rc = fail(ps, line, col, "sandbox '%s': too many database ports (at most %d)",
                           shown(sh, sizeof(sh), sb->name), SANDLET_MAX_DATABASE_PORTS);
             else
                 sb->database_ports[sb->ndatabase_ports++] = (unsigned short)v;
@@ -1527,7 +1541,7 @@ static int database_role_clash(parser *ps, const sandlet_sandbox_conf *sb)
         if (!same)
             continue;
         const char *keeper = sb->sessions == SANDLET_SESSIONS_DATABASE ? sh2 : sh;
-        rc = fail(ps, seen_line(ps, CTX_SANDBOX, "database"), 1,
+        rc = fail(ps, sb->database_dir_line, 1,
                   "sandboxes '%s' (line %d) and '%s' log in to %s as %s, and '%s' keeps its "
                   "sessions there: either could read, change or delete them with sl_db; give "
                   "each sandbox a role of its own (user=... in its database string) and each "
@@ -1538,6 +1552,37 @@ static int database_role_clash(parser *ps, const sandlet_sandbox_conf *sb)
     free(role);
     free(db);
     return rc == -ENOMEM ? nomem(ps) : rc;
+}
+
+int sandlet_conf_check_databases(sandlet_conf *conf, char *err, size_t errlen)
+{
+    if (err && errlen)
+        err[0] = '\0';
+    if (!conf || !conf->databases_unchecked)
+        return 0;
+    parser ps = {.line = 1,
+                 .col = 1,
+                 .name = conf->file ? conf->file : "(config)",
+                 .conf = conf,
+                 .err = errlen ? err : NULL,
+                 .errlen = err ? errlen : 0};
+    int rc = 0;
+    /* In the order a full parse meets them: each sandbox's string, its
+     * ports and its role against the sandboxes before it. */
+    for (size_t i = 0; rc == 0 && i < conf->nsandboxes; i++) {
+        sandlet_sandbox_conf *sb = &conf->sandboxes[i];
+        if (!sb->database)
+            continue;
+        ps.cur = i;
+        rc = conninfo_check(&ps, sb->database, sb->database_line, sb->database_col);
+        if (rc == 0)
+            rc = database_ports(&ps, sb, sb->line, sb->col);
+        if (rc == 0)
+            rc = database_role_clash(&ps, sb);
+    }
+    if (rc == 0)
+        conf->databases_unchecked = false;
+    return rc;
 }
 
 /* Two sandboxes that name one user are one sandbox to the kernel: each
@@ -1715,9 +1760,14 @@ static int close_sandbox(parser *ps, const token *dir)
     }
     /* A database brings what reaching it takes, and nothing more: the
      * database group and its own ports (none for a unix socket). */
+    sb->col = dir->col;
     if (sb->database) {
-        int rc = database_ports(ps, sb, dir);
-        if (rc == 0)
+        int rc = 0;
+        if (ps->no_pq)
+            ps->conf->databases_unchecked = true;
+        else
+            rc = database_ports(ps, sb, dir->line, dir->col);
+        if (rc == 0 && !ps->no_pq)
             rc = database_role_clash(ps, sb);
         if (rc)
             return rc;
@@ -2658,7 +2708,8 @@ typedef struct origin origin;
 static void origin_give(origin *o, sandlet_conf *conf);
 
 static int parse_text(const char *text, size_t len, const char *name, const char *basedir,
-                      bool no_secrets, sandlet_conf **out, char *err, size_t errlen, origin *o)
+                      bool no_secrets, bool no_pq, sandlet_conf **out, char *err, size_t errlen,
+                      origin *o)
 {
     parser ps = {.line = 1,
                  .col = 1,
@@ -2666,6 +2717,7 @@ static int parse_text(const char *text, size_t len, const char *name, const char
                  .name = name ? name : "(config)",
                  .basedir = basedir,
                  .no_secrets = no_secrets,
+                 .no_pq = no_pq,
                  .err = errlen ? err : NULL,
                  .errlen = err ? errlen : 0};
     int rc;
@@ -2757,13 +2809,15 @@ static int parse_text(const char *text, size_t len, const char *name, const char
 int sandlet_conf_parse(const char *text, size_t len, const char *name, const char *basedir,
                        sandlet_conf **out, char *err, size_t errlen)
 {
-    return parse_text(text, len, name, basedir, false, out, err, errlen, NULL);
+    return parse_text(text, len, name, basedir, false, false, out, err, errlen, NULL);
 }
 
 int sandlet_conf_parse_public(const char *text, size_t len, const char *name, const char *basedir,
                               sandlet_conf **out, char *err, size_t errlen)
 {
-    return parse_text(text, len, name, basedir, true, out, err, errlen, NULL);
+    /* The acceptor's reloads: it never loads libpq, and its workers'
+     * ports are the supervisor's business. */
+    return parse_text(text, len, name, basedir, true, true, out, err, errlen, NULL);
 }
 
 /* Reads at most CONF_MAX_BYTES + 1 bytes, enough to tell "too large". */
@@ -3227,13 +3281,27 @@ static int expand_file(const char *path, char **text, size_t *len, origin *g, ch
     return 0;
 }
 
+static int load_text(const char *path, bool no_pq, sandlet_conf **out, sandlet_conf_text *kept,
+                     char *err, size_t errlen);
+
 int sandlet_conf_load(const char *path, sandlet_conf **out, char *err, size_t errlen)
 {
-    return sandlet_conf_load_text(path, out, NULL, err, errlen);
+    return load_text(path, false, out, NULL, err, errlen);
+}
+
+int sandlet_conf_load_no_pq(const char *path, sandlet_conf **out, char *err, size_t errlen)
+{
+    return load_text(path, true, out, NULL, err, errlen);
 }
 
 int sandlet_conf_load_text(const char *path, sandlet_conf **out, sandlet_conf_text *kept, char *err,
                            size_t errlen)
+{
+    return load_text(path, false, out, kept, err, errlen);
+}
+
+static int load_text(const char *path, bool no_pq, sandlet_conf **out, sandlet_conf_text *kept,
+                     char *err, size_t errlen)
 {
     char *text = NULL, *dir;
     size_t len = 0;
@@ -3268,7 +3336,7 @@ int sandlet_conf_load_text(const char *path, sandlet_conf **out, sandlet_conf_te
         set_err(err, errlen, "%s: out of memory", path);
         return -ENOMEM;
     }
-    rc = parse_text(text, len, path, dir, false, out, err, errlen, &g);
+    rc = parse_text(text, len, path, dir, false, no_pq, out, err, errlen, &g);
     origin_free(&g); /* what the parse did not take */
     if (rc == 0) {
         crypto_generichash((*out)->digest, sizeof((*out)->digest), (const unsigned char *)text, len,
@@ -3649,6 +3717,10 @@ static void plan_sandbox(sandlet_sandbox_conf *d, const sandlet_sandbox_conf *s,
         .pages = s->pages,
         .timeout = s->timeout, /* the database's statement timeout follows it */
         .line = s->line,
+        .col = s->col,
+        .database_line = s->database_line, /* for sandlet_conf_check_databases */
+        .database_col = s->database_col,
+        .database_dir_line = s->database_dir_line,
         .user_line = s->user_line,
         .group_line = s->group_line,
         .id = s->id,
@@ -3702,6 +3774,17 @@ sandlet_conf *sandlet_conf_plan(const sandlet_conf *conf)
         return NULL;
     p->file = copy_str(conf->file, &bad);
     p->source = copy_str(conf->source, &bad);
+    /* The supervisor checks the database strings itself (prepare), and
+     * names their files and lines as the parse would. */
+    p->databases_unchecked = conf->databases_unchecked;
+    p->files = copy_list(conf->files, conf->nfiles, &bad);
+    p->nfiles = p->files ? conf->nfiles : 0;
+    if (conf->nspans && (p->spans = calloc(conf->nspans, sizeof(*p->spans)))) {
+        memcpy(p->spans, conf->spans, conf->nspans * sizeof(*p->spans));
+        p->nspans = conf->nspans;
+    } else if (conf->nspans) {
+        bad = true;
+    }
     memcpy(p->digest, conf->digest, sizeof(p->digest));
     p->user = copy_str(conf->user, &bad);
     p->user_line = conf->user_line;

@@ -217,6 +217,10 @@ typedef struct sandlet_sandbox_conf {
      * group and its TCP ports in database_ports once its block closes.
      * Both strings reach only the supervisor and, in INIT, the workers. */
     char *database;
+    /* Where the string (line, col) and its directive are, in lines of the
+     * parsed text; with line and col (the "sandbox" word), what
+     * sandlet_conf_check_databases' messages name. */
+    int database_line, database_col, database_dir_line;
     char *database_password_file;
     char *database_password; /* NULL: none; zeroed when freed */
     bool core_dumps;
@@ -245,7 +249,7 @@ typedef struct sandlet_sandbox_conf {
      * gets a number never used before, one it leaves unchanged keeps its
      * own (the supervisor decides, and tells the acceptor). */
     uint32_t id;
-    int line;
+    int line, col;             /* of its "sandbox" word */
     int user_line, group_line; /* of its "user" and "group" lines; 0: none */
 } sandlet_sandbox_conf;
 
@@ -316,6 +320,9 @@ typedef struct sandlet_conf {
      * (whether a reload found it changed). */
     char *source;
     unsigned char digest[32];
+    /* A _no_pq parse kept database strings that sandlet_conf_check_databases
+     * has not checked yet: their ports are not in database_ports. */
+    bool databases_unchecked;
     char *user; /* NULL: stay the user we were started as */
     int user_line;
     /* The lines of docroot, access-log and error-log (0: none), so that
@@ -378,11 +385,26 @@ int sandlet_conf_parse(const char *text, size_t len, const char *name, const cha
                        sandlet_conf **out, char *err, size_t errlen);
 /* As sandlet_conf_parse, for the acceptor at a reload: secret files
  * (session-secret-file, database-password-file) are named but not read,
- * since the acceptor may not read them; the supervisor has. */
+ * since the acceptor may not read them; the supervisor has.  Nor are the
+ * database strings checked: libpq is not loaded (as sandlet_conf_load_no_pq). */
 int sandlet_conf_parse_public(const char *text, size_t len, const char *name, const char *basedir,
                               sandlet_conf **out, char *err, size_t errlen);
 /* Reads and parses a file; relative paths resolve against its folder. */
 int sandlet_conf_load(const char *path, sandlet_conf **out, char *err, size_t errlen);
+/* As sandlet_conf_load, without loading libpq: each "database" string is
+ * kept with its place, unchecked, and no database port is derived from
+ * it.  For the process that becomes the acceptor, which faces the network
+ * and must not map libpq and its twenty libraries for its whole life:
+ * sandlet_conf_check_databases does the rest in a process that may. */
+int sandlet_conf_load_no_pq(const char *path, sandlet_conf **out, char *err, size_t errlen);
+/* What a full parse does with the database strings that a _no_pq parse
+ * (or the plan of one) kept: checks each with libpq's parser (no
+ * password), adds its TCP ports to database_ports, and refuses two
+ * sandboxes that may log in as one role to the database one keeps its
+ * sessions in; the messages are the full parse's, with FILE:LINE:COL.
+ * Loads libpq.  0 (at once when nothing is unchecked), or -EINVAL or
+ * -ENOMEM with one line in err. */
+int sandlet_conf_check_databases(sandlet_conf *conf, char *err, size_t errlen);
 /* The bytes sandlet_conf_load_text parsed and the folder relative paths
  * resolved against: what the acceptor parses again at a reload. */
 typedef struct sandlet_conf_text {

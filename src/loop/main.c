@@ -450,6 +450,75 @@ static int open_self(void)
     return high < 0 ? -err : high;
 }
 
+/* Writes (out) or reads all of len bytes; 0, or -1 at an error or end. */
+static int pipe_all(int fd, void *buf, size_t len, bool out)
+{
+    char *p = buf;
+    while (len) {
+        ssize_t n = out ? write(fd, p, len) : read(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* sandlet_conf_check_databases in a child that exits, as identity.c looks
+ * up users: checking a database string loads libpq, and with it some
+ * twenty libraries (OpenSSL, Kerberos, LDAP...) that this process, the
+ * future acceptor, would map for its whole life.  The supervisor checks
+ * again for itself (its ports); this check is the start's verdict, with
+ * the message sandletd -t gives.  0, or a negative errno with err set. */
+static int check_databases_apart(sandlet_conf *conf, char *err, size_t errlen)
+{
+    if (!conf->databases_unchecked)
+        return 0;
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) < 0) {
+        int e = errno;
+        snprintf(err, errlen, "cannot check the database strings: pipe: %s", strerror(e));
+        return -e;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(fds[0]);
+        close(fds[1]);
+        snprintf(err, errlen, "cannot check the database strings: fork: %s", strerror(e));
+        return -e;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        char msg[1024];
+        /* The child's copy: what the check fills in stays here. */
+        int32_t rc = sandlet_conf_check_databases(conf, msg, sizeof(msg));
+        bool ok = pipe_all(fds[1], &rc, sizeof(rc), true) == 0 &&
+                  pipe_all(fds[1], msg, sizeof(msg), true) == 0;
+        _exit(ok ? 0 : 1);
+    }
+    close(fds[1]);
+    int32_t rc = 0;
+    char msg[1024];
+    if (pipe_all(fds[0], &rc, sizeof(rc), false) < 0 ||
+        pipe_all(fds[0], msg, sizeof(msg), false) < 0 || rc > 0) {
+        rc = -EIO;
+        snprintf(msg, sizeof(msg),
+                 "the process that checks the database strings ended without an answer (out "
+                 "of memory, or killed); start sandletd again");
+    }
+    msg[sizeof(msg) - 1] = '\0';
+    close(fds[0]);
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (rc < 0)
+        snprintf(err, errlen, "%s", msg);
+    return rc;
+}
+
 /* Takes conf (*taken set) once the acceptor's configuration generation
  * holds it. */
 static int run(sandlet_conf *conf, bool *taken)
@@ -744,7 +813,14 @@ int main(int argc, char **argv)
     }
     char err[1024];
     sandlet_conf *conf;
-    int rc = sandlet_conf_load(file, &conf, err, sizeof(err));
+    /* -t, -T and -s are short-lived and check everything in this process;
+     * a start parses without libpq, and checks the database strings in a
+     * child (check_databases_apart). */
+    bool serve = !dump && !command && !check;
+    int rc = serve ? sandlet_conf_load_no_pq(file, &conf, err, sizeof(err))
+                   : sandlet_conf_load(file, &conf, err, sizeof(err));
+    if (rc == 0 && serve && (rc = check_databases_apart(conf, err, sizeof(err))) < 0)
+        sandlet_conf_free(conf);
     if (rc < 0) {
         fprintf(stderr, "sandletd: %s\n", err);
         return 1;

@@ -1777,6 +1777,14 @@ static void secret_hash(const sandlet_conf *conf, unsigned char out[32])
  * configuration before any worker starts. */
 static int prepare(sandlet_conf *conf)
 {
+    /* The acceptor parsed without libpq (sandlet_conf_load_no_pq): the
+     * database strings' ports, the workers' Landlock rules, are ours to
+     * derive.  A child of the acceptor checked the same strings already. */
+    char err[1024];
+    if (sandlet_conf_check_databases(conf, err, sizeof(err)) < 0) {
+        sandlet_error("%s", err);
+        return -EINVAL;
+    }
     plan *p = calloc(1, sizeof(*p));
     sv.start_ids = calloc(conf->nsandboxes + 1, sizeof(*sv.start_ids));
     if (!p || !sv.start_ids) {

@@ -34,6 +34,10 @@
 
 /* What a row needs beyond the file itself. */
 #define NEED_ROOT 1u /* users and groups are only looked up by a root start */
+/* A start ("sandletd -c FILE") must refuse the file too, with the same
+ * line: for what a start checks apart from -t's parse (the database
+ * strings, in a child that exits, so that the acceptor never loads libpq). */
+#define AT_START 2u
 
 typedef struct err_case {
     const char *name;
@@ -214,7 +218,15 @@ static const err_case cases[] = {
     {"two sandboxes, one database role",
      "session-secret-file \"@D@/secret-ok\";\nsandbox a {\n  database \"dbname=x user=app\";\n"
      "  sessions database;\n}\nsandbox b {\n  database \"dbname=x user=app\";\n}\n",
-     1, "7:1:", "give each sandbox a role of its own (user=... in its database string)", 0},
+     1, "7:1:", "give each sandbox a role of its own (user=... in its database string)", AT_START},
+    {"a password in the database string", "sandbox a {\n  database \"host=h password=x\";\n}\n", 1,
+     "2:12:",
+     "remove 'password=' and put the password in a file named by 'database-password-file FILE;'",
+     AT_START},
+    {"not a libpq connection string", "sandbox a {\n  database \"host=h dbname\";\n}\n", 1,
+     "2:12:", "not a libpq connection string (missing \"=\" after \"dbname\"", AT_START},
+    {"a database port out of range", "\nsandbox a {\n  database \"host=h port=99999\";\n}\n", 1,
+     "2:1:", "sandbox 'a': database port '99999' is not a number 1-65535", AT_START},
     /* Users and groups (looked up only by a root start). */
     {"acceptor user missing", "listen 127.0.0.1:0;\nuser sandlet-no-such-user;\n", 1, "2:",
      "create it (adduser --system sandlet-no-such-user) or change the 'user' line", NEED_ROOT},
@@ -333,9 +345,10 @@ static void expand(const char *text, char *out, size_t cap)
     out[n] = '\0';
 }
 
-/* Runs sandletd -t -c conf_path: its exit status, its standard error in
- * err (standard output, "OK", is not where problems go). */
-static int check_stderr(char *err, size_t cap)
+/* Runs sandletd -t -c conf_path (or, start, sandletd -c conf_path): its
+ * exit status, its standard error in err (standard output, "OK", is not
+ * where problems go). */
+static int check_stderr(bool start, char *err, size_t cap)
 {
     int p[2];
     assert_int_equal(pipe2(p, O_CLOEXEC), 0);
@@ -347,7 +360,14 @@ static int check_stderr(char *err, size_t cap)
         dup2(null, STDOUT_FILENO);
         dup2(p[1], STDERR_FILENO);
         const char *exe = getenv("SANDLETD");
-        execl(exe ? exe : "./sandletd", "sandletd", "-t", "-c", conf_path, (char *)NULL);
+        if (start) {
+            /* A start that did not refuse the file would serve: SIGALRM
+             * ends it, and the row fails on its status. */
+            alarm(20);
+            execl(exe ? exe : "./sandletd", "sandletd", "-c", conf_path, (char *)NULL);
+        } else {
+            execl(exe ? exe : "./sandletd", "sandletd", "-t", "-c", conf_path, (char *)NULL);
+        }
         _exit(127);
     }
     close(p[1]);
@@ -364,6 +384,27 @@ static int check_stderr(char *err, size_t cap)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* One run of sandletd on the row's file: its status, and the place and
+ * the advice on one line of its standard error. */
+static void check_case(const err_case *c, const char *text, const char *where, const char *fix,
+                       bool start, char *err, size_t cap)
+{
+    int status = check_stderr(start, err, cap);
+    /* The place and the advice on one line: the line an operator reads. */
+    bool found = false;
+    for (const char *line = err; *line && !found;) {
+        const char *eol = strchr(line, '\n');
+        size_t len = eol ? (size_t)(eol - line) : strlen(line);
+        const char *w = memmem(line, len, where, strlen(where));
+        found = w && memmem(w, len - (size_t)(w - line), fix, strlen(fix));
+        line += len + (eol ? 1 : 0);
+    }
+    if (status != c->status || !found)
+        fail_msg("%s (sandletd %s):\n--- file\n%s--- wanted exit %d and '%s' with '%s' on one "
+                 "line; got exit %d:\n%s",
+                 c->name, start ? "-c" : "-t -c", text, c->status, where, fix, status, err);
+}
+
 static void run_case(void **state)
 {
     const err_case *c = *state;
@@ -375,22 +416,10 @@ static void run_case(void **state)
     assert_non_null(f);
     fputs(text, f);
     fclose(f);
-    int status = check_stderr(err, sizeof(err));
     snprintf(where, sizeof(where), "%s:%s", conf_path, c->where);
     expand(c->fix, fix, sizeof(fix));
-    /* The place and the advice on one line: the line an operator reads. */
-    bool found = false;
-    for (const char *line = err; *line && !found;) {
-        const char *eol = strchr(line, '\n');
-        size_t len = eol ? (size_t)(eol - line) : strlen(line);
-        const char *w = memmem(line, len, where, strlen(where));
-        found = w && memmem(w, len - (size_t)(w - line), fix, strlen(fix));
-        line += len + (eol ? 1 : 0);
-    }
-    if (status != c->status || !found)
-        fail_msg("%s:\n--- file\n%s--- wanted exit %d and '%s' with '%s' on one line; got exit "
-                 "%d:\n%s",
-                 c->name, text, c->status, where, fix, status, err);
+    for (int start = 0; start <= ((c->needs & AT_START) != 0); start++)
+        check_case(c, text, where, fix, start, err, sizeof(err));
 }
 
 int main(void)

@@ -139,6 +139,77 @@ static void test_no_database_no_libpq(void **state)
     assert_true(processes_without_libpq(daemon_.pid) >= 4);
 }
 
+/* True when pid maps a file whose path holds name. */
+static bool maps_file(pid_t pid, const char *name)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+    char *maps = th_slurp(path, NULL);
+    assert_non_null(maps);
+    bool found = strstr(maps, name) != NULL;
+    free(maps);
+    return found;
+}
+
+static void write_db_conf(const th_daemon *d, unsigned workers)
+{
+    FILE *f = fopen(d->conf, "w");
+    assert_non_null(f);
+    fprintf(
+        f,
+        "listen 127.0.0.1:0;\nspool-dir %s/spool;\n"
+        "sandbox shop { workers %u; database \"host=127.0.0.1 port=1 dbname=shop user=shop\"; }\n"
+        "servlet /shop { library \"%s\"; sandbox shop; }\n",
+        d->dir, workers, th_build_path("examples/hello/.libs/hello.so"));
+    assert_int_equal(fclose(f), 0);
+}
+
+/* A sandbox with a database: the process that becomes the acceptor parses
+ * without libpq, and a child that exits checks the string (main.c), so the
+ * process facing the network never maps libpq nor the libraries it brings,
+ * at start or after a reload (the acceptor parses the new text again).
+ * The supervisor, which derives the workers' ports from the string, does:
+ * that is where this test sees libpq at all. */
+static void test_database_acceptor_no_libpq(void **state)
+{
+    (void)state;
+    th_daemon d;
+    char body[1024];
+    snprintf(
+        body, sizeof(body),
+        "sandbox shop { workers 1; database \"host=127.0.0.1 port=1 dbname=shop user=shop\"; }\n"
+        "servlet /shop { library \"%s\"; sandbox shop; }\n",
+        th_build_path("examples/hello/.libs/hello.so"));
+    assert_int_equal(th_start(&d, body, false), 0);
+    th_response r;
+    /* hello never asks for its database: served though none listens. */
+    assert_int_equal(th_request(d.port, "GET", "/shop", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    /* Failures are told once the daemon is stopped: the tests after this
+     * one count the processes left behind. */
+    bool at_start = maps_file(d.pid, "/libpq.so");
+    pid_t kids[16];
+    int n = th_children_of(d.pid, kids, 16);
+    bool seen = false;
+    for (int i = 0; i < n; i++)
+        seen |= maps_file(kids[i], "/libpq.so");
+    assert_true(seen); /* the supervisor checked the string */
+
+    write_db_conf(&d, 2);
+    assert_int_equal(kill(d.pid, SIGHUP), 0);
+    assert_true(th_log_wait(&d, " applied: ", 5000));
+    assert_int_equal(th_request(d.port, "GET", "/shop", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    bool after_reload = maps_file(d.pid, "/libpq.so");
+    assert_int_equal(th_stop(&d), 0);
+    if (at_start)
+        fail_msg("the acceptor maps libpq: a database string was parsed in it");
+    if (after_reload)
+        fail_msg("the acceptor maps libpq after a reload");
+}
+
 static void test_ipv6(void **state)
 {
     (void)state;
@@ -968,6 +1039,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hello),
         cmocka_unit_test(test_no_database_no_libpq),
+        cmocka_unit_test(test_database_acceptor_no_libpq),
         cmocka_unit_test(test_ipv6),
         cmocka_unit_test(test_keepalive_100),
         cmocka_unit_test(test_pipelined_in_order),

@@ -675,6 +675,156 @@ static void test_database(void **state)
     assert_int_equal(parse_bad(nodb, strlen(nodb), err, sizeof(err)), -EINVAL);
 }
 
+/* Writes text into dir/name; returns the path (one of four). */
+static const char *text_file(const char *dir, const char *name, const char *text)
+{
+    static char path[4][256];
+    static int next;
+    char *p = path[next++ % 4];
+    snprintf(p, sizeof(path[0]), "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+    return p;
+}
+
+static bool libpq_mapped(void)
+{
+    char *maps = NULL;
+    size_t cap = 0, len = 0;
+    FILE *f = fopen("/proc/self/maps", "r");
+    assert_non_null(f);
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 65536;
+            maps = realloc(maps, cap);
+            assert_non_null(maps);
+        }
+        size_t n = fread(maps + len, 1, cap - len - 1, f);
+        if (n == 0)
+            break;
+        len += n;
+    }
+    fclose(f);
+    maps[len] = '\0';
+    bool found = strstr(maps, "/libpq.so") != NULL;
+    free(maps);
+    return found;
+}
+
+/* The acceptor's parse (sandlet_conf_load_no_pq) keeps each database
+ * string unchecked and loads no libpq: the first test of this program,
+ * since libpq stays loaded once a parse loaded it.  The check loads it. */
+static void test_no_pq_parse_loads_no_libpq(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/test_conf-nopq-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    if (libpq_mapped())
+        fail_msg("libpq is loaded before the first test: this test must run first");
+    const char *path = text_file(dir, "t.conf", "sandbox db {\n  database \"host=h\";\n}\n");
+    char err[512] = "";
+    sandlet_conf *c = NULL;
+    assert_int_equal(sandlet_conf_load_no_pq(path, &c, err, sizeof(err)), 0);
+    assert_false(libpq_mapped());
+    assert_true(c->databases_unchecked);
+    assert_int_equal(db_sandbox(c)->ndatabase_ports, 0);
+    assert_int_equal(sandlet_conf_check_databases(c, err, sizeof(err)), 0);
+    assert_true(libpq_mapped()); /* so that the first look could fail */
+    assert_int_equal(db_sandbox(c)->ndatabase_ports, 1);
+    sandlet_conf_free(c);
+    unlink(path);
+    assert_int_equal(rmdir(dir), 0);
+}
+
+/* sandlet_conf_check_databases after a _no_pq parse gives what the full
+ * parse gives: the same ports, or the same message (FILE:LINE:COL and the
+ * fix), for each string and for two sandboxes on one role, in an included
+ * file too; on the supervisor's plan of such a parse as well. */
+static void test_check_databases(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/test_conf-check-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    const char *secret = secret_file(dir, "s", 32, 0600);
+    char role_clash[512];
+    snprintf(role_clash, sizeof(role_clash),
+             "session-secret-file \"%s\";\ninclude \"%s/more.conf\";\n", secret, dir);
+    char more[256]; /* text_file's buffers are reused below */
+    snprintf(more, sizeof(more), "%s",
+             text_file(dir, "more.conf",
+                       "sandbox a { database \"dbname=x user=app\"; sessions database; }\n"
+                       "sandbox b {\n  database \"dbname=x user=app\";\n}\n"));
+    static const char *const conninfos[] = {
+        "host=/run/postgresql dbname=shop user=shop",
+        "dbname=shop",
+        "host=db.example dbname=shop",
+        "postgresql://shop@127.0.0.1:6543/shop",
+        "host=a,/tmp,b port=7000,7001,7000",
+        "hostaddr=10.0.0.1 port=6000",
+        "host=h password=hunter2",
+        "host=h bogus=1",
+        "host=h port=99999",
+        "host=h port=x",
+        "host=h port=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17",
+        NULL, /* role_clash */
+    };
+    for (size_t i = 0; i < sizeof(conninfos) / sizeof(conninfos[0]); i++) {
+        char text[1024];
+        if (conninfos[i])
+            snprintf(text, sizeof(text), "sandbox db {\n  database \"%s\";\n  workers 2;\n}\n",
+                     conninfos[i]);
+        else
+            snprintf(text, sizeof(text), "%s", role_clash);
+        const char *path = text_file(dir, "t.conf", text);
+        char want[768] = "", got[768] = "";
+        sandlet_conf *full = NULL, *c = NULL;
+        int want_rc = sandlet_conf_load(path, &full, want, sizeof(want));
+        assert_int_equal(sandlet_conf_load_no_pq(path, &c, got, sizeof(got)), 0);
+        assert_true(c->databases_unchecked);
+        sandlet_conf *plan = sandlet_conf_plan(c);
+        assert_non_null(plan);
+        for (int round = 0; round < 2; round++) {
+            sandlet_conf *x = round ? plan : c;
+            int rc = sandlet_conf_check_databases(x, got, sizeof(got));
+            if (rc != want_rc)
+                fail_msg("case %zu: %d (%s), the full parse %d (%s)", i, rc, got, want_rc, want);
+            if (rc) {
+                assert_string_equal(got, want);
+                continue;
+            }
+            assert_false(x->databases_unchecked);
+            for (size_t k = 0; k < full->nsandboxes; k++) {
+                const sandlet_sandbox_conf *a = &full->sandboxes[k], *b = &x->sandboxes[k];
+                assert_int_equal(a->ndatabase_ports, b->ndatabase_ports);
+                assert_memory_equal(a->database_ports, b->database_ports,
+                                    sizeof(a->database_ports));
+                assert_int_equal(a->syscalls, b->syscalls);
+            }
+            /* Once is enough: a second check changes nothing. */
+            size_t n = x->sandboxes[0].ndatabase_ports;
+            assert_int_equal(sandlet_conf_check_databases(x, got, sizeof(got)), 0);
+            assert_int_equal(x->sandboxes[0].ndatabase_ports, n);
+        }
+        if (!conninfos[i])
+            assert_non_null(strstr(want, "more.conf:3:1: sandboxes 'a' (line "));
+        sandlet_conf_free(plan);
+        sandlet_conf_free(c);
+        sandlet_conf_free(full);
+        unlink(path);
+    }
+    /* Nothing to check: 0 at once. */
+    sandlet_conf *c = parse_ok("sandbox s { workers 1; }\n", NULL);
+    char err[64] = "x";
+    assert_int_equal(sandlet_conf_check_databases(c, err, sizeof(err)), 0);
+    assert_string_equal(err, "");
+    sandlet_conf_free(c);
+    unlink(more);
+    unlink(secret);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 /* database-password-file: read at parse time with session-secret-file's
  * owner and mode rules; one trailing newline is not the password's. */
 static void test_database_password_file(void **state)
@@ -1250,7 +1400,8 @@ static const struct bad_case bad_cases[] = {
     /* the whole list, however long, and the likely word */
     {"servelt /x { }\n", 1, 1,
      "unknown directive 'servelt' at top level; did you mean 'servlet'? (expected listen, "},
-    {"servelt /x { }\n", 1, 1, "development, unknown-hosts, state-file, dynamic-uids, sandbox, servlet, pages or host)"},
+    {"servelt /x { }\n", 1, 1,
+     "development, unknown-hosts, state-file, dynamic-uids, sandbox, servlet, pages or host)"},
     {"sandbox a { wokers 2; }\n", 1, 13, "did you mean 'workers'?"},
     /* what other formats write */
     {"listen = 127.0.0.1:8091;\n", 1, 8,
@@ -1798,6 +1949,8 @@ static void test_database_unix(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        /* First: it looks at a process that never loaded libpq. */
+        cmocka_unit_test(test_no_pq_parse_loads_no_libpq),
         cmocka_unit_test(test_full_example),
         cmocka_unit_test(test_empty_gets_defaults),
         cmocka_unit_test(test_queue_timeout),
@@ -1810,6 +1963,7 @@ int main(void)
         cmocka_unit_test(test_session_secret_file),
         cmocka_unit_test(test_database),
         cmocka_unit_test(test_database_roles),
+        cmocka_unit_test(test_check_databases),
         cmocka_unit_test(test_database_password_file),
         cmocka_unit_test(test_confinement_settings),
         cmocka_unit_test(test_limit_defaults),
