@@ -262,6 +262,13 @@ struct sandlet_pool {
     uint64_t moved;
     /* Requests written to a worker that still held others ("pipeline"). */
     uint64_t batched;
+    /* How long requests of each servlet (or page) ran, recently: a small
+     * table keyed by the servlet's configuration view, 8 times the
+     * moving average in ms (sandlet_slow_note, queue.c). */
+    struct {
+        const void *servlet;
+        uint32_t avg8;
+    } slow[64];
     /* How long requests answered by a worker took, from their head's
      * arrival to the worker's last byte (queue time included): counts per
      * upper bound of SANDLET_DURATION_BOUNDS (cumulative when shown) and

@@ -345,6 +345,8 @@ static void request_finished(sandlet_worker *w)
      * the rest up to this abort before it takes another request. */
     sandlet_body_abort(w, held(w, 0));
     sandlet_pool_observe(w->pool, held(w, 0)->started);
+    if (held(w, 0)->servlet)
+        sandlet_slow_note(w->pool, held(w, 0)->servlet, uv_now(w->pool->srv->loop) - w->started);
     uv_timer_stop(&w->deadline);
     w->rfirst = (w->rfirst + 1) % depth(w);
     w->rcount--;

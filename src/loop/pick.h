@@ -25,6 +25,7 @@ typedef struct sandlet_pick_worker {
     bool held_back;    /* owes a SKIP, was found slow, or is being recycled */
     unsigned held;     /* requests written to it and not answered */
     bool last_streams; /* the last of them still has a body streaming */
+    bool last_slow;    /* the last of them is of a servlet known to be slow */
     uint32_t pages_gen;
     uint64_t served; /* by this incarnation, for max-requests */
 } sandlet_pick_worker;

@@ -61,6 +61,10 @@ void sandlet_grow_done(sandlet_worker *w, bool failed);
 void sandlet_idle_watch(sandlet_pool *p);
 void sandlet_worker_retire(sandlet_worker *w, const char *why);
 bool sandlet_fresh_up(const sandlet_pool *p);
+/* Whether requests of servlet (a configuration view) ran long lately,
+ * and one more such request took ms (queue.c). */
+bool sandlet_slow(const sandlet_pool *p, const void *servlet);
+void sandlet_slow_note(sandlet_pool *p, const void *servlet, uint64_t ms);
 bool sandlet_may_replace(sandlet_pool *p);
 void sandlet_replace_stale(sandlet_pool *p, const char *why);
 void sandlet_worker_free(sandlet_worker *w);

@@ -414,6 +414,33 @@ static uint32_t needs(sandlet_conn *c)
     return gen;
 }
 
+/* A servlet is slow when its requests ran SANDLET_BEHIND_MS or longer on
+ * average lately: a request of it ends a worker's batch.  Collisions in
+ * the small table just share a slot (a fast servlet may be taken for slow
+ * for a while: it then only batches less). */
+static unsigned slow_slot(const void *servlet)
+{
+    return (unsigned)(((uintptr_t)servlet >> 4) % 64u);
+}
+
+bool sandlet_slow(const sandlet_pool *p, const void *servlet)
+{
+    unsigned i = slow_slot(servlet);
+    return p->slow[i].servlet == servlet && p->slow[i].avg8 >= 8u * SANDLET_BEHIND_MS;
+}
+
+void sandlet_slow_note(sandlet_pool *p, const void *servlet, uint64_t ms)
+{
+    unsigned i = slow_slot(servlet);
+    uint32_t m = ms > 60000 ? 60000u : (uint32_t)ms;
+    if (p->slow[i].servlet != servlet) {
+        p->slow[i].servlet = servlet;
+        p->slow[i].avg8 = 8 * m;
+        return;
+    }
+    p->slow[i].avg8 = p->slow[i].avg8 - p->slow[i].avg8 / 8 + m;
+}
+
 /* Worker i of the pool ctx as sandlet_pick sees it. */
 static void view_worker(const void *ctx, unsigned i, sandlet_pick_worker *out)
 {
@@ -424,6 +451,9 @@ static void view_worker(const void *ctx, unsigned i, sandlet_pick_worker *out)
         .held = w->rcount,
         .last_streams =
             w->rcount && w->ring[(w->rfirst + w->rcount - 1) % w->pool->depth].body_open,
+        .last_slow =
+            w->rcount &&
+            sandlet_slow(w->pool, w->ring[(w->rfirst + w->rcount - 1) % w->pool->depth].servlet),
         .pages_gen = w->pages_gen,
         .served = w->served,
     };

@@ -137,6 +137,20 @@ static void test_pick_max_requests(void **state)
     assert_int_equal(pick(ws, 2, &a), 2);
 }
 
+/* Nothing queues behind a request of a servlet known to be slow; an
+ * empty worker takes anything. */
+static void test_pick_behind_slow(void **state)
+{
+    (void)state;
+    sandlet_pick_worker ws[] = {UP(1), UP(3)};
+    ws[0].last_slow = true;
+    assert_int_equal(pick(ws, 2, &servlet), 1);
+    ws[1].last_slow = true;
+    assert_int_equal(pick(ws, 2, &servlet), 2);
+    ws[0].held = 0;
+    assert_int_equal(pick(ws, 2, &servlet), 0);
+}
+
 /* A worker of old code that holds requests gets no more while one of the
  * new code is up (it must empty to be replaced: under a steady load it
  * never would); holding nothing, or with no new one up, it serves. */
@@ -364,6 +378,7 @@ int main(void)
         cmocka_unit_test(test_pick_pages_gen),
         cmocka_unit_test(test_pick_max_requests),
         cmocka_unit_test(test_pick_stale_drains),
+        cmocka_unit_test(test_pick_behind_slow),
         cmocka_unit_test_setup_teardown(test_revoke_newest_first, words_open, words_close),
         cmocka_unit_test_setup_teardown(test_revoke_stops_at_claimed, words_open, words_close),
         cmocka_unit_test_setup_teardown(test_revoke_scribbled, words_open, words_close),
