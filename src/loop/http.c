@@ -1164,7 +1164,8 @@ static int on_headers_complete(llhttp_t *p)
          * fixed fields.  Only a max-header-size near its 1 MiB bound comes
          * close; the client hears 431 rather than a 500 later. */
         size_t method_len = strlen(llhttp_method_name(llhttp_get_method(p)));
-        size_t frame = 6 + 3 * 5 + method_len + strlen(c->peer) + c->head.len + (size_t)8 * c->nhdrs;
+        size_t frame =
+            6 + 3 * 5 + method_len + strlen(c->peer) + c->head.len + (size_t)8 * c->nhdrs;
         if (frame > SANDLET_FRAME_MAX) {
             c->error_status = 431;
             return -1;

@@ -450,22 +450,6 @@ static int open_self(void)
     return high < 0 ? -err : high;
 }
 
-/* Writes (out) or reads all of len bytes; 0, or -1 at an error or end. */
-static int pipe_all(int fd, void *buf, size_t len, bool out)
-{
-    char *p = buf;
-    while (len) {
-        ssize_t n = out ? write(fd, p, len) : read(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 /* sandlet_conf_check_databases in a child that exits, as identity.c looks
  * up users: checking a database string loads libpq, and with it some
  * twenty libraries (OpenSSL, Kerberos, LDAP...) that this process, the
@@ -495,15 +479,15 @@ static int check_databases_apart(sandlet_conf *conf, char *err, size_t errlen)
         char msg[1024];
         /* The child's copy: what the check fills in stays here. */
         int32_t rc = sandlet_conf_check_databases(conf, msg, sizeof(msg));
-        bool ok = pipe_all(fds[1], &rc, sizeof(rc), true) == 0 &&
-                  pipe_all(fds[1], msg, sizeof(msg), true) == 0;
+        bool ok = sandlet_pipe_all(fds[1], &rc, sizeof(rc), true) == 0 &&
+                  sandlet_pipe_all(fds[1], msg, sizeof(msg), true) == 0;
         _exit(ok ? 0 : 1);
     }
     close(fds[1]);
     int32_t rc = 0;
     char msg[1024];
-    if (pipe_all(fds[0], &rc, sizeof(rc), false) < 0 ||
-        pipe_all(fds[0], msg, sizeof(msg), false) < 0 || rc > 0) {
+    if (sandlet_pipe_all(fds[0], &rc, sizeof(rc), false) < 0 ||
+        sandlet_pipe_all(fds[0], msg, sizeof(msg), false) < 0 || rc > 0) {
         rc = -EIO;
         snprintf(msg, sizeof(msg),
                  "the process that checks the database strings ended without an answer (out "

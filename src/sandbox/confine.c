@@ -1273,7 +1273,8 @@ static int apply_early_filter(const run *r)
             rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socketpair), 0);
     }
     if (rc < 0)
-        rc = report(r, rc, NULL, "report a bug", "seccomp rules against exec, fork and unix sockets");
+        rc = report(r, rc, NULL, "report a bug",
+                    "seccomp rules against exec, fork and unix sockets");
     else if ((rc = seccomp_load(ctx)) < 0)
         rc = report(r, rc, NULL, "check that the kernel has CONFIG_SECCOMP_FILTER",
                     "seccomp_load(no exec, no fork)");

@@ -192,8 +192,7 @@ int sandlet_identity_sandboxes(const sandlet_conf *conf, const sandlet_id *accep
     return 0;
 }
 
-/* All of len, or -1: a child that died midway wrote less. */
-static int pipe_all(int fd, void *buf, size_t len, bool out)
+int sandlet_pipe_all(int fd, void *buf, size_t len, bool out)
 {
     char *p = buf;
     while (len) {
@@ -227,17 +226,17 @@ int sandlet_identity_resolve(const sandlet_conf *conf, sandlet_id *acceptor, boo
         int32_t rc = acceptor_known ? 0 : sandlet_identity_acceptor(conf, acceptor);
         if (rc == 0)
             rc = sandlet_identity_sandboxes(conf, acceptor, ids);
-        bool ok = pipe_all(fds[1], &rc, sizeof(rc), true) == 0 &&
-                  (rc < 0 || (pipe_all(fds[1], acceptor, sizeof(*acceptor), true) == 0 &&
-                              pipe_all(fds[1], ids, idlen, true) == 0));
+        bool ok = sandlet_pipe_all(fds[1], &rc, sizeof(rc), true) == 0 &&
+                  (rc < 0 || (sandlet_pipe_all(fds[1], acceptor, sizeof(*acceptor), true) == 0 &&
+                              sandlet_pipe_all(fds[1], ids, idlen, true) == 0));
         _exit(ok ? 0 : 1);
     }
     close(fds[1]);
     int32_t rc = 0;
     sandlet_id got;
-    if (pipe_all(fds[0], &rc, sizeof(rc), false) < 0 ||
-        (rc == 0 && (pipe_all(fds[0], &got, sizeof(got), false) < 0 ||
-                     pipe_all(fds[0], ids, idlen, false) < 0)))
+    if (sandlet_pipe_all(fds[0], &rc, sizeof(rc), false) < 0 ||
+        (rc == 0 && (sandlet_pipe_all(fds[0], &got, sizeof(got), false) < 0 ||
+                     sandlet_pipe_all(fds[0], ids, idlen, false) < 0)))
         rc = -EIO;
     close(fds[0]);
     int st;

@@ -51,4 +51,9 @@ uint32_t sandlet_identity_dynamic_uid_in(const sandlet_conf *conf, const char *s
 /* conf's dynamic-uids range. */
 void sandlet_identity_range(const sandlet_conf *conf, uint32_t *first, uint32_t *last);
 
+/* Writes (out) or reads all of len bytes of a child's report pipe: 0, or
+ * -1 at an error or an early end (a child that died midway wrote less).
+ * The lookups here and main.c's database check share it. */
+int sandlet_pipe_all(int fd, void *buf, size_t len, bool out);
+
 #endif /* SANDLET_IDENTITY_H */

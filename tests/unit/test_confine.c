@@ -954,7 +954,7 @@ static int child_database(void *arg)
     c.groups = SANDLET_SC_DATABASE;
     c.connect_ports = ports;
     c.nports = 1;
-    c.unix_sockets = true; /* as for a database on a unix socket (AF_UNIX below) */
+    c.unix_sockets = true;     /* as for a database on a unix socket (AF_UNIX below) */
     long abi = landlock_abi(); /* asked before the filter refuses the question */
     confine(&c);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
