@@ -135,6 +135,77 @@ static void load_as(const sandlet_id *id, const char *lib, int out)
     _exit(1);
 }
 
+/* In a child that becomes id: one byte per path of sb, readable ones
+ * first, 'y' when the uid has what the line grants (read, and search for a
+ * folder; write and search for a writable folder), else 'n'.  Landlock
+ * only narrows what the uid may do: a path the uid cannot use is refused
+ * to the servlet with EACCES whatever the line says, and silently. */
+static void access_as(const sandlet_id *id, const sandlet_sandbox_conf *sb, int out)
+{
+    if (setgroups(0, NULL) < 0 || setgid((gid_t)id->gid) < 0 || setuid((uid_t)id->uid) < 0)
+        _exit(1);
+    for (int w = 0; w < 2; w++) {
+        char *const *paths = w ? sb->writable : sb->readable;
+        size_t count = w ? sb->nwritable : sb->nreadable;
+        for (size_t i = 0; i < count; i++) {
+            struct stat st;
+            int mode = w ? W_OK | X_OK : R_OK;
+            if (!w && stat(paths[i], &st) == 0 && S_ISDIR(st.st_mode))
+                mode |= X_OK;
+            char ok = access(paths[i], mode) == 0 ? 'y' : 'n';
+            if (write(out, &ok, 1) != 1)
+                _exit(1);
+        }
+    }
+    _exit(0);
+}
+
+/* As root, with the sandbox's identity known: whether its uid can use
+ * each readable and writable path (access_as). */
+static void check_paths_as(unsigned *n, const sandlet_conf *c, const sandlet_sandbox_conf *sb,
+                           const sandlet_id *id)
+{
+    size_t total = sb->nreadable + sb->nwritable;
+    if (geteuid() != 0 || !id || id->uid == UINT32_MAX || total == 0)
+        return;
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(p[0]);
+        close(p[1]);
+        return;
+    }
+    if (pid == 0) {
+        close(p[0]);
+        access_as(id, sb, p[1]);
+    }
+    close(p[1]);
+    for (size_t k = 0; k < total; k++) {
+        char ok;
+        if (read(p[0], &ok, 1) != 1)
+            break;
+        if (ok == 'y')
+            continue;
+        bool w = k >= sb->nreadable;
+        size_t i = w ? k - sb->nreadable : k;
+        const char *path = w ? sb->writable[i] : sb->readable[i];
+        const int *lines = w ? sb->writable_lines : sb->readable_lines;
+        problem(n,
+                "%s:%d: sandbox '%s': its workers run as uid %u, which cannot %s '%s', so its "
+                "servlets would get EACCES there (%s %u:%u '%s', or give uid %u access with "
+                "chmod)",
+                c->file, lines ? lines[i] : sb->line, sb->name, id->uid, w ? "write in" : "read",
+                path, w ? "chown" : "make it readable: chown", id->uid, id->gid, path, id->uid);
+    }
+    close(p[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+}
+
 /* A sandbox's readable and writable paths: a worker confines itself to
  * them and cannot start without each (Landlock opens every one). */
 static void check_sandbox_paths(unsigned *n, const sandlet_conf *c, const sandlet_sandbox_conf *sb)
@@ -376,8 +447,12 @@ int sandlet_check_deep(const sandlet_conf *c)
     }
     if (c->access_log)
         need_log_dir(&n, c, c->access_log_line, "access-log", c->access_log);
-    for (size_t i = 0; i < c->nsandboxes; i++)
+    for (size_t i = 0; i < c->nsandboxes; i++) {
+        unsigned before = n;
         check_sandbox_paths(&n, c, &c->sandboxes[i]);
+        if (n == before && ids_ok)
+            check_paths_as(&n, c, &c->sandboxes[i], &ids[i]);
+    }
     for (size_t i = 0; i < c->nservlets; i++) {
         const sandlet_servlet_conf *sv = &c->servlets[i];
         /* Without the sandbox's identity a library is never opened as

@@ -165,6 +165,39 @@ static void test_missing_user(void **state)
     expect(out, "t.conf:2: user 'sandlet-no-such-acceptor' does not exist");
 }
 
+/* A writable folder the sandbox's uid cannot write, and a readable file it
+ * cannot read: Landlock would allow them, the uid does not, and the
+ * servlet would only ever see EACCES.  -t says so, naming the uid and the
+ * fix; a folder the uid may use passes. */
+static void test_paths_as_sandbox_uid(void **state)
+{
+    (void)state;
+    if (th_skip_unless_root(": paths are checked as the sandbox's uid by a check as root"))
+        return;
+    char closed[128], secret[128], open_dir[128], text[1024], out[4096];
+    snprintf(closed, sizeof(closed), "%s/closed", dir);
+    snprintf(secret, sizeof(secret), "%s/secret.txt", dir);
+    snprintf(open_dir, sizeof(open_dir), "%s/open", dir);
+    assert_int_equal(mkdir(closed, 0700), 0);
+    assert_int_equal(mkdir(open_dir, 0777), 0);
+    assert_int_equal(chmod(open_dir, 01777), 0);
+    FILE *f = fopen(secret, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(chmod(secret, 0600), 0);
+    snprintf(text, sizeof(text),
+             "sandbox a {\n  writable \"%s\";\n  readable \"%s\";\n  writable \"%s\";\n}\n"
+             "servlet /p { library \"%s\"; sandbox a; }\n",
+             closed, secret, open_dir, th_fixture("probe"));
+    assert_int_equal(check(text, out, sizeof(out)), 1);
+    expect(out, "t.conf:2: sandbox 'a': its workers run as uid ");
+    expect(out, "which cannot write in '");
+    expect(out, "/closed', so its servlets would get EACCES there (chown ");
+    expect(out, "t.conf:3: sandbox 'a': its workers run as uid ");
+    expect(out, "which cannot read '");
+    assert_null(strstr(out, "/open'"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -173,6 +206,7 @@ int main(void)
         cmocka_unit_test(test_listeners),
         cmocka_unit_test(test_spool_dir),
         cmocka_unit_test(test_missing_user),
+        cmocka_unit_test(test_paths_as_sandbox_uid),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
