@@ -77,6 +77,8 @@
 #define BODY_TIMEOUT_MS    2000
 #define SERVLET_TIMEOUT_MS 4000
 #define CONCURRENT         32
+/* What the client writes to one upload before it looks at the others. */
+#define WRITE_SLICE ((size_t)256 * 1024)
 
 static th_daemon d;
 static uint64_t big = DEFAULT_BIG;
@@ -359,7 +361,12 @@ static int run(upload *u, int n, peaks *pk, unsigned long long deadline_ms)
                     continue;
                 }
             }
-            while ((pf[i].revents & POLLOUT) && upload_writing(x)) {
+            /* At most a slice per connection per round: writing one until
+             * EAGAIN let a fast server drain it for seconds while the
+             * others' body-timeout ran (2 s here), and they were answered
+             * 408 for a stall that was this client's own. */
+            size_t slice = 0;
+            while ((pf[i].revents & POLLOUT) && upload_writing(x) && slice < WRITE_SLICE) {
                 if (x->out_off == x->out_len && !refill(x)) {
                     if (!x->stopped && x->stop_at && x->close_at_stop) {
                         close(x->fd);
@@ -377,6 +384,7 @@ static int run(upload *u, int n, peaks *pk, unsigned long long deadline_ms)
                     break;
                 }
                 x->out_off += (size_t)k;
+                slice += (size_t)k;
             }
         }
         if (pk && th_now_ms() - last >= 20) {
