@@ -135,6 +135,24 @@ static void load_as(const sandlet_id *id, const char *lib, int out)
     _exit(1);
 }
 
+/* Forks a child that reports to its parent on a pipe: in the child
+ * (*pid 0) p[1] is its end, in the parent (*pid its pid) p[0]; each has
+ * closed the other's.  -1 when either fails (nothing to close then). */
+static int child_with_pipe(int p[2], pid_t *pid)
+{
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -1;
+    fflush(NULL);
+    *pid = fork();
+    if (*pid < 0) {
+        close(p[0]);
+        close(p[1]);
+        return -1;
+    }
+    close(*pid == 0 ? p[0] : p[1]);
+    return 0;
+}
+
 /* In a child that becomes id: one byte per path of sb, readable ones
  * first, 'y' when the uid has what the line grants (read, and search for a
  * folder; write and search for a writable folder), else 'n'.  Landlock
@@ -168,21 +186,12 @@ static void check_paths_as(unsigned *n, const sandlet_conf *c, const sandlet_san
     size_t total = sb->nreadable + sb->nwritable;
     if (geteuid() != 0 || !id || id->uid == UINT32_MAX || total == 0)
         return;
+    pid_t pid;
     int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0)
+    if (child_with_pipe(p, &pid) < 0)
         return;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(p[0]);
-        close(p[1]);
-        return;
-    }
-    if (pid == 0) {
-        close(p[0]);
+    if (pid == 0)
         access_as(id, sb, p[1]);
-    }
-    close(p[1]);
     for (size_t k = 0; k < total; k++) {
         char ok;
         if (read(p[0], &ok, 1) != 1)
@@ -261,21 +270,12 @@ static void check_library(unsigned *n, const sandlet_conf *c, const sandlet_serv
 {
     if (!library_file(n, c, sv))
         return;
+    pid_t pid;
     int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0)
+    if (child_with_pipe(p, &pid) < 0)
         return;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(p[0]);
-        close(p[1]);
-        return;
-    }
-    if (pid == 0) {
-        close(p[0]);
+    if (pid == 0)
         load_as(id, sv->library, p[1]);
-    }
-    close(p[1]);
     char msg[800];
     size_t got = 0;
     ssize_t r;
