@@ -504,6 +504,17 @@ static const directive directives[] = {
      .example = "64m",
      .note = ", or unlimited for no limit",
      .def = SANDLET_DEFAULT_WRITE_QUOTA},
+    {.name = "spool-size",
+     .ctx = CTX_SANDBOX,
+     .kind = K_BYTES,
+     .usage = "BYTES|unlimited",
+     .off = SB(spool_size, unsigned long long),
+     .min = 1,
+     .max = BYTES_MAX,
+     .none = "unlimited",
+     .example = "256m",
+     .note = ", or unlimited for no limit",
+     .def = SANDLET_DEFAULT_SPOOL_SIZE},
     {.name = "write-files",
      .ctx = CTX_SANDBOX,
      .kind = K_UINT,
@@ -3705,6 +3716,7 @@ static void plan_sandbox(sandlet_sandbox_conf *d, const sandlet_sandbox_conf *s,
         .cpu_seconds = s->cpu_seconds,
         .max_file_size = s->max_file_size,
         .write_quota = s->write_quota,
+        .spool_size = s->spool_size,
         .write_files = s->write_files,
         .ndatabase_ports = s->ndatabase_ports,
         .core_dumps = s->core_dumps,
@@ -3912,7 +3924,7 @@ bool sandlet_conf_sandbox_same(const sandlet_conf *a, size_t i, const sandlet_co
         x->memory_mib != y->memory_mib || x->open_files != y->open_files ||
         x->cpu_seconds != y->cpu_seconds || x->max_file_size != y->max_file_size ||
         x->write_quota != y->write_quota || x->write_files != y->write_files ||
-        x->ndatabase_ports != y->ndatabase_ports ||
+        x->spool_size != y->spool_size || x->ndatabase_ports != y->ndatabase_ports ||
         memcmp(x->database_ports, y->database_ports, sizeof(x->database_ports)) != 0 ||
         !same_str(x->database, y->database) ||
         !same_str(x->database_password, y->database_password) || x->core_dumps != y->core_dumps ||

@@ -138,6 +138,7 @@
 #define SANDLET_DEFAULT_OPEN_FILES    1024
 #define SANDLET_DEFAULT_MAX_FILE_SIZE ((unsigned long long)64 * 1024 * 1024)
 #define SANDLET_DEFAULT_WRITE_QUOTA   ((unsigned long long)1024 * 1024 * 1024)
+#define SANDLET_DEFAULT_SPOOL_SIZE    ((unsigned long long)1024 * 1024 * 1024)
 #define SANDLET_DEFAULT_WRITE_FILES   100000
 /* Address space a worker needs besides its session store. */
 #define SANDLET_MEMORY_HEADROOM ((unsigned long long)32 * 1024 * 1024)
@@ -212,7 +213,10 @@ typedef struct sandlet_sandbox_conf {
     unsigned cpu_seconds;             /* RLIMIT_CPU */
     unsigned long long max_file_size; /* RLIMIT_FSIZE in bytes; 0: unlimited */
     unsigned long long write_quota;   /* bytes in the writable dirs; 0: unlimited */
-    unsigned write_files;             /* entries in the writable dirs; 0: unlimited */
+    /* bytes of streamed multipart bodies its workers' spool files may
+     * hold at once (the acceptor copies them there); 0: unlimited */
+    unsigned long long spool_size;
+    unsigned write_files; /* entries in the writable dirs; 0: unlimited */
     unsigned short database_ports[SANDLET_MAX_DATABASE_PORTS]; /* Landlock connect */
     size_t ndatabase_ports;
     /* database "CONNINFO": the libpq connection string (never a password:

@@ -6,8 +6,9 @@
  * (a streamed body's frames, or a whole body at once) and keeps bounded
  * state between them: a part's header block (at most 8 KiB), a hold for
  * a delimiter cut by a piece boundary (classify() bounds it), and the
- * data of the current part, which for a file part of a streamed body is
- * moved to the request's spool file (spool.c) past a threshold.
+ * data of the current part, which for a file part of a streamed body is,
+ * past a threshold, left in the spool file the acceptor copied the body
+ * into (spool.c).
  *
  * The body is untrusted and binary: every scan here is bounded by an
  * explicit length (memchr/memcmp, never strlen or strstr on the body),
@@ -341,26 +342,30 @@ static int buf_reserve(sandlet_lib_mp *mp, size_t n)
 }
 
 /* Data of the current part: kept in memory, or for a file part past the
- * threshold (when the body streams) appended to the request's spool file,
- * where the part's bytes held so far go first. */
+ * threshold (when the body streams and the acceptor copied it to the
+ * spool file) left where it is in that file: its range is remembered,
+ * and what memory held of it is let go.  The data of a part are
+ * contiguous in the body, from data_start. */
 static int part_data(sandlet_lib_mp *mp, const uint8_t *p, size_t n)
 {
     if (mp->state != MP_DATA || !mp->name || n == 0)
         return 0; /* the preamble, or a part nobody can ask for */
     if (mp->spooled) {
         mp->part_len += n;
-        return sandlet_lib_spool_append(mp->rq, p, n);
+        return 0;
     }
-    if (mp->filename && mp->spool && sandlet_lib_spool_enabled() &&
+    if (mp->filename && mp->spool && !mp->unspooled && sandlet_lib_spool_enabled() &&
         (n > SANDLET_SPOOL_THRESHOLD || mp->used > SANDLET_SPOOL_THRESHOLD - n)) {
-        int rc = sandlet_lib_spool_append(mp->rq, mp->buf, mp->used);
-        if (rc < 0)
-            return rc;
-        mp->spooled = true;
-        mp->spool_off = sandlet_lib_spool_end(mp->rq) - mp->used;
-        mp->part_len = mp->used + n;
-        part_buf_free(mp);
-        return sandlet_lib_spool_append(mp->rq, p, n);
+        /* Asked once per body: the acceptor copies a body whole or not at
+         * all, and before the worker sees its bytes. */
+        if (sandlet_lib_spool_holds(mp->data_start + mp->used + n)) {
+            mp->spooled = true;
+            mp->spool_off = mp->data_start;
+            mp->part_len = mp->used + n;
+            part_buf_free(mp);
+            return 0;
+        }
+        mp->unspooled = true;
     }
     int rc = buf_reserve(mp, n);
     if (rc < 0)
@@ -494,6 +499,7 @@ static int head_byte(sandlet_lib_mp *mp, uint8_t b)
 
 int sandlet_lib_mp_feed(sandlet_lib_mp *mp, const uint8_t *p, size_t n)
 {
+    const uint8_t *start = p;
     int rc = mp->err;
     while (rc == 0 && n > 0) {
         if (mp->state == MP_DONE)
@@ -501,6 +507,8 @@ int sandlet_lib_mp_feed(sandlet_lib_mp *mp, const uint8_t *p, size_t n)
         if (mp->state == MP_HEAD) {
             rc = head_byte(mp, *p++);
             n--;
+            if (mp->state == MP_DATA)
+                mp->data_start = mp->base + (uint64_t)(p - start);
             continue;
         }
         if (mp->hold_len) {

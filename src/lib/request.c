@@ -24,7 +24,6 @@
 void sandlet_lib_request_init(sl_request *rq)
 {
     memset(rq, 0, sizeof(*rq));
-    rq->spool_fd = -1;
     sandlet_lib_arena_init(&rq->arena, 0);
     sandlet_lib_request_reset(rq);
 }
@@ -40,7 +39,7 @@ static void body_copy_free(sl_request *rq)
 
 void sandlet_lib_request_reset(sl_request *rq)
 {
-    /* The spooled files' list is in the arena: unmapped and closed first. */
+    /* The spooled files' list is in the arena: unmapped first. */
     sandlet_lib_spool_reset(rq);
     sandlet_lib_arena_reset(&rq->arena);
     body_copy_free(rq);
@@ -59,6 +58,7 @@ void sandlet_lib_request_reset(sl_request *rq)
     rq->cap_headers = 0;
     rq->body = NULL;
     rq->body_len = 0;
+    rq->body_pos = 0;
     rq->params = NULL;
     rq->nparams = 0;
     rq->files = NULL;
@@ -212,6 +212,8 @@ static int body_next(sl_request *rq)
             return rc < 0 ? -1 : 0;
         }
         if (len) {
+            /* What the last piece had left is behind us now. */
+            rq->body_pos += rq->body_len;
             rq->body = data;
             rq->body_len = len;
             return 1;
@@ -240,6 +242,7 @@ ssize_t sl_body_read(sl_request *rq, void *buf, size_t n)
     memcpy(buf, rq->body, k);
     rq->body += k;
     rq->body_len -= k;
+    rq->body_pos += k;
     /* Bounded by n, which is a size_t the caller's buffer holds. */
     return k > SSIZE_MAX ? SSIZE_MAX : (ssize_t)k;
 }
@@ -441,7 +444,8 @@ static bool content_type_is(const sl_request *rq, const char *mt)
 
 /*
  * A multipart body that streams is parsed as it arrives, in bounded
- * memory: large file parts go to the spool file.  It is read only once,
+ * memory: large file parts stay where the acceptor copied the body (the
+ * spool file, spool.c).  It is read only once,
  * so any failure is final: the body then contributes nothing (as a
  * malformed one), and form_error says why for sl_file_get's errno.
  */
@@ -453,11 +457,15 @@ static int multipart_streamed(sl_request *rq, const char *boundary, size_t blen,
     if (!mp)
         return -ENOMEM; /* nothing read yet: retried on the next call */
     int rc = sandlet_lib_mp_init(mp, rq, boundary, blen, cap, fcap, true);
-    if (rc == 0)
+    if (rc == 0) {
+        mp->base = rq->body_pos;
         rc = sandlet_lib_mp_feed(mp, rq->body, rq->body_len);
+    }
     int more = 0;
-    while (rc == 0 && (more = body_next(rq)) > 0)
+    while (rc == 0 && (more = body_next(rq)) > 0) {
+        mp->base = rq->body_pos;
         rc = sandlet_lib_mp_feed(mp, rq->body, rq->body_len);
+    }
     if (rc == 0 && more < 0)
         rc = -ECONNABORTED;
     if (rc == 0)

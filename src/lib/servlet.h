@@ -70,6 +70,7 @@ struct sl_request {
      * whole.  body_pull (NULL: none) yields what follows the piece. */
     const uint8_t *body;
     size_t body_len;
+    uint64_t body_pos; /* where body starts in the whole body */
     sandlet_lib_body_pull body_pull;
     void *body_ctx;
     bool body_more;     /* body_pull has more to give */
@@ -83,11 +84,10 @@ struct sl_request {
     size_t nfiles;
     bool params_parsed;
     int form_error; /* errno of a form that could not be read, or 0 */
-    /* spool.c: file parts of a streamed body past the threshold, in one
-     * unlinked file per request (-1: none yet), closed at the reset. */
-    int spool_fd;
-    uint64_t spool_end;
-    size_t spool_mapped; /* bytes of it mapped for sl_file.data */
+    /* spool.c: file parts of a streamed body past the threshold are
+     * ranges of the acceptor's copy of the body (the worker's spool file);
+     * the bytes of them mapped for sl_file.data. */
+    size_t spool_mapped;
     /* cookie.c: parsed lazily on first sl_cookie call. */
     sandlet_lib_header *cookies;
     size_t ncookies;
@@ -175,8 +175,13 @@ typedef struct sandlet_lib_mp {
     char *name, *filename, *type; /* the current part's, in the arena */
     uint8_t *buf;                 /* its data while in memory (malloc'd) */
     size_t used, cap;
-    bool spooled; /* its data went to the spool file, from spool_off */
+    bool spooled;   /* its data is in the spool file, from spool_off */
+    bool unspooled; /* the spool file did not hold this body: memory only */
     uint64_t spool_off, part_len;
+    /* Where the piece being fed starts in the body (set by the caller
+     * before each feed of a streamed body), and where the current part's
+     * data starts: a spooled part is that range of the spool file. */
+    uint64_t base, data_start;
 } sandlet_lib_mp;
 
 /* Starts a parse of a body with the given boundary: text parts will be
@@ -187,7 +192,7 @@ typedef struct sandlet_lib_mp {
 int sandlet_lib_mp_init(sandlet_lib_mp *mp, sl_request *rq, const char *boundary, size_t blen,
                         size_t *param_cap, size_t *file_cap, bool spool);
 /* The next n bytes of the body, cut anywhere.  0, -EBADMSG (malformed),
- * -ENOMEM, or a spool file's write error (-EFBIG, -ENOSPC, ...); after an
+ * -ENOMEM, or -EIO (a spooled part the spool file lost); after an
  * error every later call fails the same way. */
 int sandlet_lib_mp_feed(sandlet_lib_mp *mp, const uint8_t *p, size_t n);
 /* The body ended: 0, or -EBADMSG when it was not closed. */
@@ -210,20 +215,19 @@ int sandlet_lib_file_push(sl_request *rq, size_t *cap, const sandlet_lib_file *f
 
 /* ---- spool.c ---------------------------------------------------------- */
 
-/* Where spool files are made: an absolute directory path, kept (not
- * copied) for the process's life (NULL: none, large parts stay in
- * memory).  named_ok: the worker may create and unlink a named file (its
- * files group), for a filesystem without O_TMPFILE. */
-void sandlet_lib_spool_dir(const char *dir, bool named_ok);
+/* The worker's spool file: a read-only descriptor of the file the
+ * acceptor copies a streamed multipart body into (-1: none, large parts
+ * stay in memory).  Kept for the process's life. */
+void sandlet_lib_spool_set(int fd);
 bool sandlet_lib_spool_enabled(void);
-/* Appends n bytes to rq's spool file, made on first use.  0 or -errno. */
-int sandlet_lib_spool_append(sl_request *rq, const void *p, size_t n);
-uint64_t sandlet_lib_spool_end(const sl_request *rq);
-/* Makes f a spooled file of len bytes from off, mapped read-only for
- * pub.data when the address space allows (else pub.data is NULL).  0. */
+/* Whether the spool file holds the body's first end bytes (the acceptor
+ * copied this request's body there). */
+bool sandlet_lib_spool_holds(uint64_t end);
+/* Makes f a spooled file: len bytes of the body from off, mapped
+ * read-only for pub.data when the address space allows (else pub.data is
+ * NULL).  0, or -EIO when the spool file does not hold them. */
 int sandlet_lib_spool_part(sl_request *rq, sandlet_lib_file *f, uint64_t off, uint64_t len);
-/* Unmaps rq's spooled files and closes its spool file (which, unlinked,
- * is then gone).  Before the arena that lists the files is reset. */
+/* Unmaps rq's spooled files.  Before the arena that lists them is reset. */
 void sandlet_lib_spool_reset(sl_request *rq);
 
 /* ---- response.c ------------------------------------------------------- */

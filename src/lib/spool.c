@@ -1,138 +1,61 @@
 /*
- * spool.c - where the file parts of a streamed multipart body go when
- * they outgrow memory: one temporary file per request, in the directory
- * the driver named (the worker's own spool directory, see
- * doc/architecture.md), and sl_file_read over them.
+ * spool.c - the file parts of a streamed multipart body that outgrow
+ * memory, as ranges of the acceptor's copy of that body, and sl_file_read
+ * over them.
  *
- * The file has no name: O_TMPFILE, or (on a filesystem without it, and
- * only where the sandbox may unlink) a random name unlinked at once.  It
- * is closed, and so gone, when the request is reset.  This file must
- * never open anything but in the spool directory, nor keep a spool file
- * or a mapping of one past its request.
+ * The worker never writes a spool file.  The supervisor makes one unnamed
+ * file per worker (O_TMPFILE in spool-dir/SANDBOX) and hands the worker a
+ * read-only descriptor of it, the acceptor a writable one; the acceptor
+ * writes a streamed multipart body into it as it sends the body's frames
+ * (loop/stream.c), always before the frame that carries the same bytes,
+ * and truncates it when the request ends.  So a file part here is an
+ * offset and a length in that file, checked against the file's size.
+ * This file must never open or write a file, nor keep a mapping past its
+ * request.
  */
 #include "config.h"
 
 #include "lib/servlet.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <stdio.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-/* A path, not a descriptor: a worker holds no descriptor between
- * requests but its own (test_privsep checks), and openat by path is what
- * the base allowlist lets through with O_TMPFILE. */
-static const char *spool_path;
-static bool spool_named;
+/* The worker's spool file, read-only, or -1: large parts stay in memory. */
+static int spool_fd = -1;
 
-void sandlet_lib_spool_dir(const char *dir, bool named_ok)
+void sandlet_lib_spool_set(int fd)
 {
-    spool_path = dir && *dir ? dir : NULL;
-    spool_named = named_ok;
+    spool_fd = fd;
 }
 
 bool sandlet_lib_spool_enabled(void)
 {
-    return spool_path != NULL;
+    return spool_fd >= 0;
 }
 
-/* A named file, unlinked at once: for filesystems without O_TMPFILE.
- * openat(O_CREAT) and unlinkat are the files group's calls. */
-static int open_named(void)
+/* Whether the acceptor's copy of the body holds its first end bytes.  The
+ * acceptor writes a body there only when its sandbox's spool has room
+ * (spool-size); otherwise the file stays empty, and this says no. */
+bool sandlet_lib_spool_holds(uint64_t end)
 {
-    static const char hex[] = "0123456789abcdef";
-    for (int tries = 0; tries < 8; tries++) {
-        unsigned char r[8];
-        if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
-            return -EIO;
-        char name[4 + 2 * sizeof(r) + 1] = ".sl-";
-        for (size_t i = 0; i < sizeof(r); i++) {
-            name[4 + 2 * i] = hex[r[i] >> 4];
-            name[5 + 2 * i] = hex[r[i] & 15];
-        }
-        name[sizeof(name) - 1] = '\0';
-        char path[PATH_MAX];
-        int n = snprintf(path, sizeof(path), "%s/%s", spool_path, name);
-        if (n < 0 || (size_t)n >= sizeof(path))
-            return -ENAMETOOLONG;
-        int fd = openat(AT_FDCWD, path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0 && errno == EEXIST)
-            continue;
-        if (fd < 0)
-            return -errno;
-        if (unlinkat(AT_FDCWD, path, 0) < 0) {
-            int err = -errno;
-            close(fd);
-            return err;
-        }
-        return fd;
-    }
-    return -EEXIST;
-}
-
-static int spool_open(void)
-{
-    if (!spool_path)
-        return -ENOENT;
-    /* O_TMPFILE: the worker's allowlist lets openat through with this
-     * flag only, so the base confinement can spool. */
-    int fd = openat(AT_FDCWD, spool_path, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (fd >= 0)
-        return fd;
-    int err = errno;
-    if (err != EOPNOTSUPP && err != EISDIR && err != EINVAL)
-        return -err;
-    if (!spool_named) {
-        static bool said;
-        if (!said)
-            fprintf(stderr, "sandlet: the spool directory's filesystem has no O_TMPFILE, and "
-                            "a named temporary file needs 'syscalls files;' in the sandbox's "
-                            "block: large multipart file parts cannot be spooled\n");
-        said = true;
-        return -EOPNOTSUPP;
-    }
-    return open_named();
-}
-
-int sandlet_lib_spool_append(sl_request *rq, const void *p, size_t n)
-{
-    if (rq->spool_fd < 0) {
-        int fd = spool_open();
-        if (fd < 0)
-            return fd;
-        rq->spool_fd = fd;
-        rq->spool_end = 0;
-    }
-    const uint8_t *b = p;
-    while (n > 0) {
-        /* Appends: nothing else moves the offset while a form is read
-         * (sl_file_read runs only after the parse). */
-        ssize_t w = write(rq->spool_fd, b, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -errno; /* EFBIG past max-file-size (SIGXFSZ is ignored), ENOSPC */
-        if (w == 0)
-            return -EIO;
-        b += w;
-        n -= (size_t)w;
-        rq->spool_end += (uint64_t)w;
-    }
-    return 0;
-}
-
-uint64_t sandlet_lib_spool_end(const sl_request *rq)
-{
-    return rq->spool_end;
+    struct stat st;
+    return spool_fd >= 0 && end > 0 && fstat(spool_fd, &st) == 0 && st.st_size >= 0 &&
+           (uint64_t)st.st_size >= end;
 }
 
 int sandlet_lib_spool_part(sl_request *rq, sandlet_lib_file *f, uint64_t off, uint64_t len)
 {
+    /* The bytes were all in the file when the parser saw them; a file
+     * that lost them (a write the acceptor could not make) fails the form
+     * rather than hand out another request's bytes or zeros. */
+    if (len > UINT64_MAX - off || !sandlet_lib_spool_holds(off + len))
+        return -EIO;
     f->spooled = true;
     f->spool_off = off;
     f->pub.data = NULL;
@@ -153,7 +76,7 @@ int sandlet_lib_spool_part(sl_request *rq, sandlet_lib_file *f, uint64_t off, ui
     if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY &&
         (mlen > as.rlim_cur / 4 || rq->spool_mapped > as.rlim_cur / 4 - mlen))
         return 0;
-    void *m = mmap(NULL, mlen, PROT_READ, MAP_PRIVATE, rq->spool_fd, (off_t)base);
+    void *m = mmap(NULL, mlen, PROT_READ, MAP_PRIVATE, spool_fd, (off_t)base);
     if (m == MAP_FAILED)
         return 0;
     f->map = m;
@@ -171,11 +94,8 @@ void sandlet_lib_spool_reset(sl_request *rq)
             munmap(f->map, f->map_len);
         f->map = NULL;
         f->pub.data = NULL;
+        f->spooled = false;
     }
-    if (rq->spool_fd >= 0)
-        close(rq->spool_fd);
-    rq->spool_fd = -1;
-    rq->spool_end = 0;
     rq->spool_mapped = 0;
 }
 
@@ -205,12 +125,14 @@ ssize_t sl_file_read(sl_request *rq, const sl_file *f, void *buf, size_t n, size
         memcpy(buf, (const uint8_t *)f->data + off, n);
         return (ssize_t)n;
     }
-    /* lseek and read, not pread: both are in every worker's allowlist. */
-    if (lseek(rq->spool_fd, (off_t)(lf->spool_off + off), SEEK_SET) < 0)
+    /* lseek and read, not pread: both are in every worker's allowlist.
+     * The descriptor is the worker's alone, and one request at a time
+     * uses it. */
+    if (lseek(spool_fd, (off_t)(lf->spool_off + off), SEEK_SET) < 0)
         return -1;
     ssize_t r;
     do
-        r = read(rq->spool_fd, buf, n);
+        r = read(spool_fd, buf, n);
     while (r < 0 && errno == EINTR);
     return r;
 }

@@ -144,6 +144,11 @@ typedef struct sandlet_inflight {
     /* Taken back before the worker claimed it (claim.h) and queued for
      * another worker: the worker owes a SKIP for it, nothing else. */
     bool revoked;
+    /* Its streamed multipart body is being copied into the worker's
+     * spool file (stream.c): tee_at bytes so far, of tee_reserved counted
+     * against the sandbox's spool-size. */
+    bool teed;
+    uint64_t tee_at, tee_reserved;
 } sandlet_inflight;
 
 struct sandlet_worker {
@@ -158,12 +163,12 @@ struct sandlet_worker {
      * handed over meanwhile, waits here until it is closed. */
     bool pipe_closing;
     sandlet_ctl next;
-    int next_channel, next_output; /* -1 when none waits */
-    bool reading;                  /* off while the first request's client catches up */
-    bool processing;               /* worker_process is on the stack */
-    bool writing;                  /* the "sending" buffer is being written */
-    bool dirty;                    /* out holds frames for the end of this loop turn */
-    bool exited;                   /* the supervisor reported its exit */
+    int next_channel, next_output, next_spool; /* -1 when none waits */
+    bool reading;                              /* off while the first request's client catches up */
+    bool processing;                           /* worker_process is on the stack */
+    bool writing;                              /* the "sending" buffer is being written */
+    bool dirty;                                /* out holds frames for the end of this loop turn */
+    bool exited;                               /* the supervisor reported its exit */
     sandlet_claim *next_claim;
     /* Shared with the worker (claim.h): decides whether a request written
      * to it is served by it or taken back for another worker. */
@@ -181,6 +186,11 @@ struct sandlet_worker {
     uint32_t next_id;  /* its requests are numbered 1, 2, ... (claim.h) */
     uv_timer_t behind; /* looks for requests stuck behind a slow one */
     bool claimed;      /* its first request's claim was seen (request_started) */
+    /* Its spool file, writable (-1: its sandbox has none): the worker
+     * reads the streamed multipart bodies copied here (stream.c).
+     * spool_len: the bytes written since it was last emptied. */
+    int spool_fd;
+    uint64_t spool_len;
     uv_write_t wreq;
     sandlet_buf in;      /* frames from the worker */
     sandlet_buf out;     /* frames gathered while a write is in flight */
@@ -255,6 +265,10 @@ struct sandlet_pool {
      * and no worker is up: requests get 503 at once instead of waiting
      * queue-timeout for a worker that will not come. */
     bool failing;
+    /* Bytes of spool-size held by the bodies being copied to its
+     * workers' spool files, and when "spool full" was last said. */
+    uint64_t spool_used;
+    uint64_t spool_full_at;
     /* Counters for the status page, since start. */
     uint64_t served, restarts, crashes, timeouts, seccomp_kills, rejected;
     /* Requests taken back from a worker that did not start them in
@@ -301,9 +315,10 @@ void sandlet_pool_control(sandlet_server *srv, const sandlet_ctl *m);
 /* The supervisor started a worker (WORKER message): channel is its end of
  * the worker's socketpair with INIT already written, output the read end
  * of the worker's stdout/stderr pipe, claim its claim word's memfd
- * (claim.h); any may be -1.  Takes all three. */
+ * (claim.h), spool its spool file, writable (stream.c); any may be -1.
+ * Takes all four. */
 void sandlet_pool_worker(sandlet_server *srv, const sandlet_ctl *m, int channel, int output,
-                         int claim);
+                         int claim, int spool);
 
 /* ---- workerlog.c -------------------------------------------------------- */
 

@@ -348,6 +348,7 @@ static void request_finished(sandlet_worker *w)
     if (held(w, 0)->servlet)
         sandlet_slow_note(w->pool, held(w, 0)->servlet, uv_now(w->pool->srv->loop) - w->started);
     uv_timer_stop(&w->deadline);
+    sandlet_tee_end(w, held(w, 0));
     w->rfirst = (w->rfirst + 1) % depth(w);
     w->rcount--;
     w->slow = false;
@@ -425,6 +426,7 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
             return false;
         }
         uv_timer_stop(&w->deadline);
+        sandlet_tee_end(w, held(w, 0));
         w->rfirst = (w->rfirst + 1) % depth(w);
         w->rcount--;
         w->nrevoked--;

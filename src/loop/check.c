@@ -118,7 +118,7 @@ static void need_log_dir(unsigned *n, const sandlet_conf *c, int line, const cha
  * exit status is 0 or 1, its reason on the pipe. */
 static void load_as(const sandlet_id *id, const char *lib, int out)
 {
-    char err[768] = "";
+    char err[1024] = "";
     if (geteuid() == 0 && id->uid != UINT32_MAX &&
         (setgroups(0, NULL) < 0 || setgid((gid_t)id->gid) < 0 || setuid((uid_t)id->uid) < 0)) {
         snprintf(err, sizeof(err), "cannot become uid %u to open it: %s", id->uid, strerror(errno));

@@ -73,6 +73,7 @@ typedef struct sandlet_request_view {
     const uint8_t *body; /* the body held now (all of it unless body_open) */
     size_t body_len;
     bool body_open;                      /* streamed: more follows (sandlet_conn_body) */
+    uint64_t body_max;                   /* at most this many body bytes in all */
     const sandlet_servlet_conf *servlet; /* NULL unless a servlet or page answers */
     uint16_t servlet_local;              /* its index among its sandbox's servlets */
     const sandlet_page *page;            /* a page answers (servlet is its view) */

@@ -95,6 +95,7 @@ struct sandlet_conn {
     bool body_dispatched;
     bool body_paused;    /* reading stopped: the window is full */
     uint64_t body_total; /* body bytes received, against max-body-size */
+    uint64_t body_max;   /* its Content-Length, else its limit (UINT64_MAX: none) */
     /* Who answers it (dispatch.c), and what it holds until the request
      * ends (the configuration it was routed under: a reload meanwhile
      * changes nothing of it). */

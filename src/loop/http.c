@@ -299,6 +299,7 @@ void sandlet_conn_request_view(const sandlet_conn *c, sandlet_request_view *v)
         .body = c->body.data,
         .body_len = c->body.len,
         .body_open = c->body_stream && c->phase == PHASE_BODY,
+        .body_max = c->body_max,
         .servlet = c->rt.servlet,
         .servlet_local = c->rt.servlet ? c->rt.servlet_local : 0,
         .page = c->plink.page,
@@ -1178,6 +1179,9 @@ static int on_headers_complete(llhttp_t *p)
         c->error_status = 413;
         return -1;
     }
+    c->body_max = (p->flags & F_CONTENT_LENGTH) ? p->content_length
+                  : c->body.limit               ? c->body.limit
+                                                : UINT64_MAX;
     /* The client waits for our go-ahead before sending the body; give it
      * only when the request will be read (limits were checked above). */
     if (c->expect_continue && (p->flags & (F_CONTENT_LENGTH | F_CHUNKED)) &&

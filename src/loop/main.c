@@ -363,9 +363,9 @@ static void on_ctl(uv_poll_t *p, int status, int events)
             return;
         }
         if (msg.type == SANDLET_CTL_WORKER) {
-            /* pool.c takes all three descriptors, whatever it makes of
+            /* pool.c takes all four descriptors, whatever it makes of
              * them. */
-            sandlet_pool_worker(srv, &msg, fds[0], fds[1], fds[2]);
+            sandlet_pool_worker(srv, &msg, fds[0], fds[1], fds[2], fds[3]);
             continue;
         }
         for (int i = 1; i < SANDLET_CTL_MAXFD; i++)

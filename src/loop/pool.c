@@ -265,7 +265,7 @@ void sandlet_worker_free(sandlet_worker *w)
 }
 
 static void take_worker(sandlet_worker *w, const sandlet_ctl *m, int channel, int output,
-                        sandlet_claim *claim);
+                        sandlet_claim *claim, int spool);
 
 static void pipe_closed(uv_handle_t *h)
 {
@@ -275,22 +275,30 @@ static void pipe_closed(uv_handle_t *h)
         pool_maybe_gone(w->pool);
         return;
     }
-    int channel = w->next_channel, output = w->next_output;
+    int channel = w->next_channel, output = w->next_output, spool = w->next_spool;
     sandlet_claim *claim = w->next_claim;
-    w->next_channel = w->next_output = -1;
+    w->next_channel = w->next_output = w->next_spool = -1;
     w->next_claim = NULL;
     if (w->pool->srv->stopping) {
         close(channel);
         if (output >= 0)
             close(output);
+        if (spool >= 0)
+            close(spool);
         sandlet_claim_unmap(claim);
         return;
     }
-    take_worker(w, &w->next, channel, output, claim);
+    take_worker(w, &w->next, channel, output, claim, spool);
 }
 
 void sandlet_close_pipe(sandlet_worker *w)
 {
+    /* Its spool file goes with it (once the worker's own copy is closed
+     * too, by its exit). */
+    if (w->spool_fd >= 0)
+        close(w->spool_fd);
+    w->spool_fd = -1;
+    w->spool_len = 0;
     if (!w->pipe_open)
         return;
     w->pipe_open = false;
@@ -322,6 +330,7 @@ static void worker_lost_status(sandlet_worker *w, int status)
     w->slow = false;
     for (unsigned i = 0; i < n; i++) {
         sandlet_inflight *f = &w->ring[(first + i) % depth(w)];
+        sandlet_tee_end(w, f);
         sandlet_conn *c = f->revoked ? NULL : f->conn;
         f->conn = NULL;
         if (c) {
@@ -394,7 +403,7 @@ static void worker_exited(sandlet_worker *w, const sandlet_ctl *m)
 }
 
 void sandlet_pool_worker(sandlet_server *srv, const sandlet_ctl *m, int channel, int output,
-                         int claim_fd)
+                         int claim_fd, int spool)
 {
     sandlet_pool *p = sandlet_pool_find(srv, m->sandbox);
     sandlet_claim *claim = NULL;
@@ -410,6 +419,8 @@ void sandlet_pool_worker(sandlet_server *srv, const sandlet_ctl *m, int channel,
             close(channel);
         if (output >= 0)
             close(output);
+        if (spool >= 0)
+            close(spool);
         sandlet_claim_unmap(claim);
         return;
     }
@@ -425,8 +436,10 @@ void sandlet_pool_worker(sandlet_server *srv, const sandlet_ctl *m, int channel,
         close(w->next_channel);
         if (w->next_output >= 0)
             close(w->next_output);
+        if (w->next_spool >= 0)
+            close(w->next_spool);
         sandlet_claim_unmap(w->next_claim);
-        w->next_channel = w->next_output = -1;
+        w->next_channel = w->next_output = w->next_spool = -1;
         w->next_claim = NULL;
     }
     if (w->pipe_closing) {
@@ -434,14 +447,15 @@ void sandlet_pool_worker(sandlet_server *srv, const sandlet_ctl *m, int channel,
         w->next = *m;
         w->next_channel = channel;
         w->next_output = output;
+        w->next_spool = spool;
         w->next_claim = claim;
         return;
     }
-    take_worker(w, m, channel, output, claim);
+    take_worker(w, m, channel, output, claim, spool);
 }
 
 static void take_worker(sandlet_worker *w, const sandlet_ctl *m, int channel, int output,
-                        sandlet_claim *claim)
+                        sandlet_claim *claim, int spool)
 {
     sandlet_pool *p = w->pool;
     sandlet_server *srv = p->srv;
@@ -467,6 +481,10 @@ static void take_worker(sandlet_worker *w, const sandlet_ctl *m, int channel, in
     w->next_id = 0;
     sandlet_claim_unmap(w->claim);
     w->claim = claim;
+    if (w->spool_fd >= 0)
+        close(w->spool_fd);
+    w->spool_fd = spool;
+    w->spool_len = 0;
     sandlet_buf_reset(&w->in);
     sandlet_buf_reset(&w->out);
     sandlet_buf_reset(&w->sending);
@@ -537,6 +555,10 @@ static void pool_free(sandlet_pool *p)
         free(p->workers[j].ring);
         sandlet_claim_unmap(p->workers[j].claim);
         sandlet_claim_unmap(p->workers[j].next_claim);
+        if (p->workers[j].spool_fd >= 0)
+            close(p->workers[j].spool_fd);
+        if (p->workers[j].next_spool >= 0)
+            close(p->workers[j].next_spool);
     }
     free(p->workers);
     sandlet_confgen_put(p->gen);
@@ -560,6 +582,9 @@ sandlet_pool *sandlet_pool_new(sandlet_server *srv, sandlet_confgen *g, size_t i
         pool_free(p);
         return NULL;
     }
+    /* Before anything can fail: pool_free closes what is not -1. */
+    for (unsigned j = 0; j < p->nworkers; j++)
+        p->workers[j].next_spool = p->workers[j].spool_fd = -1;
     for (unsigned j = 0; j < p->nworkers; j++) {
         sandlet_worker *w = &p->workers[j];
         w->pool = p;

@@ -101,5 +101,13 @@ bool sandlet_request_started(sandlet_worker *w);
 void sandlet_body_pump(sandlet_worker *w);
 void sandlet_body_abort(sandlet_worker *w, sandlet_inflight *f);
 void sandlet_body_written(sandlet_worker *w);
+/* The spool copy (the tee) of f's body, just handed to w with the view v
+ * (taken: the bytes its REQUEST carries): begun when its body streams, is
+ * a multipart form and fits the sandbox's spool-size.  sandlet_tee_end
+ * when f leaves w, however (answered, taken back, lost): gives back its
+ * share of spool-size and empties the file. */
+void sandlet_tee_begin(sandlet_worker *w, sandlet_inflight *f, const sandlet_conn *c,
+                       const sandlet_request_view *v, size_t taken);
+void sandlet_tee_end(sandlet_worker *w, sandlet_inflight *f);
 
 #endif

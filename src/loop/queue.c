@@ -126,6 +126,7 @@ unsigned sandlet_revoke_from(sandlet_worker *w, unsigned from)
          * all of it, and the worker drops the REQUEST unread. */
         f->body_open = false;
         f->body_sent = 0;
+        sandlet_tee_end(w, f);
         if (f->conn)
             queue_push_front(p, f->conn);
         f->conn = NULL;
@@ -154,6 +155,7 @@ static void take_back(sandlet_worker *w)
     p->moved++;
     f->body_open = false;
     f->body_sent = 0;
+    sandlet_tee_end(w, f);
     sandlet_conn *c = f->conn;
     f->conn = NULL;
     f->discard = true;
@@ -331,6 +333,9 @@ static void send_request(sandlet_worker *w, sandlet_conn *c, const sandlet_reque
         behind_watch(w);
     }
     sandlet_mark_dirty(w);
+    /* Before the REQUEST leaves (at the end of this loop turn): the
+     * worker may look in its spool file as soon as it reads it. */
+    sandlet_tee_begin(w, f, c, v, taken);
     sandlet_body_pump(w);
 }
 

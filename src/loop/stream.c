@@ -5,15 +5,148 @@
  * that will not be complete, and the backpressure that stops reading the
  * client while the window is full.
  *
+ * A streamed multipart/form-data body is also copied into the worker's
+ * spool file (the tee), each byte before the frame that carries it is
+ * queued: the worker's parser leaves large file parts there as ranges
+ * (lib/spool.c) instead of writing files of its own.  The copies a
+ * sandbox's workers hold at once are bounded by its spool-size, reserved
+ * whole when the request is handed over; a body that does not fit is not
+ * copied, and its file parts stay in the worker's memory.
+ *
  * It must never drop body bytes from the connection before the worker
  * claimed the request (sandlet_request_started): until then the request
  * may be taken back and handed to another worker, which needs all of it.
+ * And it must never leave one request's bytes in a spool file another
+ * request of that worker could take for its own: the file is emptied when
+ * the request that filled it ends, and before any other is copied.
  */
 #include "config.h"
 
 #include "common/log.h"
 #include "loop/pool_private.h"
+
+#include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
+#include <strings.h>
+#include <unistd.h>
+
+/* Empties w's spool file.  False when it cannot be emptied: the worker
+ * could read what it holds as the next body's, so it goes (its requests
+ * fail or move when its exit is reported, as for any lost worker). */
+static bool spool_empty(sandlet_worker *w)
+{
+    if (w->spool_len == 0 || w->spool_fd < 0)
+        return true;
+    if (ftruncate(w->spool_fd, 0) == 0) {
+        w->spool_len = 0;
+        return true;
+    }
+    sandlet_log_errno(SANDLET_LOG_ERROR, -errno,
+                      "cannot empty the spool file of worker %d of sandbox '%s'; restarting it",
+                      (int)w->pid, sandbox_name(w));
+    /* Through the supervisor, as body_abort does: this runs inside the
+     * hand-over and the end of a request, which must not see the worker
+     * vanish under them.  Recycling, it is given nothing more. */
+    close(w->spool_fd);
+    w->spool_fd = -1;
+    w->recycling = true;
+    sandlet_server_control(w->pool->srv, SANDLET_CTL_KILL, w->pool->id, w->slot, w->gen, SIGKILL);
+    return false;
+}
+
+/* Whether the request is a multipart form: the only body whose parts a
+ * worker leaves in the spool. */
+static bool is_multipart(const sandlet_conn *c, const sandlet_request_view *v)
+{
+    static const char mp[] = "multipart/form-data";
+    for (unsigned i = 0; i < v->nheaders; i++) {
+        const char *name, *value;
+        size_t name_len, value_len;
+        sandlet_conn_header_at(c, i, &name, &name_len, &value, &value_len);
+        if (name_len != 12 || strncasecmp(name, "Content-Type", 12) != 0)
+            continue;
+        while (value_len && (*value == ' ' || *value == '\t')) {
+            value++;
+            value_len--;
+        }
+        return value_len >= sizeof(mp) - 1 && strncasecmp(value, mp, sizeof(mp) - 1) == 0;
+    }
+    return false;
+}
+
+/* Copies len bytes of f's body, the next ones, into w's spool file.  A
+ * failed write ends the copy: the worker finds the bytes missing and
+ * fails that form (-EIO), never reads another's. */
+static void tee_write(sandlet_worker *w, sandlet_inflight *f, const uint8_t *data, size_t len)
+{
+    if (!f->teed || len == 0)
+        return;
+    if (len > f->tee_reserved - f->tee_at) {
+        f->teed = false; /* more than it declared: never (the parser stops it) */
+        return;
+    }
+    while (len > 0) {
+        ssize_t n = pwrite(w->spool_fd, data, len, (off_t)f->tee_at);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            sandlet_log_errno(SANDLET_LOG_ERROR, n < 0 ? -errno : -EIO,
+                              "cannot copy the body of %s to the upload spool of sandbox '%s' "
+                              "(spool-dir %s): its form fails; free space there or set "
+                              "spool-size below it",
+                              f->reqline, sandbox_name(w), w->pool->srv->conf->spool_dir);
+            f->teed = false;
+            return;
+        }
+        data += n;
+        len -= (size_t)n;
+        f->tee_at += (uint64_t)n;
+    }
+    if (f->tee_at > w->spool_len)
+        w->spool_len = f->tee_at;
+}
+
+void sandlet_tee_begin(sandlet_worker *w, sandlet_inflight *f, const sandlet_conn *c,
+                       const sandlet_request_view *v, size_t taken)
+{
+    f->teed = false;
+    f->tee_at = f->tee_reserved = 0;
+    if (!v->body_open || w->spool_fd < 0 || !spool_empty(w) || !is_multipart(c, v))
+        return;
+    sandlet_pool *p = w->pool;
+    uint64_t need = v->body_max ? v->body_max : 1;
+    unsigned long long limit = p->conf->spool_size;
+    if (limit && (need > limit || p->spool_used > limit - need)) {
+        uint64_t now = uv_now(p->srv->loop);
+        if (p->spool_full_at == 0 || now - p->spool_full_at >= 10000) {
+            p->spool_full_at = now;
+            sandlet_warn("sandbox '%s': its upload spool is full (spool-size %llu bytes, %" PRIu64
+                         " in use; %s needs %" PRIu64 "): the file parts of that form stay in "
+                         "worker memory; raise spool-size in the sandbox's block",
+                         sandbox_name(w), limit, p->spool_used, f->reqline, need);
+        }
+        return;
+    }
+    p->spool_used = need > UINT64_MAX - p->spool_used ? UINT64_MAX : p->spool_used + need;
+    f->tee_reserved = need;
+    f->teed = true;
+    tee_write(w, f, v->body, taken);
+}
+
+void sandlet_tee_end(sandlet_worker *w, sandlet_inflight *f)
+{
+    if (f->tee_reserved) {
+        sandlet_pool *p = w->pool;
+        p->spool_used -= f->tee_reserved < p->spool_used ? f->tee_reserved : p->spool_used;
+        f->tee_reserved = 0;
+        /* Its copy goes now, not at the next copy: the disk is free for
+         * the sandbox's next upload, and no later request finds it. */
+        spool_empty(w);
+    }
+    f->teed = false;
+    f->tee_at = 0;
+}
 
 /* Whether the worker has claimed the request it holds first (claim.h).
  * Body bytes it was sent may be dropped from the connection only then:
@@ -47,6 +180,7 @@ void sandlet_body_pump(sandlet_worker *w)
         f->body_sent = 0;
     }
     const uint8_t *data = sandlet_conn_body(f->conn, &len, &done);
+    tee_write(w, f, data, len);
     if (len == 0 && !done) {
         /* What the REQUEST carried is dropped now that the worker has it:
          * the window has room, and the client, stopped while it was

@@ -79,7 +79,6 @@ enum cond {
     READ_LIMITS,   /* own process (arg 0 == 0) and no new limit (arg 2 NULL) */
     TCGETS_ONLY,   /* request (arg 1) is TCGETS: isatty() */
     NULL_PATH,     /* path (arg 1) is NULL: futimens() */
-    TMPFILE_ONLY,  /* O_TMPFILE in flags (arg 2): a file without a name */
     STREAM_SOCK,   /* AF_INET or AF_INET6 (arg 0; AF_UNIX for a database on a unix socket),
                     * SOCK_STREAM (arg 1), TCP (arg 2) */
     SENDTO_PLAIN,  /* sendto: no address (arg 4), no MSG_FASTOPEN (arg 3) */
@@ -125,7 +124,6 @@ static const rule allowlist[] = {
     {"munmap", BASE, ANY},              /* free() of large blocks */
     {"nanosleep", BASE, ANY},           /* nanosleep() in code built against older libcs */
     {"newfstatat", BASE, FD_ONLY},      /* fstat(): stdio sizes its buffers; paths: files group */
-    {"openat", BASE, TMPFILE_ONLY},     /* spooled uploads: unnamed files, where Landlock allows */
     {"prlimit64", BASE, READ_LIMITS},   /* getrlimit(); setting limits is refused */
     {"read", BASE, ANY},                /* request frames on the socketpair */
     {"readv", BASE, ANY},               /* scatter reads on descriptors it has */
@@ -950,10 +948,6 @@ static int apply_landlock(const run *r, bool *active)
     for (size_t i = 0; rc == 0 && i < c->nwrite; i++)
         rc = landlock_path(r, rfd, "write", c->write_paths[i],
                            c->write_blocked ? handled & LL_READ : handled);
-    /* The spool holds only files of requests in flight, unlinked: not
-     * part of the write quota, and not blocked by it. */
-    if (rc == 0 && c->spool_path)
-        rc = landlock_path(r, rfd, "spool", c->spool_path, handled);
     for (size_t i = 0; rc == 0 && rfd >= 0 && abi >= 4 && i < c->nports; i++) {
         struct ll_net_port_attr np = {.allowed_access = LL_NET_CONNECT_TCP,
                                       .port = c->connect_ports[i]};
@@ -1011,12 +1005,6 @@ static int add_rule(scmp_filter_ctx ctx, int nr, enum cond cond, const sandlet_c
     case FD_ONLY:
         return seccomp_rule_add(ctx, ok, nr, 1,
                                 arg(3, SCMP_CMP_MASKED_EQ, AT_EMPTY_PATH, AT_EMPTY_PATH));
-    case TMPFILE_ONLY:
-        /* O_TMPFILE makes a new file with no name in a directory (and
-         * never opens an existing one): a large multipart file part's
-         * spool (lib/spool.c) in the worker's spool directory, the only
-         * one besides its writable ones that Landlock lets it write. */
-        return seccomp_rule_add(ctx, ok, nr, 1, arg(2, SCMP_CMP_MASKED_EQ, O_TMPFILE, O_TMPFILE));
     case FCNTL_FLAGS: {
         const scmp_datum_t cmds[] = {F_GETFD, F_SETFD, F_GETFL, F_SETFL};
         for (size_t i = 0; rc == 0 && i < ARRAY_LEN(cmds); i++)

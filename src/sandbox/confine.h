@@ -46,7 +46,6 @@ typedef struct sandlet_confine {
     const char *const *write_paths; /* Landlock read-write: directories (or files) */
     size_t nwrite;
     bool write_blocked;            /* over its write quota: write_paths become read-only */
-    const char *spool_path;        /* Landlock read-write: the upload spool, or NULL */
     const uint16_t *connect_ports; /* Landlock: the only TCP ports connect() may reach */
     size_t nports;
     unsigned groups; /* SANDLET_SC_* */

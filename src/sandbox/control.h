@@ -5,8 +5,9 @@
  * never split or merged and a wrong size is detectable.  The supervisor
  * decides everything about workers: it starts one per (sandbox, slot),
  * makes its channel and writes its INIT frame, then hands the acceptor the
- * channel, the read end of the worker's output pipe and its claim word
- * (WORKER, three descriptors as SCM_RIGHTS).  The acceptor may only ask for a worker's
+ * channel, the read end of the worker's output pipe, its claim word and,
+ * when its sandbox has a spool, the writable end of its spool file
+ * (WORKER, three or four descriptors as SCM_RIGHTS).  The acceptor may only ask for a worker's
  * death (KILL, named by sandbox, slot and generation, never by pid, so
  * that it cannot make the privileged supervisor signal an arbitrary
  * process), for the logs to be reopened (REOPEN), and say that a worker
@@ -32,9 +33,9 @@
 #include <stdint.h>
 
 enum sandlet_ctl_type {
-    SANDLET_CTL_SPAWN = 1,    /* retired: refused (the acceptor spawns nothing) */
-    SANDLET_CTL_KILL,         /* acceptor→supervisor: status = SIGKILL */
-    SANDLET_CTL_WORKER,       /* supervisor→acceptor: pid; fds: channel, output pipe, claim */
+    SANDLET_CTL_SPAWN = 1, /* retired: refused (the acceptor spawns nothing) */
+    SANDLET_CTL_KILL,      /* acceptor→supervisor: status = SIGKILL */
+    SANDLET_CTL_WORKER,    /* supervisor→acceptor: pid; fds: channel, output pipe, claim, spool */
     SANDLET_CTL_SPAWN_FAILED, /* supervisor→acceptor: status = -errno */
     SANDLET_CTL_EXITED,       /* supervisor→acceptor: status, signal */
     SANDLET_CTL_REOPEN,       /* acceptor→supervisor: reopen the log files */
@@ -82,9 +83,9 @@ typedef struct sandlet_ctl {
     char page[SANDLET_CTL_PAGE_MAX];
 } sandlet_ctl;
 
-/* Most descriptors one message carries (WORKER: channel, output and
- * claim word). */
-#define SANDLET_CTL_MAXFD 3
+/* Most descriptors one message carries (WORKER: channel, output, claim
+ * word and spool file). */
+#define SANDLET_CTL_MAXFD 4
 
 /* Sends m with the nfd descriptors of fds attached.  Returns 0 or -errno
  * (-EAGAIN when the socket is non-blocking and full). */

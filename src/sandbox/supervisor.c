@@ -144,6 +144,7 @@ struct box {
     uint8_t key[SANDLET_SESSION_KEY_LEN];
     bool write_blocked; /* over its write quota */
     bool spool_said;    /* its spool could not be made: said once */
+    bool spool_emptied; /* its spool folder's names were removed */
     slot *slots;
     size_t nslots;
     sstore *store; /* NULL: no memory sessions */
@@ -727,13 +728,49 @@ static int spool_root_private(const char *root, bool say)
     return rc;
 }
 
+/* Removes the names in the spool folder fd (path, for messages): a spool
+ * file never has one (spool_file), so a name is what an older sandletd's
+ * workers or someone else left there, taking the spool's room.  Folders
+ * are left, and named: removing a tree would need a walk driven by
+ * whatever is in it. */
+static void spool_empty(int fd, const char *path)
+{
+    int dfd = dup(fd);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        if (dfd >= 0)
+            close(dfd);
+        sandlet_log_errno(SANDLET_LOG_WARN, -errno, "cannot list the upload spool '%s' to empty it",
+                          path);
+        return;
+    }
+    unsigned removed = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (unlinkat(fd, e->d_name, 0) == 0)
+            removed++;
+        else if (errno == EISDIR)
+            sandlet_warn("the upload spool '%s' holds a folder '%s' sandletd did not make: remove "
+                         "it",
+                         path, e->d_name);
+        else
+            sandlet_log_errno(SANDLET_LOG_WARN, -errno,
+                              "cannot remove '%s' from the upload spool '%s'", e->d_name, path);
+    }
+    closedir(d);
+    if (removed)
+        sandlet_info("emptied the upload spool '%s': removed %u file%s left there", path, removed,
+                     removed == 1 ? "" : "s");
+}
+
 /*
  * The sandbox's upload spool, SPOOL-DIR/SANDBOX, made (again at each
- * worker start: an operator may have cleaned it) as a directory of the
- * sandbox's user alone, mode 0700: no other sandbox can enter it, and the
- * worker adds it to its Landlock rules.  Nothing is ever named in it
- * (lib/spool.c makes O_TMPFILE files), so it is never cleaned here.  NULL
- * when it cannot be made: the worker then keeps large file parts in
+ * worker start: an operator may have cleaned it) as a folder of the
+ * supervisor's alone, mode 0700: workers and the acceptor only ever hold
+ * descriptors of the files in it (spool_file), never a right in it.  Its
+ * names are removed when a sandbox's box first makes it (spool_empty).
+ * NULL when it cannot be made: large file parts then stay in worker
  * memory, as without a spool, and the reason is said once.
  */
 static const char *spool_dir(box *x, char *buf, size_t len)
@@ -752,15 +789,19 @@ static const char *spool_dir(box *x, char *buf, size_t len)
     else if (rc == 0 && (fd = open(buf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
         rc = -errno;
     if (fd >= 0) {
+        /* An older sandletd gave the folder to the sandbox's user: it
+         * comes back to ours. */
         struct stat st;
-        uid_t uid = x->ident.uid == UINT32_MAX ? geteuid() : (uid_t)x->ident.uid;
-        gid_t gid = x->ident.gid == UINT32_MAX ? getegid() : (gid_t)x->ident.gid;
         if (fstat(fd, &st) < 0)
             rc = -errno;
-        else if (st.st_uid != uid && (geteuid() != 0 || fchown(fd, uid, gid) < 0))
+        else if (st.st_uid != geteuid() && (geteuid() != 0 || fchown(fd, 0, 0) < 0))
             rc = geteuid() != 0 ? -EPERM : -errno; /* someone else's: never used */
         else if ((st.st_mode & 07777) != 0700 && fchmod(fd, 0700) < 0)
             rc = -errno;
+        if (rc == 0 && !x->spool_emptied) {
+            spool_empty(fd, buf);
+            x->spool_emptied = true;
+        }
         close(fd);
     }
     if (rc == 0)
@@ -775,19 +816,75 @@ static const char *spool_dir(box *x, char *buf, size_t len)
     return NULL;
 }
 
+/* A file of dir with no name: O_TMPFILE, or on a filesystem without it a
+ * random name removed at once. */
+static int spool_unnamed(const char *dir)
+{
+    int fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
+        return fd >= 0 ? fd : -errno;
+    for (int tries = 0; tries < 8; tries++) {
+        unsigned char r[8];
+        randombytes_buf(r, sizeof(r));
+        char path[PATH_MAX];
+        int n = snprintf(path, sizeof(path), "%s/.sl-%02x%02x%02x%02x%02x%02x%02x%02x", dir, r[0],
+                         r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
+        if (n < 0 || (size_t)n >= sizeof(path))
+            return -ENAMETOOLONG;
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0 && errno == EEXIST)
+            continue;
+        if (fd < 0)
+            return -errno;
+        if (unlink(path) < 0) {
+            int err = -errno;
+            close(fd);
+            return err;
+        }
+        return fd;
+    }
+    return -EEXIST;
+}
+
+/*
+ * A worker's spool file (lib/spool.c, loop/stream.c): one file with no
+ * name in the sandbox's spool folder, *w writable (for the acceptor,
+ * which copies a streamed multipart body into it and empties it when the
+ * request ends) and *r read-only (for the worker, whose parser leaves
+ * large file parts there).  So a worker cannot make, name or grow a file
+ * in the spool, and what one worker's file holds is bounded by the
+ * acceptor (spool-size).  The file goes when both have closed it.
+ */
+static int spool_file(const char *dir, int *w, int *r)
+{
+    *w = *r = -1;
+    int fd = spool_unnamed(dir);
+    if (fd < 0)
+        return fd;
+    char self[64];
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+    int ro = open(self, O_RDONLY | O_CLOEXEC);
+    if (ro < 0) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
+    *w = fd;
+    *r = ro;
+    return 0;
+}
+
 /* Writes the INIT frame into the worker's end of its channel before the
  * worker or the acceptor hold it: what the worker loads is ours to say. */
-static int write_init(slot *s, int fd)
+static int write_init(slot *s, int fd, const char *spool)
 {
     sandlet_buf b;
     sandlet_buf_init(&b, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX);
     b.wipe = true; /* it holds the sandbox's session key */
     box *x = s->box;
     sandlet_init_pages own;
-    char spool[PATH_MAX];
-    int rc =
-        sandlet_init_encode(&b, x->plan->conf, x->index, sv.confine, x->ident.uid, x->ident.gid,
-                            x->key, box_pages(x, &own), spool_dir(x, spool, sizeof(spool)));
+    int rc = sandlet_init_encode(&b, x->plan->conf, x->index, sv.confine, x->ident.uid,
+                                 x->ident.gid, x->key, box_pages(x, &own), spool);
     if (rc == 0) {
         /* The frame must fit the socket's buffer: the worker has not
          * started, and the supervisor never blocks on a worker. */
@@ -820,7 +917,24 @@ static void spawn(slot *s)
         spawn_failed(s, err);
         return;
     }
-    int rc = write_init(s, ch[0]);
+    /* Its spool file, when the sandbox has a spool: without one, large
+     * file parts stay in the worker's memory. */
+    char spool_path[PATH_MAX];
+    const char *spool = spool_dir(x, spool_path, sizeof(spool_path));
+    int spool_w = -1, spool_r = -1;
+    if (spool) {
+        int src = spool_file(spool, &spool_w, &spool_r);
+        if (src < 0) {
+            if (!x->spool_said)
+                sandlet_log_errno(SANDLET_LOG_WARN, src,
+                                  "sandbox '%s': cannot make a file in the upload spool '%s': "
+                                  "large multipart file parts stay in worker memory",
+                                  sb->name, spool);
+            x->spool_said = true;
+            spool = NULL;
+        }
+    }
+    int rc = write_init(s, ch[0], spool);
     /* The claim word (claim.h): one memfd shared by this worker and the
      * acceptor only, so that no other worker can claim or revoke its
      * requests. */
@@ -835,6 +949,10 @@ static void spawn(slot *s)
         close(out[1]);
         if (claim >= 0)
             close(claim);
+        if (spool_w >= 0) {
+            close(spool_w);
+            close(spool_r);
+        }
         spawn_failed(s, rc < 0 ? rc : -ENOMEM);
         return;
     }
@@ -852,14 +970,15 @@ static void spawn(slot *s)
      * that a session is found whichever worker serves the request. */
     int store = x->store ? x->store->fd : -1;
     check_session_store(x);
-    /* Descriptor 5: the claim word. */
-    uv_stdio_container_t stdio[6] = {
+    /* Descriptor 5: the claim word; 6: the spool file, read-only. */
+    uv_stdio_container_t stdio[7] = {
         {.flags = UV_IGNORE}, /* /dev/null */
         {.flags = UV_INHERIT_FD, .data.fd = out[1]},
         {.flags = UV_INHERIT_FD, .data.fd = out[1]},
         {.flags = UV_INHERIT_FD, .data.fd = ch[1]},
         {.flags = store >= 0 ? UV_INHERIT_FD : UV_IGNORE, .data.fd = store},
         {.flags = UV_INHERIT_FD, .data.fd = claim},
+        {.flags = spool_r >= 0 ? UV_INHERIT_FD : UV_IGNORE, .data.fd = spool_r},
     };
     const sandlet_id *id = &x->ident;
     uv_process_options_t opts = {
@@ -869,7 +988,7 @@ static void spawn(slot *s)
         .file = sv.exe,
         .args = args,
         .env = sv.env,
-        .stdio_count = 6,
+        .stdio_count = 7,
         .stdio = stdio,
     };
     /* The identity is dropped in the child before exec (libuv:
@@ -883,10 +1002,14 @@ static void spawn(slot *s)
     rc = uv_spawn(&sv.loop, &c->proc, &opts);
     close(ch[1]);
     close(out[1]);
+    if (spool_r >= 0)
+        close(spool_r);
     if (rc < 0) {
         close(ch[0]);
         close(out[0]);
         close(claim);
+        if (spool_w >= 0)
+            close(spool_w);
         uv_close((uv_handle_t *)&c->proc, child_closed);
         spawn_failed(s, rc);
         return;
@@ -900,8 +1023,8 @@ static void spawn(slot *s)
                      .gen = s->gen,
                      .pid = c->proc.pid,
                      .pages = c->pages};
-    int fds[3] = {ch[0], out[0], claim};
-    tell(&m, fds, 3);
+    int fds[4] = {ch[0], out[0], claim, spool_w};
+    tell(&m, fds, spool_w >= 0 ? 4 : 3);
 }
 
 /* The slot a message from the acceptor names, or NULL (refused). */

@@ -42,6 +42,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -372,29 +373,28 @@ static void confine_settings(const sandlet_wire_init *in, const char *sandbox, c
     c->write_blocked = write_blocked;
 }
 
-/* The upload spool: checked now, while the worker may still open by
- * path, and made writable under Landlock; spool files are then made in it
- * by path with O_TMPFILE, the one openat the base allowlist has
- * (lib/spool.c).  No descriptor is kept: an idle worker holds only its
- * own 0-5.  Without a spool large file parts stay in memory. */
-static void spool_settings(const sandlet_wire_init *in, const char *sandbox)
+/* The upload spool: a read-only descriptor of the file the acceptor
+ * copies streamed multipart bodies into (lib/spool.c), from the
+ * supervisor.  The worker never makes, names or writes a spool file, so
+ * it has no right in the spool folder at all.  Anything but a read-only
+ * regular file there is refused: large file parts then stay in memory. */
+static void spool_settings(const char *sandbox)
 {
-    if (!in->spool || !in->spool[0])
-        return;
-    int fd = open(in->spool, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-        sandlet_warn("sandbox '%s': cannot open the upload spool '%s' (%s): large multipart "
+    int fd = SANDLET_SPOOL_FD;
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0)
+        return; /* no spool: none given */
+    struct stat st;
+    if ((fl & O_ACCMODE) != O_RDONLY || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        sandlet_warn("sandbox '%s': descriptor %d is not a read-only spool file; large multipart "
                      "file parts stay in memory",
-                     sandbox, in->spool, strerror(errno));
+                     sandbox, fd);
+        close(fd);
         return;
     }
-    close(fd);
-    w.confine.spool_path = in->spool;
-    sandlet_lib_spool_dir(in->spool, (in->syscalls & SANDLET_SYSCALLS_FILES) != 0);
+    sandlet_lib_spool_set(fd);
 }
 
-/* Keeps the database part of INIT.  The password moves out of the INIT
- * buffer, which servlets' parameters point into for the worker's life. */
 static void database_settings(const sandlet_wire_init *in)
 {
     w.db_conninfo = in->database && in->database[0] ? in->database : NULL;
@@ -615,7 +615,7 @@ static void load_servlets(const char *sandbox, bool write_blocked)
         libs[nread++] = s->lines;
     }
     confine_settings(&in, sandbox, libs, nread, write_blocked);
-    spool_settings(&in, sandbox);
+    spool_settings(sandbox);
     if (in.npages && (rc = sandlet_crash_init(in.npages)) < 0)
         sandlet_warn("sandbox '%s': crash reports of pages are off: %s", sandbox, strerror(-rc));
     session_settings(&in, sandbox);
@@ -852,17 +852,18 @@ static int serve(const uint8_t *payload, size_t len, bool streamed, sl_request *
 
 /* A worker has only what it was given: standard input, output and error,
  * its channel (3), the session store (4, closed when the sandbox has
- * none) and its claim word (5, mapped then closed); every other descriptor the starting process
+ * none), its claim word (5, mapped then closed) and its spool file (6,
+ * read-only, when the sandbox has a spool); every other descriptor the starting process
  * left open goes, as does the environment (the supervisor starts us with an empty one; this holds
  * when it does not). */
 static void start_clean(void)
 {
-    if (close_range(SANDLET_CLAIM_FD + 1, ~0U, 0) < 0) {
+    if (close_range(SANDLET_SPOOL_FD + 1, ~0U, 0) < 0) {
         /* Linux before 5.9: close them one by one. */
         long max = sysconf(_SC_OPEN_MAX);
         if (max < 0 || max > 1 << 20)
             max = 1 << 20;
-        for (int fd = SANDLET_CLAIM_FD + 1; fd < max; fd++)
+        for (int fd = SANDLET_SPOOL_FD + 1; fd < max; fd++)
             close(fd);
     }
     /* The strings themselves lie at the top of our stack, where a servlet

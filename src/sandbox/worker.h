@@ -9,6 +9,9 @@
 
 /* The descriptor the supervisor maps the worker's socketpair end to. */
 #define SANDLET_WORKER_FD 3
+/* The worker's spool file, read-only (lib/spool.c), after the claim word
+ * (5); absent when its sandbox has no spool. */
+#define SANDLET_SPOOL_FD 6
 
 /* Runs a worker of the named sandbox on SANDLET_WORKER_FD until the
  * acceptor closes it, dying with supervisor (its parent, named on the

@@ -151,7 +151,7 @@ static void start_worker(sandlet_server *srv)
     g.skip = 0;
     sandlet_ctl m = {
         .type = SANDLET_CTL_WORKER, .sandbox = 0, .slot = 0, .gen = 1, .pid = (int32_t)getpid()};
-    sandlet_pool_worker(srv, &m, sv[1], -1, claim);
+    sandlet_pool_worker(srv, &m, sv[1], -1, claim, -1);
 }
 
 void sandlet_server_check_stopped(sandlet_server *srv)

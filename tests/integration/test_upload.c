@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -109,8 +110,9 @@ static const char *conf(void)
               * not timeouts. */
              "sandbox sp { workers 1; core-dumps on; timeout 120000; }\n"
              "servlet /sp/* { library \"%s\"; sandbox sp; }\n"
-             /* The spool file is a file the worker writes: max-file-size. */
-             "sandbox spf { workers 1; max-file-size 8m; }\n"
+             /* The sandbox's share of the spool: a form that does not
+              * fit stays in memory. */
+             "sandbox spf { workers 1; spool-size 8m; }\n"
              "servlet /spf/* { library \"%s\"; sandbox spf; }\n"
              /* Its timeout equals body-timeout, as the defaults (30 s
               * each) do. */
@@ -126,34 +128,28 @@ static const char *conf(void)
 typedef struct peaks {
     long acceptor, worker; /* largest VmRSS seen, KiB */
     unsigned samples;
-    unsigned spool_seen; /* samples in which a worker held a spool file */
+    unsigned spool_seen; /* samples in which a worker's spool file held bytes */
 } peaks;
 
 /* The spool folder of sandbox sp: the harness puts spool-dir under the
  * daemon's folder. */
 static char spool_dir[512];
 
-/* How many of pid's descriptors are files in the spool folder (O_TMPFILE
- * files show as "DIR/#INODE (deleted)"). */
-static int spool_fds(pid_t pid)
+/* The bytes in pid's spool file (its descriptor 6, a file with no name
+ * in the spool folder: "DIR/#INODE (deleted)"), or -1 when it has none. */
+static long long spool_held(pid_t pid)
 {
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-    DIR *dir = opendir(path);
-    int n = 0;
-    for (struct dirent *e; dir && (e = readdir(dir)) != NULL;) {
-        char link[600], target[1024];
-        snprintf(link, sizeof(link), "%s/%s", path, e->d_name);
-        ssize_t k = readlink(link, target, sizeof(target) - 1);
-        if (k <= 0)
-            continue;
-        target[k] = '\0';
-        size_t sl = strlen(spool_dir);
-        n += strncmp(target, spool_dir, sl) == 0 && target[sl] == '/';
-    }
-    if (dir)
-        closedir(dir);
-    return n;
+    char link[64], target[1024];
+    snprintf(link, sizeof(link), "/proc/%d/fd/6", (int)pid);
+    ssize_t k = readlink(link, target, sizeof(target) - 1);
+    if (k <= 0)
+        return -1;
+    target[k] = '\0';
+    size_t sl = strlen(spool_dir);
+    struct stat st;
+    if (strncmp(target, spool_dir, sl) != 0 || target[sl] != '/' || stat(link, &st) < 0)
+        return -1;
+    return (long long)st.st_size;
 }
 
 static void sample(peaks *p)
@@ -176,7 +172,7 @@ static void sample(peaks *p)
             long k = th_status_kb(w[j], "VmRSS");
             if (k > p->worker)
                 p->worker = k;
-            if (spool_dir[0] && spool_fds(w[j]) > 0)
+            if (spool_dir[0] && spool_held(w[j]) > 0)
                 p->spool_seen++;
         }
     }
@@ -502,9 +498,10 @@ static pid_t sp_worker(void)
 
 /* A 1 GiB multipart form, a text field and a file part, to a servlet
  * that reads the part with sl_file_read and hashes it: the part is
- * spooled (a spool descriptor is seen in the worker while it streams),
- * the worker's VmRSS stays under SPOOL_WORKER_KB, and afterwards the
- * worker holds no spool file and the spool folder has no name in it. */
+ * spooled (the worker's spool file, which the acceptor writes, holds
+ * bytes while it streams), the worker's VmRSS stays under
+ * SPOOL_WORKER_KB, and afterwards the spool file is empty and the spool
+ * folder has no name in it. */
 static void one_spooled(bool chunked)
 {
     upload u;
@@ -516,16 +513,16 @@ static void one_spooled(bool chunked)
     assert_int_equal(run(&u, 1, &pk, 600000), 0);
     unsigned long long ms = th_now_ms() - t0;
     pid_t w = sp_worker();
-    /* The worker closes the spool file when it resets the request, just
-     * after its answer's last frame: allow it a moment. */
-    int after = w > 0 ? spool_fds(w) : -1;
+    /* The acceptor empties the spool file when the worker's answer ends:
+     * allow it a moment. */
+    long long after = w > 0 ? spool_held(w) : -2;
     for (int i = 0; i < 100 && after > 0; i++) {
         usleep(20000);
-        after = spool_fds(w);
+        after = spool_held(w);
     }
     int names = spool_names();
     printf("  multipart file part of %llu MiB %s: %llu ms (%.0f MiB/s); worker VmRSS peak %ld KiB, "
-           "acceptor %ld KiB; spool file seen in %u of %u samples; after: %d spool descriptors, "
+           "acceptor %ld KiB; spool file held bytes in %u of %u samples; after: %lld bytes, "
            "%d names in %s; data mapped: %s\n",
            (unsigned long long)(part / MIB), chunked ? "chunked" : "with Content-Length", ms,
            ms ? (double)big / MIB * 1000.0 / (double)ms : 0.0, pk.worker, pk.acceptor,
@@ -534,7 +531,7 @@ static void one_spooled(bool chunked)
     check_digest(&u);
     upload_free(&u);
     assert_true(pk.spool_seen > 0);
-    assert_int_equal(after, 0);
+    assert_true(after == 0);
     assert_int_equal(names, 0);
     assert_true(pk.worker > 0 && pk.worker < SPOOL_WORKER_KB + SAN_EXTRA_KB);
     assert_true(pk.acceptor > 0 && pk.acceptor < ACCEPTOR_ONE_KB + SAN_EXTRA_KB);
@@ -563,9 +560,6 @@ static void test_spool_small_form(void **state)
     upload_free(&u);
 }
 
-/* A file part past the sandbox's max-file-size (RLIMIT_FSIZE, which
- * bounds the spool file too): no file, errno EFBIG, and the worker lives
- * on (SIGXFSZ is ignored) to serve the next form. */
 /* A spool-dir that others may write (/tmp, say) would let anyone plant a
  * sandbox's upload folder before the supervisor makes it: refused, said
  * with the fix, and nothing is made in it. */
@@ -591,21 +585,57 @@ static void test_spool_root_others_write(void **state)
     rmdir(dir);
 }
 
-static void test_spool_file_size(void **state)
+/* spool-size bounds what a sandbox's spool files hold at once: a form
+ * larger than it is not copied there, its file part stays in the worker's
+ * memory (whole and right), and the log says so with the directive to
+ * raise; a form that fits is spooled as ever. */
+/* A start empties each sandbox's spool folder: spool files never have a
+ * name, so a name there is what an older sandletd's workers (which made
+ * named files with 'syscalls files') or someone else left, taking the
+ * spool's room.  A folder is left, and named in the log. */
+static void test_spool_emptied_at_start(void **state)
 {
     (void)state;
-    /* max-file-size is a limit the worker sets as it confines itself. */
-    if (th_confinement_off("max-file-size on a spool file"))
-        return;
+    char dir[64], sub[128], file[160], folder[160];
+    assert_int_equal(th_tempdir(dir, sizeof(dir), "spool-left", 0711), 0);
+    snprintf(sub, sizeof(sub), "%s/left", dir);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    snprintf(file, sizeof(file), "%s/.sl-0123456789abcdef", sub);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fputs("an upload of a week ago", f);
+    assert_int_equal(fclose(f), 0);
+    snprintf(folder, sizeof(folder), "%s/stray", sub);
+    assert_int_equal(mkdir(folder, 0700), 0);
+    char conf[1024];
+    snprintf(conf, sizeof(conf),
+             "spool-dir %s;\n"
+             "sandbox left { workers 1; }\n"
+             "servlet /left/* { library \"%s\"; sandbox left; }\n",
+             dir, th_build_path("tests/fixtures/.libs/upload.so"));
+    th_daemon other;
+    assert_int_equal(th_start(&other, conf, false), 0);
+    assert_true(th_log_wait(&other, "emptied the upload spool", 5000));
+    assert_true(th_log_contains(&other, "removed 1 file left there"));
+    assert_true(th_log_contains(&other, "holds a folder 'stray' sandletd did not make: remove it"));
+    assert_int_equal(access(file, F_OK), -1);
+    assert_int_equal(th_stop(&other), 0);
+    assert_int_equal(rmdir(folder), 0);
+    assert_int_equal(rmdir(sub), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
+static void test_spool_size(void **state)
+{
+    (void)state;
     upload u;
     assert_int_equal(upload_start_mp(&u, "/spf/file", 16 * MIB, false, mp_prefix, mp_suffix), 0);
     assert_int_equal(run(&u, 1, NULL, 30000), 0);
-    printf("  16 MiB file part under max-file-size 8m: %d %s", status_of(&u), body_of(&u));
-    assert_int_equal(status_of(&u), 400);
-    char want[32];
-    snprintf(want, sizeof(want), "no file %d\n", EFBIG);
-    assert_string_equal(body_of(&u), want);
+    check_digest(&u);
     upload_free(&u);
+    assert_true(
+        th_log_wait(&d, "sandbox 'spf': its upload spool is full (spool-size 8388608", 5000));
+    assert_true(th_log_contains(&d, "raise spool-size in the sandbox's block"));
     assert_int_equal(upload_start_mp(&u, "/spf/file", 4 * MIB, false, mp_prefix, mp_suffix), 0);
     assert_int_equal(run(&u, 1, NULL, 30000), 0);
     check_digest(&u);
@@ -845,7 +875,8 @@ int main(void)
         cmocka_unit_test(test_hung_servlet_times_out),
         cmocka_unit_test(test_too_large_midway),
         cmocka_unit_test(test_spool_small_form),
-        cmocka_unit_test(test_spool_file_size),
+        cmocka_unit_test(test_spool_size),
+        cmocka_unit_test(test_spool_emptied_at_start),
         cmocka_unit_test(test_spool_root_others_write),
         cmocka_unit_test(test_spool_content_length),
         cmocka_unit_test(test_spool_chunked),

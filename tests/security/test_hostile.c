@@ -471,6 +471,37 @@ static void test_files_fenced(void **state)
     assert_good_alive();
 }
 
+/* The upload spool (issue 29): a worker holds a read-only descriptor of
+ * its spool file and no right in the spool folder, so it can neither
+ * make a file there (named or not) nor grow its own.  With the base
+ * allowlist it cannot open anything at all. */
+static void test_spool_fenced(void **state)
+{
+    (void)state;
+    if (th_unconfined())
+        skip();
+    th_response r;
+    char target[512];
+    snprintf(target, sizeof(target), "/files?do=tmpfile&arg=%s/spool/files", d.dir);
+    get(target, &r);
+    printf("  %s\n", r.body);
+    assert_non_null(strstr(r.body, ": -13"));
+    th_response_free(&r);
+    snprintf(target, sizeof(target), "/files?do=write&arg=%s/spool/files/planted", d.dir);
+    get(target, &r);
+    printf("  %s\n", r.body);
+    assert_non_null(strstr(r.body, ": -13"));
+    th_response_free(&r);
+    snprintf(target, sizeof(target), "%s/spool/files/planted", d.dir);
+    assert_int_equal(access(target, F_OK), -1);
+    get("/files?do=fdwrite&arg=6", &r);
+    printf("  %s\n", r.body);
+    assert_non_null(strstr(r.body, ": -9")); /* EBADF: open for reading only */
+    th_response_free(&r);
+    snprintf(target, sizeof(target), "%s/spool/evil", d.dir);
+    attack_dies("/evil", "tmpfile", target, 502, "openat");
+}
+
 static long rss_kb(pid_t pid)
 {
     char path[64], line[256];
@@ -686,7 +717,7 @@ int main(void)
         cmocka_unit_test(test_broken_streams),     cmocka_unit_test(test_database_group),
         cmocka_unit_test(test_wx_bypass),          cmocka_unit_test(test_default_memory),
         cmocka_unit_test(test_file_size),          cmocka_unit_test(test_write_quota),
-        cmocka_unit_test(test_shared_filesystem),
+        cmocka_unit_test(test_shared_filesystem),  cmocka_unit_test(test_spool_fenced),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

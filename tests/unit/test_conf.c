@@ -1563,7 +1563,7 @@ static void test_bad_files(void **state)
     int failed = 0;
     for (size_t i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++) {
         const struct bad_case *b = &bad_cases[i];
-        char err[512], where[64];
+        char err[1024], where[64];
         memset(err, 'x', sizeof(err));
         int rc = parse_bad(b->text, strlen(b->text), err, sizeof(err));
         snprintf(where, sizeof(where), "test.conf:%d:%d: ", b->line, b->col);

@@ -555,11 +555,17 @@ static void do_open_shadow(void)
     open("/etc/shadow", O_RDONLY);
 }
 
-/* The base set's openat is O_TMPFILE only (the upload spool): creating
- * a named file is still the files group's. */
+/* The base set has no openat at all: creating a named file is the files
+ * group's, and a file with no name (once the upload spool's way) is no
+ * longer anyone's (issue 29: the supervisor makes spool files). */
 static void do_open_creat(void)
 {
     openat(AT_FDCWD, "/tmp/sandlet-confine-creat", O_RDWR | O_CREAT | O_EXCL, 0600);
+}
+
+static void do_open_tmpfile(void)
+{
+    openat(AT_FDCWD, "/tmp", O_TMPFILE | O_RDWR, 0600);
 }
 
 static void do_stat_path(void)
@@ -690,6 +696,7 @@ static const forbidden forbidden_cases[] = {
     {"setuid", SANDLET_SC_ALL, do_setuid},
     {"openat", 0, do_open_shadow},
     {"openat", 0, do_open_creat},
+    {"openat", 0, do_open_tmpfile},
     {"newfstatat", 0, do_stat_path},
     {"mmap", SANDLET_SC_ALL, do_mmap_wx},
     {"mprotect", SANDLET_SC_ALL, do_mprotect_wx},

@@ -795,16 +795,34 @@ static size_t dir_entries(const char *path)
     return n;
 }
 
-/* A streamed file part past the threshold goes to an unlinked file in the
- * spool directory, readable by sl_file_read and through data; a small one
- * stays in memory; the spool file is closed at the reset and the
- * directory stays empty throughout. */
+/* The worker's spool file as the acceptor fills it: a file with no name
+ * holding the first n bytes of body; returns a read-only descriptor of
+ * it, as the worker gets. */
+static int acceptor_copy(const char *dir, const char *body, size_t n)
+{
+    int w = open(dir, O_TMPFILE | O_WRONLY, 0600);
+    assert_true(w >= 0);
+    assert_int_equal(pwrite(w, body, n, 0), (ssize_t)n);
+    char self[64];
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", w);
+    int r = open(self, O_RDONLY);
+    assert_true(r >= 0);
+    close(w);
+    return r;
+}
+
+/* A streamed file part past the threshold is left where the acceptor
+ * copied the body (the spool file): its range there is readable by
+ * sl_file_read and through data, whatever the pieces; a small one stays in memory; nothing
+ * is ever written by the worker (the descriptor is read-only); a copy
+ * that lacks the part's bytes fails the form (EIO) rather than hand out
+ * others; an empty one (the acceptor did not copy this body) keeps the
+ * part in memory. */
 static void test_multipart_spool(void **state)
 {
     fixture *f = *state;
     char dir[] = "/tmp/sl-spool-XXXXXX";
     assert_non_null(mkdtemp(dir));
-    sandlet_lib_spool_dir(dir, false);
 
     size_t big = 3 * SANDLET_SPOOL_THRESHOLD + 123;
     static const char head[] =
@@ -820,6 +838,8 @@ static void test_multipart_spool(void **state)
     for (size_t i = 0; i < big; i++) /* CRs and dashes, never a delimiter */
         body[hl + i] = "\r\n--a-\r\n-b"[i % 11];
     memcpy(body + hl + big, mid, ml);
+    int fd = acceptor_copy(dir, body, n);
+    sandlet_lib_spool_set(fd);
     static const size_t steps[] = {1, 7, 4093, 65536, 1 << 20};
     for (size_t s = 0; s < sizeof(steps) / sizeof(steps[0]); s++) {
         cuts c = {body, n, 0, steps[s], NULL};
@@ -829,7 +849,7 @@ static void test_multipart_spool(void **state)
         assert_non_null(a);
         assert_int_equal(a->len, big);
         assert_true(f->rq.files[0].spooled);
-        assert_true(f->rq.spool_fd >= 0);
+        assert_int_equal(f->rq.files[0].spool_off, hl);
         assert_non_null(a->data);
         assert_memory_equal(a->data, body + hl, big);
         char buf[5000];
@@ -846,29 +866,46 @@ static void test_multipart_spool(void **state)
         sl_file fake = *b;
         assert_int_equal(sl_file_read(&f->rq, &fake, buf, 1, 0), -1);
         assert_int_equal(errno, EINVAL);
-        assert_int_equal(dir_entries(dir), 0); /* O_TMPFILE: never a name */
-        int fd = f->rq.spool_fd;
+        assert_int_equal(dir_entries(dir), 0);
         free(c.copy);
         sandlet_lib_request_reset(&f->rq);
-        assert_int_equal(f->rq.spool_fd, -1);
-        assert_int_equal(fcntl(fd, F_GETFD), -1); /* closed: the file is gone */
+        assert_int_equal(f->rq.spool_mapped, 0);
     }
     /* The same body whole (not streamed) is never spooled. */
     request(f, "POST", "/", "multipart/form-data; boundary=b", body, n);
     const sl_file *a = sl_file_get(&f->rq, "big");
     assert_non_null(a);
     assert_false(f->rq.files[0].spooled);
-    assert_int_equal(f->rq.spool_fd, -1);
-    /* Without a spool directory a streamed part stays in memory, as before. */
-    sandlet_lib_spool_dir(NULL, false);
+    sandlet_lib_request_reset(&f->rq);
+    close(fd);
+
+    /* A copy cut short inside the part: the form fails with EIO. */
+    fd = acceptor_copy(dir, body, hl + big / 2);
+    sandlet_lib_spool_set(fd);
     cuts c = {body, n, 0, 4096, NULL};
     streamed(f, "/", "multipart/form-data; boundary=b", &c, 0);
-    a = sl_file_get(&f->rq, "big");
-    assert_non_null(a);
-    assert_false(f->rq.files[0].spooled);
-    assert_memory_equal(a->data, body + hl, big);
+    assert_null(sl_file_get(&f->rq, "big"));
+    assert_int_equal(errno, EIO);
     free(c.copy);
     sandlet_lib_request_reset(&f->rq);
+    close(fd);
+
+    /* An empty copy, or no spool at all: the part stays in memory. */
+    for (int k = 0; k < 2; k++) {
+        fd = k == 0 ? acceptor_copy(dir, body, 0) : -1;
+        sandlet_lib_spool_set(fd);
+        cuts e = {body, n, 0, 4096, NULL};
+        streamed(f, "/", "multipart/form-data; boundary=b", &e, 0);
+        a = sl_file_get(&f->rq, "big");
+        assert_non_null(a);
+        assert_false(f->rq.files[0].spooled);
+        assert_memory_equal(a->data, body + hl, big);
+        free(e.copy);
+        sandlet_lib_request_reset(&f->rq);
+        if (fd >= 0)
+            close(fd);
+    }
+    sandlet_lib_spool_set(-1);
     free(body);
     assert_int_equal(rmdir(dir), 0);
 }
