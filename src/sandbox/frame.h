@@ -320,7 +320,7 @@ typedef struct sandlet_wire_init {
     const char *database;
     const char *database_password;
     uint32_t page_timeout; /* ms a page request may run; 0: none */
-    const char *spool;     /* the sandbox's upload spool directory; "" or NULL: none */
+    const char *spool;     /* the spool folder, when descriptor 6 is a spool file; "": none */
     const uint8_t *key;    /* SANDLET_WIRE_KEY_LEN bytes */
 } sandlet_wire_init;
 

@@ -378,12 +378,18 @@ static void confine_settings(const sandlet_wire_init *in, const char *sandbox, c
  * supervisor.  The worker never makes, names or writes a spool file, so
  * it has no right in the spool folder at all.  Anything but a read-only
  * regular file there is refused: large file parts then stay in memory. */
-static void spool_settings(const char *sandbox)
+static void spool_settings(const sandlet_wire_init *in, const char *sandbox)
 {
     int fd = SANDLET_SPOOL_FD;
     int fl = fcntl(fd, F_GETFL);
     if (fl < 0)
         return; /* no spool: none given */
+    if (!in->spool || !in->spool[0]) {
+        /* INIT names the spool folder only when the supervisor gave us a
+         * file there: whatever else sits on 6 was left by someone else. */
+        close(fd);
+        return;
+    }
     struct stat st;
     if ((fl & O_ACCMODE) != O_RDONLY || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         sandlet_warn("sandbox '%s': descriptor %d is not a read-only spool file; large multipart "
@@ -615,7 +621,7 @@ static void load_servlets(const char *sandbox, bool write_blocked)
         libs[nread++] = s->lines;
     }
     confine_settings(&in, sandbox, libs, nread, write_blocked);
-    spool_settings(sandbox);
+    spool_settings(&in, sandbox);
     if (in.npages && (rc = sandlet_crash_init(in.npages)) < 0)
         sandlet_warn("sandbox '%s': crash reports of pages are off: %s", sandbox, strerror(-rc));
     session_settings(&in, sandbox);
