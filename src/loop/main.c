@@ -197,16 +197,19 @@ static int adopt_inherited(const sandlet_conf *conf, int *fds)
         if (used < 0)
             return -1;
         p += used;
-        bool taken = false;
-        for (size_t i = 0; !taken && i < conf->nlistens; i++) {
+        bool taken = false, bad = false;
+        for (size_t i = 0; !taken && !bad && i < conf->nlistens; i++) {
             if (fds[i] >= 0)
                 continue;
             int rc = sandlet_listen_matches(fd, &conf->listens[i]);
             if (rc < 0) {
                 sandlet_log_errno(SANDLET_LOG_WARN, rc,
-                                  "%s: descriptor %d is no listening TCP socket; not used",
+                                  "%s: descriptor %d is no listening TCP socket; not used (the "
+                                  "listen lines are bound afresh)",
                                   SANDLET_ENV_LISTEN_FDS, fd);
-                break;
+                bad = true;
+                if (rc != -EBADF)
+                    close(fd);
             }
             if (rc == 1) {
                 fds[i] = fd;
@@ -214,7 +217,7 @@ static int adopt_inherited(const sandlet_conf *conf, int *fds)
                 say_listening(&conf->listens[i], fd, " (handed over by the previous daemon)");
             }
         }
-        if (!taken) {
+        if (!taken && !bad) {
             sandlet_info("%s: descriptor %d matches no listen line of %s; closed",
                          SANDLET_ENV_LISTEN_FDS, fd, conf->file);
             close(fd);
