@@ -594,7 +594,13 @@ static void on_ctl(uv_poll_t *p, int status, int events)
             continue;
         }
         if (msg.type == SANDLET_CTL_NOTIFY) {
-            tell_previous();
+            /* Started by an upgrade, we are not the main process yet:
+             * the previous one moves MAINPID to us once told, and the
+             * service is active already. */
+            if (m.upgrade_fd >= 0) {
+                tell_previous();
+                continue;
+            }
             /* sd_notify's protocol (state.c): the unit's NotifyAccess=main
              * takes it from this process only. */
             int nrc = sandlet_notify("READY=1\nSTATUS=serving");

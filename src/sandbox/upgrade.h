@@ -21,8 +21,9 @@
 /* At most this many listeners are handed over (a listen line each). */
 #define SANDLET_UPGRADE_MAX_FDS 64
 /* How long the new daemon has to become ready before it is stopped and
- * the old one serves on. */
-#define SANDLET_UPGRADE_READY_MS 60000
+ * the old one serves on: less than "sandletd -s upgrade" waits by default
+ * (30 s), so that it reports the outcome rather than its own timeout. */
+#define SANDLET_UPGRADE_READY_MS 25000
 
 typedef struct sandlet_upgrade_env {
     uv_loop_t *loop;

@@ -2,7 +2,9 @@
  * test_upgrade.c - "sandletd -s upgrade" against a real daemon: a client
  * polling every 20 ms across the upgrade gets every answer, the state
  * file names the new daemon, which serves on the same port and was handed
- * the listener (its log says so), and the old one exits; an upgrade whose
+ * the listener (its log says so), and the old one exits; the service
+ * manager hears READY=1 from the old daemon at its start, then MAINPID=
+ * with the new pid from it, and nothing from the new one; an upgrade whose
  * new daemon cannot start exits 1 with the reason and leaves the old one
  * serving; a daemon given a descriptor that is no listener in
  * SANDLET_LISTEN_FDS says so and binds afresh.
@@ -20,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -83,6 +87,63 @@ static pid_t poller(unsigned port)
     _exit(bad > 255 ? 255 : bad);
 }
 
+/* A service manager's notification socket: an abstract datagram socket
+ * that learns each sender's pid (SO_PASSCRED). */
+static int notify_socket(char *name, size_t cap)
+{
+    snprintf(name, cap, "@sandlet-test-notify-%d", (int)getpid());
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    assert_true(fd >= 0);
+    int one = 1;
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)), 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    size_t len = strlen(name);
+    memcpy(sa.sun_path, name, len);
+    sa.sun_path[0] = '\0';
+    assert_int_equal(
+        bind(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)),
+        0);
+    return fd;
+}
+
+/* The next notification within ms into msg (NUL-ended), its sender's pid
+ * into *pid; false when none came. */
+static bool notification(int fd, int ms, char *msg, size_t cap, pid_t *pid)
+{
+    for (int waited = 0; waited <= ms; waited += 10) {
+        union {
+            char buf[CMSG_SPACE(sizeof(struct ucred))];
+            struct cmsghdr align;
+        } u;
+        struct iovec iov = {.iov_base = msg, .iov_len = cap - 1};
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = u.buf,
+                            .msg_controllen = sizeof(u.buf)};
+        ssize_t n = recvmsg(fd, &mh, 0);
+        if (n >= 0) {
+            msg[n] = '\0';
+            *pid = 0;
+            for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS) {
+                    struct ucred cred;
+                    memcpy(&cred, CMSG_DATA(c), sizeof(cred));
+                    *pid = cred.pid;
+                }
+            return true;
+        }
+        assert_true(errno == EAGAIN || errno == EINTR);
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return false;
+}
+
+static void set_notify(void *ctx)
+{
+    setenv("NOTIFY_SOCKET", ctx, 1);
+}
+
 static void put(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -102,14 +163,21 @@ static void test_upgrade_loses_nothing(void **state)
 {
     (void)state;
     th_daemon d;
-    assert_int_equal(th_start(&d,
-                              "state-file run/s.state;\nstatus-page /st;\n"
-                              "sandbox a { workers 1; }\n",
-                              false),
+    char name[64];
+    int nfd = notify_socket(name, sizeof(name));
+    assert_int_equal(th_start_with(&d,
+                                   "state-file run/s.state;\nstatus-page /st;\n"
+                                   "sandbox a { workers 1; }\n",
+                                   false, set_notify, name),
                      0);
     char out[4096];
     assert_int_equal(sandletd("-s wait-ready", d.conf, out, sizeof(out)), 0);
     assert_int_equal(state_pid(&d), (long)d.pid);
+    char note[256];
+    pid_t from;
+    assert_true(notification(nfd, 5000, note, sizeof(note), &from));
+    assert_non_null(strstr(note, "READY=1"));
+    assert_int_equal(from, d.pid);
 
     /* A new daemon that cannot start: the old one serves on, and says why. */
     size_t len;
@@ -151,6 +219,18 @@ static void test_upgrade_loses_nothing(void **state)
     assert_true(WIFEXITED(st));
     if (WEXITSTATUS(st) != 0)
         fail_msg("%d of %d polls across the upgrade got no 200", WEXITSTATUS(st), POLLS);
+    /* The failed upgrade said nothing; the good one, MAINPID from the old
+     * main process, and the new daemon nothing (it is not main yet when
+     * it is ready). */
+    char want[64];
+    snprintf(want, sizeof(want), "MAINPID=%ld", now);
+    assert_true(notification(nfd, 5000, note, sizeof(note), &from));
+    if (strcmp(note, want) != 0 || from != d.pid)
+        fail_msg("the service manager heard '%s' from pid %d, not '%s' from %d", note, (int)from,
+                 want, (int)d.pid);
+    if (notification(nfd, 200, note, sizeof(note), &from))
+        fail_msg("the service manager heard '%s' from pid %d after MAINPID", note, (int)from);
+    close(nfd);
     assert_int_equal(th_request(d.port, "GET", "/st", NULL, NULL, 0, &r), 0);
     assert_int_equal(r.status, 200);
     th_response_free(&r);
