@@ -48,6 +48,7 @@ static struct {
     bool poll_open;
     uv_timer_t timer;
     bool timer_open;
+    bool termed; /* the timer sent SIGTERM; next, SIGKILL */
 } up = {.pipe_fd = -1};
 
 void sandlet_upgrade_set_exec(const char *path, char *const *argv)
@@ -176,12 +177,22 @@ static void on_ready(uv_poll_t *p, int status, int events)
     uv_poll_stop(p);
 }
 
+/* Not ready in time: SIGTERM (it stops as any daemon does), and SIGKILL
+ * when it has not exited SANDLET_UPGRADE_KILL_MS later; its exit is the
+ * failure (on_exit_cb). */
 static void on_timeout(uv_timer_t *t)
 {
-    (void)t;
-    sandlet_error("upgrade: the new sandletd (pid %d) is not ready after %d ms; stopping it",
-                  up.proc.pid, SANDLET_UPGRADE_READY_MS);
-    uv_process_kill(&up.proc, SIGTERM);
+    if (!up.termed) {
+        sandlet_error("upgrade: the new sandletd (pid %d) is not ready after %d ms; stopping it",
+                      up.proc.pid, SANDLET_UPGRADE_READY_MS);
+        up.termed = true;
+        uv_process_kill(&up.proc, SIGTERM);
+        uv_timer_start(t, on_timeout, SANDLET_UPGRADE_KILL_MS, 0);
+        return;
+    }
+    sandlet_error("upgrade: the new sandletd (pid %d) did not stop in %d ms; killing it",
+                  up.proc.pid, SANDLET_UPGRADE_KILL_MS);
+    uv_process_kill(&up.proc, SIGKILL);
 }
 
 /* environ without our two variables, then them: a malloc'd array. */
@@ -259,6 +270,7 @@ static int spawn_new(char *msg, size_t cap)
         return rc;
     }
     up.proc_open = true;
+    up.termed = false;
     up.pipe_fd = p[0];
     uv_poll_init(up.env.loop, &up.poll, p[0]);
     up.poll_open = true;

@@ -24,6 +24,8 @@
  * the old one serves on: less than "sandletd -s upgrade" waits by default
  * (30 s), so that it reports the outcome rather than its own timeout. */
 #define SANDLET_UPGRADE_READY_MS 25000
+/* How long it then has to stop after SIGTERM before SIGKILL. */
+#define SANDLET_UPGRADE_KILL_MS 15000
 
 typedef struct sandlet_upgrade_env {
     uv_loop_t *loop;
