@@ -1,13 +1,16 @@
 /*
- * command.c - "sandletd -s reload" and "sandletd -s wait-ready": what an
- * init script (or an operator used to "nginx -s reload") runs to talk to
- * the daemon of a configuration file.
+ * command.c - "sandletd -s reload", "-s upgrade", "-s wait-ready" and
+ * "-s pid": what an init script, a package's postinst (or an operator used
+ * to "nginx -s reload") runs to talk to the daemon of a configuration
+ * file.
  *
  * The daemon's supervisor keeps a state file (state.h) with the pid that
  * takes signals, its phase, and a count of reload verdicts with the last
  * one.  A reload reads the count, sends SIGHUP, and waits for the count to
  * change: the daemon's own verdict, with its reason, instead of "the
- * signal was delivered".  It never writes anything, and signals only a
+ * signal was delivered".  An upgrade sends SIGUSR2 and waits for the file
+ * to name another pid, ready (the new daemon took over), or for a refused
+ * verdict (it failed, and the old one serves on).  It never writes anything, and signals only a
  * pid that its state file names and that still runs sandletd.
  */
 #include "config.h"
@@ -109,6 +112,53 @@ static int reload(const sandlet_conf *conf, const char *path, unsigned timeout_m
     return SANDLET_COMMAND_FAILED;
 }
 
+static int upgrade(const sandlet_conf *conf, const char *path, unsigned timeout_ms)
+{
+    sandlet_state st;
+    int rc = running(conf, path, &st);
+    if (rc != SANDLET_COMMAND_OK)
+        return rc;
+    if (strcmp(st.phase, "ready") != 0) {
+        fprintf(stderr, "sandletd: pid %ld is still %s; upgrade it once it serves\n", st.pid,
+                st.phase);
+        return SANDLET_COMMAND_FAILED;
+    }
+    unsigned long before = st.reloads;
+    long pid = st.pid;
+    if (kill((pid_t)pid, SIGUSR2) < 0) {
+        fprintf(stderr, "sandletd: cannot send SIGUSR2 to pid %ld: %s\n", pid, strerror(errno));
+        return SANDLET_COMMAND_FAILED;
+    }
+    for (unsigned waited = 0; waited < timeout_ms; waited += POLL_MS) {
+        nap();
+        rc = sandlet_state_read(path, &st);
+        if (rc < 0)
+            continue; /* between two writers, or the new one's first */
+        if (st.pid != pid && strcmp(st.phase, "ready") == 0 && kill((pid_t)st.pid, 0) == 0) {
+            printf("sandletd: pid %ld serves now; pid %ld finishes its requests and stops\n",
+                   st.pid, pid);
+            return SANDLET_COMMAND_OK;
+        }
+        if (st.pid == pid && st.reloads != before && strcmp(st.verdict, "refused") == 0) {
+            fprintf(stderr, "sandletd: %s\n", st.message);
+            return SANDLET_COMMAND_FAILED;
+        }
+    }
+    fprintf(stderr,
+            "sandletd: no new daemon took over from pid %ld within %u ms (see the error log)\n",
+            pid, timeout_ms);
+    return SANDLET_COMMAND_FAILED;
+}
+
+static int print_pid(const sandlet_conf *conf, const char *path)
+{
+    sandlet_state st;
+    int rc = running(conf, path, &st);
+    if (rc == SANDLET_COMMAND_OK)
+        printf("%ld\n", st.pid);
+    return rc;
+}
+
 static int wait_ready(const sandlet_conf *conf, const char *path, unsigned timeout_ms)
 {
     sandlet_state st;
@@ -140,9 +190,15 @@ int sandlet_command(const sandlet_conf *conf, const char *command, unsigned time
     }
     if (strcmp(command, "reload") == 0)
         return reload(conf, path, timeout_ms);
+    if (strcmp(command, "upgrade") == 0)
+        return upgrade(conf, path, timeout_ms);
     if (strcmp(command, "wait-ready") == 0)
         return wait_ready(conf, path, timeout_ms);
-    fprintf(stderr, "sandletd: unknown command '%s' for -s (expected reload or wait-ready)\n",
+    if (strcmp(command, "pid") == 0)
+        return print_pid(conf, path);
+    fprintf(stderr,
+            "sandletd: unknown command '%s' for -s (expected reload, upgrade, wait-ready or "
+            "pid)\n",
             command);
     return SANDLET_COMMAND_USAGE;
 }

@@ -13,7 +13,7 @@
 #define SANDLET_COMMAND_USAGE       2
 #define SANDLET_COMMAND_NOT_RUNNING 7
 
-/* Runs command ("reload" or "wait-ready") against the daemon whose state
+/* Runs command ("reload", "upgrade", "wait-ready" or "pid") against the daemon whose state
  * file conf names, waiting at most timeout_ms for its answer; prints the
  * answer (stdout) or why there is none (stderr).  Returns a
  * SANDLET_COMMAND_* status. */

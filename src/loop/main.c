@@ -17,6 +17,7 @@
 #include "sandbox/control.h"
 #include "sandbox/identity.h"
 #include "sandbox/supervisor.h"
+#include "sandbox/upgrade.h"
 #include "sandbox/worker.h"
 #include "csp/build.h"
 
@@ -34,6 +35,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,21 +45,29 @@
 static struct {
     sandlet_server srv;
     uv_loop_t loop;
-    uv_signal_t sigterm, sigint, sigchld, sigusr1, sighup;
+    uv_signal_t sigterm, sigint, sigchld, sigusr1, sigusr2, sighup;
     uv_timer_t drain, reap;
     bool ctl_closed;
     int exit_status;
-} m;
+    bool upgrading; /* SIGUSR2 passed on, no UPGRADED yet */
+    /* Started by an upgrade: the pipe on which the previous daemon waits
+     * for 'R' (SANDLET_UPGRADE_FD), until we are ready; else -1. */
+    int upgrade_fd;
+    char self[4096]; /* the path we were started from, for an upgrade */
+    char **argv;     /* main's, for an upgrade */
+} m = {.upgrade_fd = -1};
 
 static void usage(FILE *to)
 {
-    fprintf(to, "usage: sandletd [-t] [-T] [-d] [-c FILE] [-s reload|wait-ready]\n"
+    fprintf(to, "usage: sandletd [-t] [-T] [-d] [-c FILE] [-s reload|upgrade|wait-ready|pid]\n"
                 "  -c FILE  configuration file (default " DEFAULT_CONF ")\n"
                 "  -t       check the configuration and exit\n"
                 "  -T       print the configuration as read (includes expanded, defaults\n"
                 "           written out) and exit\n"
                 "  -s CMD   tell the daemon running FILE: reload (and wait for its verdict),\n"
-                "           wait-ready (until it serves); exit 0, 1 (refused) or 7 (not running)\n"
+                "           upgrade (start the installed binary on the same listeners, wait\n"
+                "           until it serves), wait-ready (until it serves), pid (print its\n"
+                "           pid); exit 0, 1 (refused) or 7 (not running)\n"
                 "  -W MS    how long -s waits for the answer (default 30000)\n"
                 "  -d       log debug messages\n"
                 "  -V       print the version and exit\n");
@@ -118,14 +128,103 @@ static int bind_listener(const sandlet_listen_conf *l, int *out)
         close(fd);
         return rc;
     }
+    *out = fd;
+    return 0;
+}
+
+/* "listening on HOST:PORT": init scripts and tests read the port here. */
+static void say_listening(const sandlet_listen_conf *l, int fd, const char *how)
+{
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
-    getsockname(fd, (struct sockaddr *)&ss, &len);
+    memset(&ss, 0, sizeof(ss));
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0) {
+        sandlet_info("listening on %s:%u%s", l->host, l->port, how);
+        return;
+    }
     unsigned port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
                                              : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    sandlet_info("listening on %s%s%s:%u", ss.ss_family == AF_INET6 ? "[" : "", l->host,
-                 ss.ss_family == AF_INET6 ? "]" : "", port);
-    *out = fd;
+    sandlet_info("listening on %s%s%s:%u%s", ss.ss_family == AF_INET6 ? "[" : "", l->host,
+                 ss.ss_family == AF_INET6 ? "]" : "", port, how);
+}
+
+/* A number of the environment variable name, 3 to 1023, into *fd; what
+ * is wrong (naming the variable, its value and the fix) on stderr. */
+static int env_fd(const char *name, const char *text, int *fd)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || v < 3 || v > 1023) {
+        sandlet_error("%s='%s': expected descriptor numbers from 3 to 1023, as the previous "
+                      "sandletd sets them at an upgrade; unset %s to start afresh",
+                      name, getenv(name), name);
+        return -EINVAL;
+    }
+    *fd = (int)v;
+    return (int)(end - text);
+}
+
+/* Started by an upgrade (upgrade.c): the listeners the previous daemon
+ * handed over (SANDLET_LISTEN_FDS) go to the listen lines they match,
+ * checked (a listening TCP socket on that address and port); one that
+ * matches no line is closed.  The pipe of SANDLET_UPGRADE_FD is kept for
+ * tell_previous.  Both variables are removed, so that nothing started
+ * later sees them.  fds[i] is set (else -1) for each line; 0 or -1. */
+static int adopt_inherited(const sandlet_conf *conf, int *fds)
+{
+    for (size_t i = 0; i < conf->nlistens; i++)
+        fds[i] = -1;
+    const char *ready = getenv(SANDLET_ENV_UPGRADE_FD);
+    if (ready) {
+        struct stat st;
+        if (env_fd(SANDLET_ENV_UPGRADE_FD, ready, &m.upgrade_fd) < 0)
+            return -1;
+        if (fstat(m.upgrade_fd, &st) < 0 || !S_ISFIFO(st.st_mode)) {
+            sandlet_error("%s=%s: descriptor %d is no pipe; unset %s to start afresh",
+                          SANDLET_ENV_UPGRADE_FD, ready, m.upgrade_fd, SANDLET_ENV_UPGRADE_FD);
+            m.upgrade_fd = -1;
+            return -1;
+        }
+    }
+    const char *list = getenv(SANDLET_ENV_LISTEN_FDS);
+    for (const char *p = list; p && *p;) {
+        if (*p == ' ') {
+            p++;
+            continue;
+        }
+        int fd, used = env_fd(SANDLET_ENV_LISTEN_FDS, p, &fd);
+        if (used < 0)
+            return -1;
+        p += used;
+        bool taken = false, bad = false;
+        for (size_t i = 0; !taken && !bad && i < conf->nlistens; i++) {
+            if (fds[i] >= 0)
+                continue;
+            int rc = sandlet_listen_matches(fd, &conf->listens[i]);
+            if (rc < 0) {
+                sandlet_log_errno(SANDLET_LOG_WARN, rc,
+                                  "%s: descriptor %d is no listening TCP socket; not used (the "
+                                  "listen lines are bound afresh)",
+                                  SANDLET_ENV_LISTEN_FDS, fd);
+                bad = true;
+                if (rc != -EBADF)
+                    close(fd);
+            }
+            if (rc == 1) {
+                fds[i] = fd;
+                taken = true;
+                say_listening(&conf->listens[i], fd, " (handed over by the previous daemon)");
+            }
+        }
+        if (!taken && !bad) {
+            sandlet_info("%s: descriptor %d matches no listen line of %s; closed",
+                         SANDLET_ENV_LISTEN_FDS, fd, conf->file);
+            close(fd);
+        }
+    }
+    unsetenv(SANDLET_ENV_LISTEN_FDS);
+    unsetenv(SANDLET_ENV_UPGRADE_FD);
     return 0;
 }
 
@@ -170,6 +269,7 @@ static sigset_t stop_signals(void)
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGUSR2);
     return set;
 }
 
@@ -302,6 +402,78 @@ static void on_sighup(uv_signal_t *s, int signum)
     sandlet_server_control(&m.srv, SANDLET_CTL_RELOAD, 0, 0, 0, 0);
 }
 
+/* SIGUSR2, a binary upgrade ("sandletd -s upgrade"): every listener goes
+ * to the supervisor (HANDOVER), which starts the binary at our path with
+ * them (UPGRADE, upgrade.c); we serve on until it answers UPGRADED. */
+static void on_sigusr2(uv_signal_t *s, int signum)
+{
+    (void)s;
+    (void)signum;
+    sandlet_server *srv = &m.srv;
+    if (srv->stopping || m.upgrading) {
+        sandlet_info("received SIGUSR2 while %s; ignored",
+                     srv->stopping ? "stopping" : "upgrading already");
+        return;
+    }
+    sandlet_info("received SIGUSR2: upgrading to %s", m.self);
+    for (size_t i = 0; i < srv->nlisteners; i++) {
+        uv_os_fd_t fd;
+        int rc = uv_fileno((uv_handle_t *)&srv->listeners[i]->tcp, &fd);
+        int copy = rc < 0 ? rc : fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (copy < 0) {
+            sandlet_log_errno(SANDLET_LOG_ERROR, copy < -1 ? copy : -errno,
+                              "upgrade: cannot hand over the listener on %s:%u; not upgrading",
+                              srv->listeners[i]->host, srv->listeners[i]->port);
+            /* The count below no longer matches: the supervisor refuses. */
+            break;
+        }
+        sandlet_ctl msg = {.type = SANDLET_CTL_HANDOVER, .slot = (uint32_t)i};
+        if (sandlet_ctl_queue_send(&srv->ctl_out, srv->ctl, &msg, &copy, 1) < 0)
+            sandlet_error("upgrade: cannot reach the supervisor; not upgrading");
+    }
+    sandlet_ctl msg = {.type = SANDLET_CTL_UPGRADE, .status = (int32_t)srv->nlisteners};
+    if (sandlet_server_send(srv, &msg) == 0)
+        m.upgrading = true;
+    ctl_watch(srv);
+}
+
+/* The supervisor's answer to UPGRADE.  Taken over: systemd follows the
+ * new main process (MAINPID, which only the main process may send under
+ * NotifyAccess=main), and we stop as at SIGTERM: no more accepting, the
+ * requests in flight finish. */
+static void upgraded(const sandlet_ctl *msg)
+{
+    m.upgrading = false;
+    if (msg->status < 0) {
+        sandlet_error("upgrade failed (the supervisor's reason is above); still serving");
+        return;
+    }
+    char note[64];
+    snprintf(note, sizeof(note), "MAINPID=%d", (int)msg->pid);
+    int nrc = sandlet_notify(note);
+    if (nrc < 0)
+        sandlet_log_errno(SANDLET_LOG_WARN, nrc,
+                          "cannot tell the service manager that pid %d is the daemon now",
+                          (int)msg->pid);
+    sandlet_info("upgrade: pid %d took over", (int)msg->pid);
+    begin_stop(0);
+}
+
+/* Started by an upgrade: says 'R' to the previous daemon once, when we
+ * are ready (its supervisor then stops it). */
+static void tell_previous(void)
+{
+    if (m.upgrade_fd < 0)
+        return;
+    char r = 'R';
+    if (write(m.upgrade_fd, &r, 1) != 1)
+        sandlet_log_errno(SANDLET_LOG_WARN, -errno,
+                          "cannot tell the previous daemon that this one serves (it stops at its "
+                          "own timeout)");
+    close(m.upgrade_fd);
+    m.upgrade_fd = -1;
+}
+
 /* Opens the logs before privileges are dropped: the error log becomes
  * standard error of the acceptor and the supervisor (never of a worker),
  * the access log stays with the acceptor.  The acceptor's user may own
@@ -396,6 +568,8 @@ static void on_ctl(uv_poll_t *p, int status, int events)
         if (msg.type == SANDLET_CTL_CONF) {
             if (sandlet_reload_apply(srv, fd) < 0) /* takes fd */
                 begin_stop(1);
+            if (srv->ctl < 0)
+                return;
             continue;
         }
         if (msg.type == SANDLET_CTL_LOGFD && fd >= 0) {
@@ -412,7 +586,21 @@ static void on_ctl(uv_poll_t *p, int status, int events)
         }
         if (fd >= 0)
             close(fd); /* only LOGFD and WORKER carry descriptors */
+        if (msg.type == SANDLET_CTL_UPGRADED) {
+            upgraded(&msg);
+            /* A stop with no connection left closes the socket at once. */
+            if (srv->ctl < 0)
+                return;
+            continue;
+        }
         if (msg.type == SANDLET_CTL_NOTIFY) {
+            /* Started by an upgrade, we are not the main process yet:
+             * the previous one moves MAINPID to us once told, and the
+             * service is active already. */
+            if (m.upgrade_fd >= 0) {
+                tell_previous();
+                continue;
+            }
             /* sd_notify's protocol (state.c): the unit's NotifyAccess=main
              * takes it from this process only. */
             int nrc = sandlet_notify("READY=1\nSTATUS=serving");
@@ -439,6 +627,7 @@ static int open_self(void)
     if (n <= 0 || (size_t)n >= sizeof(path) - 1)
         return -ENAMETOOLONG;
     path[n] = '\0';
+    snprintf(m.self, sizeof(m.self), "%s", path);
     int fd = open(path, O_PATH | O_CLOEXEC);
     if (fd < 0)
         return -errno;
@@ -545,15 +734,25 @@ static int run(sandlet_conf *conf, bool *taken)
         free(fds);
         return 1;
     }
+    if (adopt_inherited(conf, fds) < 0) {
+        free(fds);
+        return 1;
+    }
     for (size_t i = 0; i < conf->nlistens; i++) {
+        if (fds[i] >= 0)
+            continue; /* handed over */
         int rc = bind_listener(&conf->listens[i], &fds[i]);
         if (rc < 0) {
             sandlet_log_errno(SANDLET_LOG_ERROR, rc, "%s:%d: cannot listen on %s port %u",
                               conf->file, conf->listens[i].line, conf->listens[i].host,
                               conf->listens[i].port);
+            for (size_t j = 0; j < conf->nlistens; j++)
+                if (fds[j] >= 0)
+                    close(fds[j]);
             free(fds);
             return 1;
         }
+        say_listening(&conf->listens[i], fds[i], "");
     }
     for (size_t i = 0; conf->development && i < conf->nlistens; i++) {
         const char *h = conf->listens[i].host;
@@ -599,6 +798,10 @@ static int run(sandlet_conf *conf, bool *taken)
             close(fds[i]);
         free(fds);
         close(ctl[0]);
+        /* The previous daemon waits for the acceptor's 'R', or its end. */
+        if (m.upgrade_fd >= 0)
+            close(m.upgrade_fd);
+        sandlet_upgrade_set_exec(m.self, m.argv);
         sandlet_files_close(srv); /* the supervisor serves nothing */
         if (srv->access_fd >= 0)
             close(srv->access_fd);
@@ -688,6 +891,8 @@ static int run(sandlet_conf *conf, bool *taken)
     uv_signal_start(&m.sigchld, on_sigchld, SIGCHLD);
     uv_signal_init(&m.loop, &m.sigusr1);
     uv_signal_start(&m.sigusr1, on_sigusr1, SIGUSR1);
+    uv_signal_init(&m.loop, &m.sigusr2);
+    uv_signal_start(&m.sigusr2, on_sigusr2, SIGUSR2);
     uv_signal_init(&m.loop, &m.sighup);
     uv_signal_start(&m.sighup, on_sighup, SIGHUP);
     sigprocmask(SIG_UNBLOCK, &held, NULL);
@@ -756,6 +961,7 @@ int main(int argc, char **argv)
         fflush(NULL);
         _exit(rc);
     }
+    m.argv = argv;
     /* A descriptor left open by whoever started us (a shell, a service
      * manager, a careless wrapper) must never reach a worker: every one
      * above standard error is closed at exec from here on. */

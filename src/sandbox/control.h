@@ -22,7 +22,12 @@
  * type, attached descriptors or an empty message are refused, KILL only
  * reaches a live child of that generation, REOPEN is rate-limited, GROW
  * starts a worker only in an extra slot of a live sandbox that has none
- * (so never more than max-workers of a sandbox).
+ * (so never more than max-workers of a sandbox).  For a binary upgrade
+ * (SIGUSR2) the acceptor hands over each listening socket (HANDOVER, the
+ * one message from the acceptor that carries a descriptor: checked to be a
+ * listening TCP socket, and only ever passed on to the new daemon, which
+ * checks it again against its listen lines), then asks for the UPGRADE;
+ * the supervisor starts the new binary and answers UPGRADED.
  * Neither side ever drops a message on a full socket: both queue
  * (sandlet_ctl_queue) and retry when the socket is writable.
  */
@@ -53,6 +58,12 @@ enum sandlet_ctl_type {
     SANDLET_CTL_NOTIFY,       /* supervisor→acceptor: every sandbox has a worker up: say
                                * READY=1 to the service manager (the main process must,
                                * under NotifyAccess=main) */
+    SANDLET_CTL_HANDOVER,     /* acceptor→supervisor: slot = index; fd: a listening socket for
+                               * the upgrade that follows (sandletd -s upgrade) */
+    SANDLET_CTL_UPGRADE,      /* acceptor→supervisor: SIGUSR2: exec the daemon's binary again
+                               * with the status handed-over listeners */
+    SANDLET_CTL_UPGRADED,     /* supervisor→acceptor: pid took over (status 0): stop
+                               * accepting and drain; or the upgrade failed (status -errno) */
 };
 
 /* A page's path relative to the docroot, NUL included, in PAGE_CHECK and

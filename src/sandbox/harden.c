@@ -47,13 +47,21 @@ static const char *const denied[] = {
 static int drop_caps(void)
 {
     uint64_t keep = sandlet_harden_caps();
-    /* The bounding set first: it needs CAP_SETPCAP, dropped below. */
+    /* The bounding set first: it needs CAP_SETPCAP, dropped below.  A
+     * capability already out of it is skipped: a daemon started by a
+     * binary upgrade (sandletd -s upgrade) is the previous supervisor's
+     * child, whose bounding set is this very one, without CAP_SETPCAP. */
     for (int cap = 0; cap < 64; cap++) {
         if (keep & (1ull << cap))
             continue;
+        int in = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
+        if (in < 0 && errno == EINVAL)
+            break; /* past the kernel's last capability */
+        if (in == 0)
+            continue;
         if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
             if (errno == EINVAL)
-                break; /* past the kernel's last capability */
+                break;
             return -errno;
         }
     }

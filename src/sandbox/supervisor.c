@@ -32,6 +32,7 @@
 #include "sandbox/pages.h"
 #include "sandbox/quota.h"
 #include "sandbox/session_store.h"
+#include "sandbox/upgrade.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -288,7 +289,8 @@ static void maybe_finish(void)
  * as in tests and development, where /run is not ours). */
 static void state_save(void)
 {
-    if (!sv.state_path[0])
+    /* During an upgrade the file is the new daemon's until it fails. */
+    if (!sv.state_path[0] || sandlet_upgrade_busy())
         return;
     int rc = sandlet_state_write(sv.state_path, &sv.state);
     if (rc == 0 || sv.state_said)
@@ -310,6 +312,20 @@ static void state_verdict(bool applied, const char *message)
     snprintf(sv.state.verdict, sizeof(sv.state.verdict), "%s", applied ? "applied" : "refused");
     snprintf(sv.state.message, sizeof(sv.state.message), "%s", message);
     state_save();
+}
+
+/* An upgrade's end (upgrade.c).  Handed over: the state file is the new
+ * daemon's from now on, never written or removed here again.  Failed:
+ * this daemon's again, with the failure as a refused verdict, which is
+ * what "sandletd -s upgrade" waits for. */
+static void upgrade_done(bool handed, long pid, const char *message)
+{
+    (void)pid;
+    if (handed) {
+        sv.state_path[0] = '\0';
+        return;
+    }
+    state_verdict(false, message);
 }
 
 /* Ready once every sandbox of the start has a worker that said READY, or
@@ -1165,10 +1181,13 @@ static void new_code(box *b)
 static void reload_failed(const char *what)
 {
     char msg[sizeof(sv.state.message)];
-    snprintf(msg, sizeof(msg),
-             "reload: %s; still serving with the configuration loaded before (fix the "
-             "file, check it with 'sandletd -t -c %s', and reload again)",
-             what, sv.conf->file);
+    /* A long message is cut to what the state file holds; the whole of
+     * what went wrong is in the lines logged before. */
+    if (snprintf(msg, sizeof(msg),
+                 "reload: %s; still serving with the configuration loaded before (fix the "
+                 "file, check it with 'sandletd -t -c %s', and reload again)",
+                 what, sv.conf->file) >= (int)sizeof(msg))
+        msg[sizeof(msg) - 2] = '.';
     sandlet_error("%s", msg);
     state_verdict(false, msg);
 }
@@ -1556,6 +1575,10 @@ static void begin_shutdown(void)
     uv_close((uv_handle_t *)&sv.reopen, NULL);
     uv_timer_stop(&sv.reload_timer);
     uv_close((uv_handle_t *)&sv.reload_timer, NULL);
+    /* A new daemon started by an upgrade owns the state file: ours is
+     * neither rewritten nor removed when we go. */
+    if (sandlet_upgrade_stop())
+        sv.state_path[0] = '\0';
     sandlet_pages_stop();
     sandlet_learn_stop();
     sandlet_audit_stop();
@@ -1566,6 +1589,14 @@ static void begin_shutdown(void)
     sv.ctl = -1;
     uv_timer_start(&sv.grace, on_grace, SHUTDOWN_GRACE_MS, 0);
     maybe_finish();
+}
+
+/* SIGUSR2 at the acceptor: start the new binary with the listeners it
+ * handed over (upgrade.c). */
+static void upgrade(const sandlet_ctl *m)
+{
+    sandlet_upgrade_env env = {.loop = &sv.loop, .tell = tell, .done = upgrade_done};
+    sandlet_upgrade_start(&env, (uint32_t)m->status);
 }
 
 static void on_ctl(uv_poll_t *p, int status, int events)
@@ -1597,9 +1628,17 @@ static void on_ctl(uv_poll_t *p, int status, int events)
             begin_shutdown();
             return;
         }
+        if (fd >= 0 && m.type == SANDLET_CTL_HANDOVER) {
+            /* The one message that carries a descriptor: a listener, for
+             * the upgrade that follows (upgrade.c checks it). */
+            int hrc = sandlet_upgrade_handover(fd);
+            if (hrc < 0)
+                refuse("HANDOVER: %s", hrc == -EINVAL ? "not a listening socket" : strerror(-hrc));
+            continue;
+        }
         if (fd >= 0) {
-            /* No message from the acceptor carries a descriptor; closing
-             * one must not wait on it (see sandlet_ctl_discard_fd). */
+            /* No other message from the acceptor carries a descriptor;
+             * closing one must not wait on it (see sandlet_ctl_discard_fd). */
             sandlet_ctl_discard_fd(fd);
             refuse("type %u with a descriptor attached", m.type);
             continue;
@@ -1609,7 +1648,14 @@ static void on_ctl(uv_poll_t *p, int status, int events)
         case SANDLET_CTL_REOPEN: reopen_logs(); break;
         case SANDLET_CTL_READY: worker_ready(&m); break;
         case SANDLET_CTL_PAGE_CHECK: sandlet_pages_check(&m); break;
-        case SANDLET_CTL_RELOAD: reload(); break;
+        case SANDLET_CTL_RELOAD:
+            if (sandlet_upgrade_busy())
+                sandlet_warn("a reload during an upgrade is ignored: reload the new daemon");
+            else
+                reload();
+            break;
+        case SANDLET_CTL_HANDOVER: refuse("HANDOVER without a descriptor"); break;
+        case SANDLET_CTL_UPGRADE: upgrade(&m); break;
         case SANDLET_CTL_GROW: grow(&m); break;
         case SANDLET_CTL_SPAWN: refuse("SPAWN: workers are started by the supervisor alone"); break;
         default: refuse("unknown type %u", m.type); break;
@@ -2042,6 +2088,7 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
     signal(SIGTERM, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
     signal(SIGUSR1, SIG_IGN);
+    signal(SIGUSR2, SIG_IGN);
     signal(SIGPIPE, SIG_IGN);
     /* The acceptor held its stop signals while it started (main.c); they
      * are ignored here, and the workers start with a clear mask. */

@@ -1,0 +1,282 @@
+/*
+ * test_upgrade.c - "sandletd -s upgrade" against a real daemon: a client
+ * polling every 20 ms across the upgrade gets every answer, the state
+ * file names the new daemon, which serves on the same port and was handed
+ * the listener (its log says so), and the old one exits; the service
+ * manager hears READY=1 from the old daemon at its start, then MAINPID=
+ * with the new pid from it, and nothing from the new one; an upgrade whose
+ * new daemon cannot start exits 1 with the reason and leaves the old one
+ * serving; a daemon given a descriptor that is no listener in
+ * SANDLET_LISTEN_FDS says so and binds afresh.
+ */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#define POLLS   150 /* every 20 ms: 3 s, across the upgrade */
+#define POLL_MS 20
+
+/* "sandletd ARGS -c conf": its exit status, its output and errors in out. */
+static int sandletd(const char *args, const char *conf, char *out, size_t cap)
+{
+    char cmd[512];
+    const char *exe = getenv("SANDLETD");
+    snprintf(cmd, sizeof(cmd), "%s %s -c '%s' 2>&1", exe ? exe : "./sandletd", args, conf);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The pid the state file names, or -1. */
+static long state_pid(const th_daemon *d)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "%s/run/s.state", d->dir);
+    char *s = th_slurp(path, NULL);
+    long pid = -1;
+    if (s && strncmp(s, "pid ", 4) == 0)
+        pid = strtol(s + 4, NULL, 10);
+    free(s);
+    return pid;
+}
+
+/* A child that asks GET /st every POLL_MS, POLLS times; its exit status
+ * is the number of answers that were not 200 (at most 255). */
+static pid_t poller(unsigned port)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid > 0)
+        return pid;
+    int bad = 0;
+    for (int i = 0; i < POLLS; i++) {
+        th_response r;
+        if (th_request(port, "GET", "/st", NULL, NULL, 0, &r) < 0) {
+            fprintf(stderr, "poll %d: no answer\n", i);
+            bad++;
+        } else {
+            if (r.status != 200) {
+                fprintf(stderr, "poll %d: status %d\n", i, r.status);
+                bad++;
+            }
+            th_response_free(&r);
+        }
+        struct timespec ts = {0, POLL_MS * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    _exit(bad > 255 ? 255 : bad);
+}
+
+/* A service manager's notification socket: an abstract datagram socket
+ * that learns each sender's pid (SO_PASSCRED). */
+static int notify_socket(char *name, size_t cap)
+{
+    snprintf(name, cap, "@sandlet-test-notify-%d", (int)getpid());
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    assert_true(fd >= 0);
+    int one = 1;
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)), 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    size_t len = strlen(name);
+    memcpy(sa.sun_path, name, len);
+    sa.sun_path[0] = '\0';
+    assert_int_equal(
+        bind(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)),
+        0);
+    return fd;
+}
+
+/* The next notification within ms into msg (NUL-ended), its sender's pid
+ * into *pid; false when none came. */
+static bool notification(int fd, int ms, char *msg, size_t cap, pid_t *pid)
+{
+    for (int waited = 0; waited <= ms; waited += 10) {
+        union {
+            char buf[CMSG_SPACE(sizeof(struct ucred))];
+            struct cmsghdr align;
+        } u;
+        struct iovec iov = {.iov_base = msg, .iov_len = cap - 1};
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = u.buf,
+                            .msg_controllen = sizeof(u.buf)};
+        ssize_t n = recvmsg(fd, &mh, 0);
+        if (n >= 0) {
+            msg[n] = '\0';
+            *pid = 0;
+            for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS) {
+                    struct ucred cred;
+                    memcpy(&cred, CMSG_DATA(c), sizeof(cred));
+                    *pid = cred.pid;
+                }
+            return true;
+        }
+        assert_true(errno == EAGAIN || errno == EINTR);
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return false;
+}
+
+static void set_notify(void *ctx)
+{
+    setenv("NOTIFY_SOCKET", ctx, 1);
+}
+
+static void put(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_true(fputs(text, f) >= 0);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void remove_dir(const th_daemon *d)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d->dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_upgrade_loses_nothing(void **state)
+{
+    (void)state;
+    th_daemon d;
+    char name[64];
+    int nfd = notify_socket(name, sizeof(name));
+    assert_int_equal(th_start_with(&d,
+                                   "state-file run/s.state;\nstatus-page /st;\n"
+                                   "sandbox a { workers 1; }\n",
+                                   false, set_notify, name),
+                     0);
+    char out[4096];
+    assert_int_equal(sandletd("-s wait-ready", d.conf, out, sizeof(out)), 0);
+    assert_int_equal(state_pid(&d), (long)d.pid);
+    char note[256];
+    pid_t from;
+    assert_true(notification(nfd, 5000, note, sizeof(note), &from));
+    assert_non_null(strstr(note, "READY=1"));
+    assert_int_equal(from, d.pid);
+
+    /* A new daemon that cannot start: the old one serves on, and says why. */
+    size_t len;
+    char *good = th_slurp(d.conf, &len);
+    assert_non_null(good);
+    char broken[8192];
+    snprintf(broken, sizeof(broken), "%ssandbox b { workers 1; user no-such-user-x; }\n", good);
+    put(d.conf, broken);
+    int rc = sandletd("-s upgrade", d.conf, out, sizeof(out));
+    if (rc != 1 || !strstr(out, "upgrade failed"))
+        fail_msg("an upgrade whose new daemon fails exited %d: %s", rc, out);
+    assert_true(th_log_contains(&d, "no-such-user-x"));
+    assert_int_equal(state_pid(&d), (long)d.pid);
+    assert_int_equal(kill(d.pid, 0), 0);
+    th_response r;
+    assert_int_equal(th_request(d.port, "GET", "/st", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    put(d.conf, good);
+    free(good);
+
+    /* The upgrade, under polling. */
+    pid_t client = poller(d.port);
+    struct timespec ts = {0, 500 * 1000000L};
+    nanosleep(&ts, NULL);
+    rc = sandletd("-s upgrade", d.conf, out, sizeof(out));
+    if (rc != 0)
+        fail_msg("sandletd -s upgrade exited %d: %s", rc, out);
+    long now = state_pid(&d);
+    assert_true(now > 0);
+    assert_int_not_equal(now, (long)d.pid);
+    assert_true(th_log_contains(&d, "(handed over by the previous daemon)"));
+    /* The old acceptor finishes and exits 0; the new one serves. */
+    int st;
+    assert_true(th_wait_exit(d.pid, 15000, &st));
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_true(th_wait_exit(client, 30000, &st));
+    assert_true(WIFEXITED(st));
+    if (WEXITSTATUS(st) != 0)
+        fail_msg("%d of %d polls across the upgrade got no 200", WEXITSTATUS(st), POLLS);
+    /* The failed upgrade said nothing; the good one, MAINPID from the old
+     * main process, and the new daemon nothing (it is not main yet when
+     * it is ready). */
+    char want[64];
+    snprintf(want, sizeof(want), "MAINPID=%ld", now);
+    assert_true(notification(nfd, 5000, note, sizeof(note), &from));
+    if (strcmp(note, want) != 0 || from != d.pid)
+        fail_msg("the service manager heard '%s' from pid %d, not '%s' from %d", note, (int)from,
+                 want, (int)d.pid);
+    if (notification(nfd, 200, note, sizeof(note), &from))
+        fail_msg("the service manager heard '%s' from pid %d after MAINPID", note, (int)from);
+    close(nfd);
+    assert_int_equal(th_request(d.port, "GET", "/st", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    char pidline[32];
+    assert_int_equal(sandletd("-s pid", d.conf, out, sizeof(out)), 0);
+    snprintf(pidline, sizeof(pidline), "%ld\n", now);
+    assert_string_equal(out, pidline);
+
+    /* The new daemon is the subreaper's (th_prepare): stop it as th_stop. */
+    assert_int_equal(kill((pid_t)now, SIGTERM), 0);
+    assert_true(th_wait_exit((pid_t)now, 15000, &st));
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    remove_dir(&d);
+}
+
+/* Descriptor 3 is /dev/null, named a listener by the variable. */
+static void fake_listener(void *ctx)
+{
+    (void)ctx;
+    int fd = open("/dev/null", O_RDONLY);
+    if (fd != 3 && (fd < 0 || dup2(fd, 3) < 0))
+        _exit(99);
+    setenv("SANDLET_LISTEN_FDS", "3", 1);
+}
+
+static void test_inherited_not_a_listener(void **state)
+{
+    (void)state;
+    th_daemon d;
+    assert_int_equal(th_start_with(&d, "status-page /st;\n", false, fake_listener, NULL), 0);
+    assert_true(th_log_contains(&d, "SANDLET_LISTEN_FDS: descriptor 3 is no listening TCP socket"));
+    th_response r;
+    assert_int_equal(th_request(d.port, "GET", "/st", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    assert_int_equal(th_stop(&d), 0);
+    remove_dir(&d);
+}
+
+int main(void)
+{
+    th_prepare();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_upgrade_loses_nothing),
+        cmocka_unit_test(test_inherited_not_a_listener),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
