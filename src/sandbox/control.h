@@ -52,6 +52,9 @@ enum sandlet_ctl_type {
     SANDLET_CTL_NOTIFY,       /* supervisor→acceptor: every sandbox has a worker up: say
                                * READY=1 to the service manager (the main process must,
                                * under NotifyAccess=main) */
+    SANDLET_CTL_DENIALS,      /* supervisor→acceptor: pages = the Landlock denials the
+                               * kernel recorded of sandbox's workers so far (a total:
+                               * only a sandbox's newest waits in the queue) */
 };
 
 /* A page's path relative to the docroot, NUL included, in PAGE_CHECK and
