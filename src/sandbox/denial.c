@@ -12,6 +12,7 @@
 
 #include "sandbox/denial.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -192,6 +193,90 @@ void sandlet_denial_describe(const sandlet_denial *d, const sandlet_denial_ctx *
         snprintf(num, sizeof(num), " (%u more since its last report)", more);
         puts_(&o, num);
     }
+    if (o.cut && cap > 4)
+        memcpy(buf + cap - 4, "...", 4);
+}
+
+/* The line of list that covers path (the path itself or a folder above
+ * it), or NULL. */
+static const char *covering(const char *path, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *p = list[i];
+        size_t len = p ? strlen(p) : 0;
+        while (len > 1 && p[len - 1] == '/')
+            len--;
+        if (len == 0)
+            continue;
+        if (len == 1 && p[0] == '/')
+            return p;
+        if (strncmp(path, p, len) == 0 && (path[len] == '\0' || path[len] == '/'))
+            return p;
+    }
+    return NULL;
+}
+
+void sandlet_denial_hint(const sandlet_filehint *h, const sandlet_hint_ctx *ctx, char *buf,
+                         size_t cap)
+{
+    out o = {.p = buf, .cap = cap};
+    if (cap)
+        buf[0] = '\0';
+    size_t plen = strlen(h->path);
+    puts_(&o, h->call);
+    puts_(&o, "('");
+    put_path(&o, h->path, plen, SHOWN_MAX);
+    puts_(&o, h->err == EPERM ? "') failed with EPERM" : "') failed with EACCES");
+    const char *by_write = covering(h->path, ctx->writable, ctx->nwritable);
+    const char *by_read = covering(h->path, ctx->readable, ctx->nreadable);
+    if (!by_read)
+        by_read = covering(h->path, ctx->system, ctx->nsystem);
+    if (h->relative) {
+        puts_(&o, " (relative to a descriptor, so the worker cannot tell where it lies): if "
+                  "Landlock refused it, a 'readable' or 'writable' line of sandbox '");
+        puts_(&o, ctx->sandbox);
+        puts_(&o, "' must cover the file");
+    } else if (h->write && by_write && ctx->write_blocked) {
+        puts_(&o, ": the sandbox is over its write-quota, which makes its writable folders "
+                  "read-only until it is under it again");
+    } else if (by_write || (!h->write && by_read)) {
+        const char *line = by_write ? by_write : by_read;
+        puts_(&o, ", though Landlock allows it (sandbox '");
+        puts_(&o, ctx->sandbox);
+        puts_(&o, by_write ? "', writable '" : "', readable '");
+        put_path(&o, line, strlen(line), SHOWN_MAX);
+        puts_(&o, "'): the file's own permissions, or its folders', refuse the sandbox's uid; "
+                  "chown or chmod it ('sandletd -t' tries each path as that uid)");
+    } else {
+        /* 'writable' takes a folder: the one the call writes in (making
+         * or removing a folder writes in its parent). */
+        size_t dlen = plen;
+        if (h->write) {
+            const char *slash = strrchr(h->path, '/');
+            dlen = slash ? (slash == h->path ? 1 : (size_t)(slash - h->path)) : plen;
+        }
+        puts_(&o, ", and no '");
+        puts_(&o, h->write ? "writable" : "readable");
+        puts_(&o, "' line of sandbox '");
+        puts_(&o, ctx->sandbox);
+        puts_(&o, "' covers it, so Landlock refused it (unless it lies in a folder of a servlet "
+                  "library's RUNPATH, which Landlock allows too; a link is judged by where it "
+                  "leads): to allow it, add '");
+        puts_(&o, h->write ? "writable" : "readable");
+        puts_(&o, " \"");
+        put_path(&o, h->path, dlen, SHOWN_MAX);
+        puts_(&o, "\";'");
+        if (!h->write)
+            puts_(&o, " (or a folder above it)");
+        puts_(&o, " to its block and reload");
+    }
+    char num[96];
+    if (h->more) {
+        snprintf(num, sizeof(num), "; %u more file calls of this request were refused", h->more);
+        puts_(&o, num);
+    }
+    puts_(&o, " (development mode's hint, from the worker: this kernel keeps no record of "
+              "Landlock's denials)");
     if (o.cut && cap > 4)
         memcpy(buf + cap - 4, "...", 4);
 }

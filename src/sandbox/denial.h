@@ -7,6 +7,7 @@
 #define SANDLET_DENIAL_H
 
 #include "sandbox/audit.h"
+#include "sandbox/filehint.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -66,5 +67,25 @@ typedef struct sandlet_denial_limit {
  * count of its repeats not said since its last. */
 bool sandlet_denial_limit_take(sandlet_denial_limit *l, uint32_t box, const sandlet_denial *d,
                                uint64_t now_ms, unsigned *more);
+
+/* Development mode where the kernel records no denial: a worker's own
+ * guess about a refused file call (filehint.h), from the paths Landlock
+ * was given.  A path no line covers is Landlock's refusal (the line to
+ * add); one a line covers is the file's permissions (the sandbox's uid);
+ * a path relative to a descriptor cannot be placed. */
+typedef struct sandlet_hint_ctx {
+    const char *sandbox;
+    const char *const *readable;
+    size_t nreadable;
+    const char *const *writable; /* the upload spool among them */
+    size_t nwritable;
+    const char *const *system; /* folders every worker may read: the libraries' */
+    size_t nsystem;
+    bool write_blocked; /* over its write-quota: the writable folders are read-only */
+} sandlet_hint_ctx;
+
+/* The hint's line into out, NUL-ended, cut at cap; the path escaped. */
+void sandlet_denial_hint(const sandlet_filehint *h, const sandlet_hint_ctx *ctx, char *out,
+                         size_t cap);
 
 #endif /* SANDLET_DENIAL_H */

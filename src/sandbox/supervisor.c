@@ -591,21 +591,26 @@ static void seccomp_record(pid_t pid, int nr, uint32_t arch)
  * once at start: they are only where the kernel records them, which takes
  * Landlock ABI 7 (Linux 6.15) and the kernel's audit on.  sandletd does
  * not turn audit on: it is the host's setting (auditd's, or audit=1 at
- * boot), and once on, every process's system calls pay for it. */
-static void say_landlock_records(const sandlet_conf *conf)
+ * boot), and once on, every process's system calls pay for it.  True when
+ * the records will come (as far as start can tell: audit may be turned on
+ * or off later). */
+static bool say_landlock_records(const sandlet_conf *conf)
 {
     long abi = sandlet_landlock_abi();
     if (abi < 1)
-        return; /* confine.c says there is no Landlock */
+        return false; /* confine.c says there is no Landlock */
     enum sandlet_log_level level = conf->development ? SANDLET_LOG_WARN : SANDLET_LOG_INFO;
     if (abi < 7) {
         sandlet_log(level,
                     "this kernel's Landlock (ABI %ld) records nothing it refuses (that takes Linux "
                     "6.15, ABI 7): a servlet's open of a file that its sandbox's 'readable' and "
                     "'writable' lines do not allow fails with EACCES, and sandletd cannot report "
-                    "it",
-                    abi);
-        return;
+                    "it%s",
+                    abi,
+                    conf->development ? " (development on: its workers hint at refused file calls "
+                                        "themselves)"
+                                      : "");
+        return false;
     }
     int on = sandlet_audit_enabled();
     if (on == 0)
@@ -614,11 +619,16 @@ static void say_landlock_records(const sandlet_conf *conf)
                     "servlet's open of a file that its sandbox's 'readable' and 'writable' lines "
                     "do not allow fails with EACCES and is not reported; to have each logged with "
                     "the line that allows it, turn audit on ('auditctl -e 1' from the auditd "
-                    "package, or boot with audit=1): sandletd leaves that host-wide setting alone");
+                    "package, or boot with audit=1): sandletd leaves that host-wide setting "
+                    "alone%s",
+                    conf->development ? " (development on: meanwhile its workers hint at refused "
+                                        "file calls themselves)"
+                                      : "");
     else if (on < 0)
         sandlet_log_errno(level, on,
                           "cannot ask the kernel whether its audit is on (Landlock records its "
                           "denials only then)");
+    return on > 0;
 }
 
 static bool seccomp_reported(pid_t pid)
@@ -2095,8 +2105,9 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
     if (rc == 0 && learning)
         sandlet_learn_open(); /* logged when it cannot */
     bool audit = rc == 0 && sv.confine && sandlet_audit_open() == 0;
-    if (audit)
-        say_landlock_records(conf);
+    /* Where the records will not come, development mode's workers note
+     * refused file calls themselves (filehint.c). */
+    sandlet_init_landlock_records(audit && say_landlock_records(conf));
     /* Everything needing more is done: the session stores exist, the
      * identities are resolved.  Sanitizer runs (SANDLET_NO_CONFINEMENT)
      * keep ptrace and the rest for their tools. */

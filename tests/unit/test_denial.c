@@ -18,6 +18,7 @@
 #include "sandbox/audit.h"
 #include "sandbox/denial.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,12 +286,74 @@ static void test_limit(void **state)
     }
 }
 
+/* Development mode's hint, judged against the sandbox's paths. */
+static void test_hint(void **state)
+{
+    (void)state;
+    static const char *const readable[] = {"/srv/data/", "/etc/app.conf"};
+    static const char *const writable[] = {"/srv/up", "/var/spool/sandlet/a"};
+    static const char *const sys[] = {"/usr/lib", "/lib"};
+    sandlet_hint_ctx ctx = {.sandbox = "a",
+                            .readable = readable,
+                            .nreadable = 2,
+                            .writable = writable,
+                            .nwritable = 2,
+                            .system = sys,
+                            .nsystem = 2};
+    static sandlet_filehint h;
+    static char line[4096];
+    memset(&h, 0, sizeof(h));
+    h.call = "open";
+    h.err = EACCES;
+    /* No line covers it: Landlock, and the line to add. */
+    snprintf(h.path, sizeof(h.path), "/etc/hostname");
+    sandlet_denial_hint(&h, &ctx, line, sizeof(line));
+    assert_non_null(strstr(line, "open('/etc/hostname') failed with EACCES, and no 'readable' "
+                                 "line of sandbox 'a' covers it, so Landlock refused it"));
+    assert_non_null(strstr(line, "add 'readable \"/etc/hostname\";' (or a folder above it)"));
+    assert_non_null(strstr(line, "development mode's hint"));
+    /* "/srv/database" is not under "/srv/data/". */
+    snprintf(h.path, sizeof(h.path), "/srv/database/x");
+    sandlet_denial_hint(&h, &ctx, line, sizeof(line));
+    assert_non_null(strstr(line, "so Landlock refused it"));
+    /* Covered (a folder, a file, the libraries): the file's permissions. */
+    static const char *const covered[] = {"/srv/data/prices.csv", "/etc/app.conf",
+                                          "/usr/lib/x86_64-linux-gnu/libm.so.6", "/srv/up/f"};
+    for (size_t i = 0; i < sizeof(covered) / sizeof(covered[0]); i++) {
+        snprintf(h.path, sizeof(h.path), "%s", covered[i]);
+        sandlet_denial_hint(&h, &ctx, line, sizeof(line));
+        if (!strstr(line, "though Landlock allows it") || !strstr(line, "refuse the sandbox's uid"))
+            fail_msg("%s: %s", covered[i], line);
+    }
+    /* A write where only reading is granted: 'writable', its folder. */
+    h.write = true;
+    snprintf(h.path, sizeof(h.path), "/srv/data/out.csv");
+    sandlet_denial_hint(&h, &ctx, line, sizeof(line));
+    assert_non_null(strstr(line, "no 'writable' line"));
+    assert_non_null(strstr(line, "add 'writable \"/srv/data\";' to its block"));
+    /* A write in a writable folder, over the quota. */
+    ctx.write_blocked = true;
+    snprintf(h.path, sizeof(h.path), "/srv/up/f");
+    sandlet_denial_hint(&h, &ctx, line, sizeof(line));
+    assert_non_null(strstr(line, "over its write-quota"));
+    ctx.write_blocked = false;
+    /* Relative to a descriptor; EPERM; the others counted. */
+    h.relative = true;
+    h.err = EPERM;
+    h.more = 2;
+    snprintf(h.path, sizeof(h.path), "x\n");
+    sandlet_denial_hint(&h, &ctx, line, sizeof(line));
+    assert_non_null(strstr(line, "open('x\\x0a') failed with EPERM (relative to a descriptor"));
+    assert_non_null(strstr(line, "2 more file calls of this request were refused"));
+    assert_null(strchr(line, '\n'));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_denial), cmocka_unit_test(test_parse_domain),
         cmocka_unit_test(test_pairing),      cmocka_unit_test(test_describe),
-        cmocka_unit_test(test_limit),
+        cmocka_unit_test(test_limit),        cmocka_unit_test(test_hint),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
