@@ -260,9 +260,8 @@ int truncate(const char *path, off_t len)
     return rc;
 }
 
-void sandlet_filehint_start(const char *cwd)
+void sandlet_filehint_resolve(void)
 {
-    /* Resolved now: dlsym may want what the worker's filter refuses. */
     (void)get_open();
     (void)get_openat();
 #ifdef __LP64__
@@ -278,6 +277,11 @@ void sandlet_filehint_start(const char *cwd)
     (void)get_rmdir();
     (void)get_rename();
     (void)get_truncate();
+}
+
+void sandlet_filehint_start(const char *cwd)
+{
+    sandlet_filehint_resolve();
     snprintf(start_dir, sizeof(start_dir), "%s", cwd && *cwd ? cwd : "/");
     __atomic_store_n(&on, true, __ATOMIC_RELEASE);
 }

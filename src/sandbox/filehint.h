@@ -25,6 +25,10 @@ typedef struct sandlet_filehint {
     unsigned more;    /* refused calls after the first */
 } sandlet_filehint;
 
+/* Resolves every wrapped call (dlsym), as a worker does before it
+ * confines itself, hints or not: its filter is then never asked for what
+ * a first lookup might need. */
+void sandlet_filehint_resolve(void);
 /* Turns the noting on for this process (a worker, before its servlets
  * load): cwd is its folder then (relative paths are taken against it).
  * Resolves every wrapped call first, while the process may. */

@@ -723,6 +723,7 @@ static void load_servlets(const char *sandbox, bool write_blocked)
          * operator on an older kernel knows what is not enforced (asked
          * before the filter, which refuses the question). */
         gap = sandlet_confine_kernel_gaps(&w.confine, w.gaps, sizeof(w.gaps));
+        sandlet_filehint_resolve();
         char cwd[512];
         if (!getcwd(cwd, sizeof(cwd)))
             snprintf(cwd, sizeof(cwd), "/");
