@@ -29,8 +29,10 @@
 #include <unistd.h>
 
 static bool on;             /* a worker started them: set before its servlets load */
-static char start_dir[512]; /* its folder then, for relative paths */
-static int noted;           /* 0: nothing since begin; 1: being written; 2: noted */
+static char start_dir[512]; /* its folder then, for relative paths (NUL-ended) */
+_Static_assert(sizeof(start_dir) + 2 < sizeof(((sandlet_filehint *)0)->path),
+               "a relative path's folder fits before it");
+static int noted; /* 0: nothing since begin; 1: being written; 2: noted */
 static unsigned more;
 static sandlet_filehint first;
 
@@ -95,7 +97,7 @@ static void refused(const char *call, int dirfd, const char *path, bool write)
     first.relative = path[0] != '/' && dirfd != AT_FDCWD;
     size_t n = 0;
     if (path[0] != '/' && dirfd == AT_FDCWD) {
-        n = strnlen(start_dir, sizeof(first.path) - 2);
+        n = strnlen(start_dir, sizeof(start_dir)); /* < sizeof(first.path) - 2 */
         memcpy(first.path, start_dir, n);
         if (n == 0 || first.path[n - 1] != '/')
             first.path[n++] = '/';
