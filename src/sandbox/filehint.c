@@ -299,6 +299,8 @@ bool sandlet_filehint_end(sandlet_filehint *out)
     if (__atomic_load_n(&noted, __ATOMIC_ACQUIRE) != 2)
         return false;
     *out = first;
+    /* A servlet's thread may have noted one while a request began. */
+    out->path[sizeof(out->path) - 1] = '\0';
     out->more = __atomic_load_n(&more, __ATOMIC_RELAXED);
     return true;
 }

@@ -62,6 +62,10 @@
  * the sandbox's session calls fail (EIO) until the next check rebuilds
  * it, so this bounds that outage.  A check is three loads per store. */
 #define STORE_CHECK_MS 1000
+/* How often the acceptor is told each sandbox's total of Landlock
+ * denials (its status page), at most. */
+#define DENIALS_MS 200
+
 /* development on: how often each servlet library is looked at, so that
  * a rebuilt servlet is served by new workers without a reload, as an
  * edited page is (issue 31).  One stat per library. */
@@ -157,8 +161,8 @@ struct box {
      * replaces its workers only when one of them changed. */
     unsigned char stamp[32];
     /* Landlock denials the kernel recorded of its workers (audit.c), for
-     * the acceptor's status page (DENIALS). */
-    uint32_t denials;
+     * the acceptor's status page (DENIALS), and the total it was sent. */
+    uint32_t denials, denials_told;
     bool retired;
     bool started; /* box_start ran: its slots' timers exist */
     /* Retired: its workers leave when the acceptor closes them; past
@@ -186,6 +190,7 @@ static struct {
     uv_timer_t watch;        /* WATCH_MS, with development on */
     uv_timer_t reopen;       /* a reopen deferred by REOPEN_PER_SEC */
     uv_timer_t reload_timer; /* a reload deferred to the end of its second */
+    uv_timer_t denials;      /* DENIALS_MS: Landlock denials' totals to the acceptor */
     int ctl;
     sandlet_ctl_queue out; /* to the acceptor, waiting for room */
     char exe[32];          /* "/proc/self/fd/N" */
@@ -650,6 +655,22 @@ static int same_denials(const sandlet_ctl *m, void *arg)
     return m->type == SANDLET_CTL_DENIALS && m->sandbox == kind->sandbox;
 }
 
+/* Each box's new total of Landlock denials to the acceptor: at most one
+ * message per box every DENIALS_MS, however fast a worker is refused,
+ * and only the newest waits in the queue. */
+static void on_denials(uv_timer_t *t)
+{
+    (void)t;
+    for (box *b = sv.boxes; b; b = b->next) {
+        if (b->denials == b->denials_told)
+            continue;
+        sandlet_ctl m = {.type = SANDLET_CTL_DENIALS, .sandbox = b->id, .pages = b->denials};
+        sandlet_ctl_queue_drop(&sv.out, same_denials, &m);
+        tell(&m, NULL, 0);
+        b->denials_told = b->denials;
+    }
+}
+
 /* Who may have made a worker of b open what it was refused: its
  * servlet, or the list of them and its pages, as a phrase. */
 static void box_servlets(const box *b, char *out, size_t cap)
@@ -694,9 +715,8 @@ static void landlock_denial(pid_t pid, const sandlet_denial *d)
         return;
     box *b = c->slot->box;
     b->denials++;
-    sandlet_ctl m = {.type = SANDLET_CTL_DENIALS, .sandbox = b->id, .pages = b->denials};
-    sandlet_ctl_queue_drop(&sv.out, same_denials, &m);
-    tell(&m, NULL, 0);
+    if (!sv.closing && !uv_is_active((uv_handle_t *)&sv.denials))
+        uv_timer_start(&sv.denials, on_denials, DENIALS_MS, 0);
     unsigned more;
     if (!sandlet_denial_limit_take(&limit, b->id, d, uv_now(&sv.loop), &more))
         return;
@@ -1557,6 +1577,8 @@ static void begin_shutdown(void)
     uv_close((uv_handle_t *)&sv.reopen, NULL);
     uv_timer_stop(&sv.reload_timer);
     uv_close((uv_handle_t *)&sv.reload_timer, NULL);
+    uv_timer_stop(&sv.denials);
+    uv_close((uv_handle_t *)&sv.denials, NULL);
     sandlet_pages_stop();
     sandlet_learn_stop();
     sandlet_audit_stop();
@@ -2130,6 +2152,7 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
     uv_timer_init(&sv.loop, &sv.stores);
     uv_timer_init(&sv.loop, &sv.watch);
     uv_timer_init(&sv.loop, &sv.reopen);
+    uv_timer_init(&sv.loop, &sv.denials);
     uv_timer_init(&sv.loop, &sv.reload_timer);
     uv_timer_start(&sv.stores, on_stores, STORE_CHECK_MS, STORE_CHECK_MS);
     if (conf->development)

@@ -102,7 +102,7 @@ static struct {
     bool hints;
     sandlet_hint_ctx hint_ctx;
     uint64_t hinted[64];
-    size_t nhinted;
+    size_t nhinted, next_hinted; /* filled, and the next to forget once full */
 } w;
 
 /* A worker whose database connection broke leaves after its request, but
@@ -601,9 +601,13 @@ static void hint(const char *what, const char *target, size_t target_len, const 
     for (size_t i = 0; i < w.nhinted; i++)
         if (w.hinted[i] == key)
             return;
-    w.hinted[w.nhinted++ % (sizeof(w.hinted) / sizeof(w.hinted[0]))] = key;
-    if (w.nhinted > sizeof(w.hinted) / sizeof(w.hinted[0]))
-        w.nhinted = sizeof(w.hinted) / sizeof(w.hinted[0]);
+    const size_t cap = sizeof(w.hinted) / sizeof(w.hinted[0]);
+    if (w.nhinted < cap) {
+        w.hinted[w.nhinted++] = key;
+    } else {
+        w.hinted[w.next_hinted] = key;
+        w.next_hinted = (w.next_hinted + 1) % cap;
+    }
     static char line[3000];
     sandlet_denial_hint(&h, &w.hint_ctx, line, sizeof(line));
     size_t plen = 0;
