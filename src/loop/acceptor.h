@@ -271,6 +271,7 @@ struct sandlet_pool {
     uint64_t spool_full_at;
     /* Counters for the status page, since start. */
     uint64_t served, restarts, crashes, timeouts, seccomp_kills, rejected;
+    uint64_t landlock_denials; /* the kernel's records, as the supervisor counted them */
     /* Requests taken back from a worker that did not start them in
      * SANDLET_CLAIM_MS and handed to another. */
     uint64_t moved;

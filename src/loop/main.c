@@ -555,6 +555,15 @@ static void on_ctl(uv_poll_t *p, int status, int events)
                 sandlet_pool_pages(pool, msg.pages);
             continue;
         }
+        if (msg.type == SANDLET_CTL_DENIALS) {
+            if (fd >= 0)
+                close(fd);
+            /* The supervisor logged each; the pool counts them. */
+            sandlet_pool *pool = sandlet_pool_find(srv, msg.sandbox);
+            if (pool && msg.pages > pool->landlock_denials)
+                pool->landlock_denials = msg.pages;
+            continue;
+        }
         if ((msg.type == SANDLET_CTL_LISTEN || msg.type == SANDLET_CTL_CONF) && srv->stopping) {
             /* A reload that crossed the stop: nothing new is served. */
             if (fd >= 0)

@@ -64,6 +64,7 @@ static void metric(sandlet_buf *b, const char *name, const char *help, const cha
         case 11: v = p->nworkers; break;
         case 12: v = p->grown; break;
         case 13: v = p->batched; break;
+        case 14: v = p->landlock_denials; break;
         default: v = 0; break;
         }
         n = snprintf(line, sizeof(line), "sandlet_%s{sandbox=\"", name);
@@ -167,6 +168,10 @@ void sandlet_status_serve(sandlet_conn *c)
                6);
         metric(&b, "seccomp_kills_total", "Workers killed for a forbidden system call.", "counter",
                srv, 7);
+        metric(&b, "landlock_denials_total",
+               "File accesses (or other rights) Landlock refused a worker, as the kernel's audit "
+               "records them (counted only while its audit is on).",
+               "counter", srv, 14);
         metric(&b, "requests_rejected_total", "Requests answered 503 (queue full or too long).",
                "counter", srv, 8);
         metric(&b, "requests_moved_total",
@@ -184,10 +189,10 @@ void sandlet_status_serve(sandlet_conn *c)
         char line[512];
         int n = snprintf(line, sizeof(line),
                          "sandlet %s: %zu connections\n\n%-16s %7s %5s %6s "
-                         "%10s %8s %7s %8s %7s %8s %6s %4s %4s %s\n",
+                         "%10s %8s %7s %8s %7s %8s %8s %6s %4s %4s %s\n",
                          PACKAGE_VERSION, srv->nconns, "sandbox", "workers", "busy", "queued",
-                         "served", "restarts", "crashes", "timeouts", "seccomp", "rejected",
-                         "moved", "up", "max", "user");
+                         "served", "restarts", "crashes", "timeouts", "seccomp", "landlock",
+                         "rejected", "moved", "up", "max", "user");
         sandlet_buf_put(&b, line, (size_t)n);
         for (size_t i = 0; i < srv->conf->nsandboxes; i++) {
             const sandlet_pool *p = srv->gen->pool_of[i];
@@ -195,10 +200,11 @@ void sandlet_status_serve(sandlet_conn *c)
             runs_as(srv->conf, p->conf, user, sizeof(user));
             n = snprintf(line, sizeof(line),
                          "%-16s %7u %5u %6zu %10" PRIu64 " %8" PRIu64 " %7" PRIu64 " %8" PRIu64
-                         " %7" PRIu64 " %8" PRIu64 " %6" PRIu64 " %4u %4u %s\n",
+                         " %7" PRIu64 " %8" PRIu64 " %8" PRIu64 " %6" PRIu64 " %4u %4u %s\n",
                          p->conf->name, p->conf->workers, count(p, W_BUSY), p->queued, p->served,
-                         p->restarts, p->crashes, p->timeouts, p->seccomp_kills, p->rejected,
-                         p->moved, count(p, W_IDLE) + count(p, W_BUSY), p->nworkers, user);
+                         p->restarts, p->crashes, p->timeouts, p->seccomp_kills,
+                         p->landlock_denials, p->rejected, p->moved,
+                         count(p, W_IDLE) + count(p, W_BUSY), p->nworkers, user);
             sandlet_buf_put(&b, line, (size_t)n);
         }
     }

@@ -742,6 +742,12 @@ static const char *const system_libs[] = {
     "/usr/lib32",       "/usr/lib64", "/usr/local/lib", "/usr/local/lib64",
 };
 
+const char *const *sandlet_confine_system_libs(size_t *n)
+{
+    *n = ARRAY_LEN(system_libs);
+    return system_libs;
+}
+
 /* ELF types of this architecture's word size (what ElfW() of <link.h>
  * names, spelled out). */
 #if UINTPTR_MAX > 0xffffffffu

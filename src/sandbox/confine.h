@@ -119,6 +119,10 @@ int sandlet_confine_threads(void);
  */
 const char *sandlet_confine_kernel_gaps(const sandlet_confine *c, char *buf, size_t len);
 
+/* The folders (and file) every worker may read under Landlock: the
+ * system's libraries, for dlopen. */
+const char *const *sandlet_confine_system_libs(size_t *n);
+
 /* Name of a system call number of this architecture for messages
  * ("openat"), via libseccomp; "unknown" when it has none. */
 const char *sandlet_confine_syscall_name(int nr);

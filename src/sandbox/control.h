@@ -64,6 +64,9 @@ enum sandlet_ctl_type {
                                * with the status handed-over listeners */
     SANDLET_CTL_UPGRADED,     /* supervisor→acceptor: pid took over (status 0): stop
                                * accepting and drain; or the upgrade failed (status -errno) */
+    SANDLET_CTL_DENIALS,      /* supervisor→acceptor: pages = the Landlock denials the
+                               * kernel recorded of sandbox's workers so far (a total:
+                               * only a sandbox's newest waits in the queue) */
 };
 
 /* A page's path relative to the docroot, NUL included, in PAGE_CHECK and

@@ -459,7 +459,7 @@ int sandlet_wire_init_encode(sandlet_buf *b, const sandlet_wire_init *in)
     sandlet_buf_put_u32(b, in->cpu_seconds);
     sandlet_buf_put_u8(b, in->core_dumps);
     sandlet_buf_put_u8(b, in->syscalls);
-    sandlet_buf_put_u8(b, in->learn);
+    sandlet_buf_put_u8(b, (uint8_t)(in->learn | in->file_hints << 1));
     sandlet_buf_put_u16(b, in->nreadable);
     for (size_t i = 0; i < in->nreadable; i++)
         put_cstr(b, in->readable[i]);
@@ -563,7 +563,9 @@ int sandlet_wire_init_decode(const uint8_t *payload, size_t len, sandlet_wire_in
     out->cpu_seconds = sandlet_read_u32(&r);
     out->core_dumps = sandlet_read_u8(&r) != 0;
     out->syscalls = sandlet_read_u8(&r);
-    out->learn = sandlet_read_u8(&r) != 0;
+    uint8_t modes = sandlet_read_u8(&r);
+    out->learn = (modes & 1) != 0;
+    out->file_hints = (modes & 2) != 0;
     if (rc == 0)
         out->readable = init_strs(&r, &out->nreadable, &rc);
     if (rc == 0)

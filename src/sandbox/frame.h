@@ -32,7 +32,8 @@
  *            slot with nothing to load); then the confinement: u8
  *            enabled, u32 uid, u32 gid (0xFFFFFFFF: keep), u32 memory MiB,
  *            u32 open files, u32 cpu seconds (0: unchanged), u8 core
- *            dumps, u8 syscall groups (1 files, 2 database), u8 learn,
+ *            dumps, u8 syscall groups (1 files, 2 database), u8 modes (1 learn,
+ *            2 file hints),
  *            u16 readable count, readable × str, u16 writable count,
  *            writable × str, u64 max file size (0: unlimited), u8 database
  *            port count, ports × u16; then the sessions: u8 mode (1:
@@ -303,6 +304,9 @@ typedef struct sandlet_wire_init {
     bool core_dumps;
     uint8_t syscalls; /* bit 0 files, bit 1 database */
     bool learn;
+    /* development mode where the kernel records no Landlock denial: note
+     * refused file calls and explain them (filehint.h) */
+    bool file_hints;
     const char **readable;
     uint16_t nreadable;
     const char **writable;

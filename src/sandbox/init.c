@@ -16,6 +16,14 @@
 
 _Static_assert(SANDLET_WIRE_KEY_LEN == SANDLET_SESSION_KEY_LEN, "INIT carries one session key");
 
+/* The kernel's Landlock records reach the supervisor (set at start). */
+static bool records;
+
+void sandlet_init_landlock_records(bool arrive)
+{
+    records = arrive;
+}
+
 int sandlet_init_encode(sandlet_buf *b, const sandlet_conf *conf, size_t sandbox, bool confine,
                         uint32_t uid, uint32_t gid, const uint8_t *key,
                         const sandlet_init_pages *pages, const char *spool)
@@ -76,6 +84,7 @@ int sandlet_init_encode(sandlet_buf *b, const sandlet_conf *conf, size_t sandbox
         .core_dumps = sb->core_dumps,
         .syscalls = (uint8_t)sb->syscalls,
         .learn = sb->learn,
+        .file_hints = conf->development && !records,
         .readable = (const char **)sb->readable,
         .nreadable = (uint16_t)sb->nreadable,
         .writable = (const char **)sb->writable,

@@ -29,6 +29,11 @@ typedef struct sandlet_init_pages {
  * spool the sandbox's upload spool directory (NULL: none).
  * Returns 0 or -errno (-EMSGSIZE when the frame would exceed
  * SANDLET_FRAME_MAX). */
+/* Whether the kernel's records of Landlock's denials reach the
+ * supervisor (audit.c): where they do not, a worker of development mode
+ * is told to hint at refused file calls itself.  Said once at start. */
+void sandlet_init_landlock_records(bool arrive);
+
 int sandlet_init_encode(sandlet_buf *b, const sandlet_conf *conf, size_t sandbox, bool confine,
                         uint32_t uid, uint32_t gid, const uint8_t *key,
                         const sandlet_init_pages *pages, const char *spool);

@@ -24,11 +24,13 @@
 #include "sandbox/control.h"
 #include "sandbox/harden.h"
 #include "sandbox/identity.h"
+#include "common/landlock.h"
 #include "common/listen.h"
 #include "common/state.h"
 #include "sandbox/init.h"
 #include "sandbox/learn.h"
 #include "sandbox/audit.h"
+#include "sandbox/denial.h"
 #include "sandbox/pages.h"
 #include "sandbox/quota.h"
 #include "sandbox/session_store.h"
@@ -61,6 +63,10 @@
  * the sandbox's session calls fail (EIO) until the next check rebuilds
  * it, so this bounds that outage.  A check is three loads per store. */
 #define STORE_CHECK_MS 1000
+/* How often the acceptor is told each sandbox's total of Landlock
+ * denials (its status page), at most. */
+#define DENIALS_MS 200
+
 /* development on: how often each servlet library is looked at, so that
  * a rebuilt servlet is served by new workers without a reload, as an
  * edited page is (issue 31).  One stat per library. */
@@ -156,6 +162,9 @@ struct box {
     /* Its servlet libraries' files as last seen (code_stamp): a reload
      * replaces its workers only when one of them changed. */
     unsigned char stamp[32];
+    /* Landlock denials the kernel recorded of its workers (audit.c), for
+     * the acceptor's status page (DENIALS), and the total it was sent. */
+    uint32_t denials, denials_told;
     bool retired;
     bool started; /* box_start ran: its slots' timers exist */
     /* Retired: its workers leave when the acceptor closes them; past
@@ -183,6 +192,7 @@ static struct {
     uv_timer_t watch;        /* WATCH_MS, with development on */
     uv_timer_t reopen;       /* a reopen deferred by REOPEN_PER_SEC */
     uv_timer_t reload_timer; /* a reload deferred to the end of its second */
+    uv_timer_t denials;      /* DENIALS_MS: Landlock denials' totals to the acceptor */
     int ctl;
     sandlet_ctl_queue out; /* to the acceptor, waiting for room */
     char exe[32];          /* "/proc/self/fd/N" */
@@ -599,10 +609,144 @@ static void seccomp_record(pid_t pid, int nr, uint32_t arch)
     c->seccomp = nr + 1;
 }
 
+/* Whether Landlock's denials will be reported (landlock_denial), said
+ * once at start: they are only where the kernel records them, which takes
+ * Landlock ABI 7 (Linux 6.15) and the kernel's audit on.  sandletd does
+ * not turn audit on: it is the host's setting (auditd's, or audit=1 at
+ * boot), and once on, every process's system calls pay for it.  True when
+ * the records will come (as far as start can tell: audit may be turned on
+ * or off later). */
+static bool say_landlock_records(const sandlet_conf *conf)
+{
+    long abi = sandlet_landlock_abi();
+    if (abi < 1)
+        return false; /* confine.c says there is no Landlock */
+    enum sandlet_log_level level = conf->development ? SANDLET_LOG_WARN : SANDLET_LOG_INFO;
+    if (abi < 7) {
+        sandlet_log(level,
+                    "this kernel's Landlock (ABI %ld) records nothing it refuses (that takes Linux "
+                    "6.15, ABI 7): a servlet's open of a file that its sandbox's 'readable' and "
+                    "'writable' lines do not allow fails with EACCES, and sandletd cannot report "
+                    "it%s",
+                    abi,
+                    conf->development ? " (development on: its workers hint at refused file calls "
+                                        "themselves)"
+                                      : "");
+        return false;
+    }
+    int on = sandlet_audit_enabled();
+    if (on == 0)
+        sandlet_log(level,
+                    "the kernel's audit is off, so Landlock records none of its denials: a "
+                    "servlet's open of a file that its sandbox's 'readable' and 'writable' lines "
+                    "do not allow fails with EACCES and is not reported; to have each logged with "
+                    "the line that allows it, turn audit on ('auditctl -e 1' from the auditd "
+                    "package, or boot with audit=1): sandletd leaves that host-wide setting "
+                    "alone%s",
+                    conf->development ? " (development on: meanwhile its workers hint at refused "
+                                        "file calls themselves)"
+                                      : "");
+    else if (on < 0)
+        sandlet_log_errno(level, on,
+                          "cannot ask the kernel whether its audit is on (Landlock records its "
+                          "denials only then)");
+    return on > 0;
+}
+
 static bool seccomp_reported(pid_t pid)
 {
     child *c = live_worker(pid);
     return c && c->seccomp;
+}
+
+/* The domain of a Landlock record is one of ours when a live worker made
+ * it (each restricts itself once, in confine.c). */
+static bool is_worker(pid_t pid)
+{
+    return live_worker(pid) != NULL;
+}
+
+static int same_denials(const sandlet_ctl *m, void *arg)
+{
+    const sandlet_ctl *kind = arg;
+    return m->type == SANDLET_CTL_DENIALS && m->sandbox == kind->sandbox;
+}
+
+/* Each box's new total of Landlock denials to the acceptor: at most one
+ * message per box every DENIALS_MS, however fast a worker is refused,
+ * and only the newest waits in the queue. */
+static void on_denials(uv_timer_t *t)
+{
+    (void)t;
+    for (box *b = sv.boxes; b; b = b->next) {
+        if (b->denials == b->denials_told)
+            continue;
+        sandlet_ctl m = {.type = SANDLET_CTL_DENIALS, .sandbox = b->id, .pages = b->denials};
+        sandlet_ctl_queue_drop(&sv.out, same_denials, &m);
+        tell(&m, NULL, 0);
+        b->denials_told = b->denials;
+    }
+}
+
+/* Who may have made a worker of b open what it was refused: its
+ * servlet, or the list of them and its pages, as a phrase. */
+static void box_servlets(const box *b, char *out, size_t cap)
+{
+    const sandlet_conf *conf = b->plan->conf;
+    size_t n = 0, shown = 0, len = 0;
+    for (size_t i = 0; i < conf->nservlets; i++)
+        n += conf->servlets[i].sandbox == b->index;
+    bool pages = false;
+    for (size_t i = 0; i < conf->npages; i++)
+        pages = pages || conf->pages[i].sandbox == b->index;
+    out[0] = '\0';
+    for (size_t i = 0; i < conf->nservlets && len < cap; i++) {
+        if (conf->servlets[i].sandbox != b->index)
+            continue;
+        int k = snprintf(out + len, cap - len, "%s%s%s",
+                         shown ? ", " : (n > 1 || pages ? "one of servlets " : "servlet "),
+                         conf->servlets[i].path, conf->servlets[i].prefix ? "*" : "");
+        if (k < 0 || (size_t)k >= cap - len || ++shown == 4)
+            break;
+        len += (size_t)k;
+    }
+    len = strlen(out);
+    if (shown < n && len + 5 < cap)
+        snprintf(out + len, cap - len, ", ...");
+    len = strlen(out);
+    if (pages && len < cap)
+        snprintf(out + len, cap - len, "%s", n ? " or its pages" : "its pages");
+}
+
+/* A Landlock denial the kernel recorded of worker pid (audit.c): counted
+ * for the status page and, rate-limited per (sandbox, access, path),
+ * logged with the line of the file that would allow it.  The supervisor
+ * cannot tell which of a sandbox's servlets was running: the acceptor
+ * knows, but the record comes apart from the request, so the line names
+ * the sandbox's servlets, never a guess. */
+static void landlock_denial(pid_t pid, const sandlet_denial *d)
+{
+    static sandlet_denial_limit limit;
+    child *c = live_worker(pid);
+    if (!c)
+        return;
+    box *b = c->slot->box;
+    b->denials++;
+    if (!sv.closing && !uv_is_active((uv_handle_t *)&sv.denials))
+        uv_timer_start(&sv.denials, on_denials, DENIALS_MS, 0);
+    unsigned more;
+    if (!sandlet_denial_limit_take(&limit, b->id, d, uv_now(&sv.loop), &more))
+        return;
+    char servlets[256], line[3900];
+    box_servlets(b, servlets, sizeof(servlets));
+    int local = b->sb->line;
+    sandlet_denial_ctx ctx = {.sandbox = b->sb->name,
+                              .servlets = servlets,
+                              .file = sandlet_conf_where(b->plan->conf, b->sb->line, &local),
+                              .line = local,
+                              .write_blocked = b->write_blocked};
+    sandlet_denial_describe(d, &ctx, (int)pid, more, line, sizeof(line));
+    sandlet_warn("%s", line);
 }
 
 static void child_exited(uv_process_t *p, int64_t status, int term_signal)
@@ -1160,7 +1304,7 @@ static int same_gen(const sandlet_ctl *m, void *arg)
 /* Room in our queue to the acceptor for every box's messages. */
 static void reload_bound(void)
 {
-    size_t min = 4 * sv.nslots + 16 + 2 * sv.conf->nlistens + (sv.conf->npages ? 8192 : 0);
+    size_t min = 5 * sv.nslots + 16 + 2 * sv.conf->nlistens + (sv.conf->npages ? 8192 : 0);
     if (sv.out.max < min)
         sv.out.max = min;
 }
@@ -1575,6 +1719,8 @@ static void begin_shutdown(void)
     uv_close((uv_handle_t *)&sv.reopen, NULL);
     uv_timer_stop(&sv.reload_timer);
     uv_close((uv_handle_t *)&sv.reload_timer, NULL);
+    uv_timer_stop(&sv.denials);
+    uv_close((uv_handle_t *)&sv.denials, NULL);
     /* A new daemon started by an upgrade owns the state file: ours is
      * neither rewritten nor removed when we go. */
     if (sandlet_upgrade_stop())
@@ -1990,10 +2136,12 @@ static int prepare(sandlet_conf *conf)
     secret_hash(conf, sv.secret_hash);
     sodium_memzero(conf->session_secret, sizeof(conf->session_secret));
     /* The acceptor's queue to us holds at most a KILL per slot and a
-     * REOPEN; ours to it a WORKER and an EXITED per slot and two log
-     * descriptors.  Twice that is room to spare, never a bound hit in
-     * normal operation; a reload raises it (reload_bound). */
-    sv.out.max = 4 * sv.nslots + 16;
+     * REOPEN; ours to it a WORKER and an EXITED per slot, two log
+     * descriptors, and the newest DENIALS of each box (a box has a slot
+     * at least).  Twice the first two and the third is room to spare,
+     * never a bound hit in normal operation; a reload raises it
+     * (reload_bound). */
+    sv.out.max = 5 * sv.nslots + 16;
     /* And an answer per page the acceptor asks about at once. */
     if (conf->npages)
         sv.out.max += 8192;
@@ -2149,6 +2297,9 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
     if (rc == 0 && learning)
         sandlet_learn_open(); /* logged when it cannot */
     bool audit = rc == 0 && sv.confine && sandlet_audit_open() == 0;
+    /* Where the records will not come, development mode's workers note
+     * refused file calls themselves (filehint.c). */
+    sandlet_init_landlock_records(audit && say_landlock_records(conf));
     /* Everything needing more is done: the session stores exist, the
      * identities are resolved.  Sanitizer runs (SANDLET_NO_CONFINEMENT)
      * keep ptrace and the rest for their tools. */
@@ -2171,6 +2322,7 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
     uv_timer_init(&sv.loop, &sv.stores);
     uv_timer_init(&sv.loop, &sv.watch);
     uv_timer_init(&sv.loop, &sv.reopen);
+    uv_timer_init(&sv.loop, &sv.denials);
     uv_timer_init(&sv.loop, &sv.reload_timer);
     uv_timer_start(&sv.stores, on_stores, STORE_CHECK_MS, STORE_CHECK_MS);
     if (conf->development)
@@ -2197,7 +2349,7 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
         sv.state_path[0] = '\0';
     state_save();
     if (audit)
-        sandlet_audit_start(&sv.loop, seccomp_record);
+        sandlet_audit_start(&sv.loop, seccomp_record, is_worker, landlock_denial);
     for (box *b = sv.boxes; b; b = b->next)
         box_start(b);
     maybe_ready();

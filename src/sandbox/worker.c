@@ -28,6 +28,8 @@
 #include "sandbox/claim.h"
 #include "sandbox/confine.h"
 #include "sandbox/crashreport.h"
+#include "sandbox/denial.h"
+#include "sandbox/filehint.h"
 #include "sandbox/frame.h"
 #include "sandbox/session_store.h"
 
@@ -95,6 +97,13 @@ static struct {
     long stack_faults;
     bool stack_faults_ok;
     struct timespec started; /* CLOCK_MONOTONIC at start, for uptime_ms() */
+    /* Development mode where the kernel records no Landlock denial: the
+     * refused file calls are noted (filehint.c) and explained here, each
+     * (call, path) once; hint_ctx holds the paths they are judged by. */
+    bool hints;
+    sandlet_hint_ctx hint_ctx;
+    uint64_t hinted[64];
+    size_t nhinted, next_hinted; /* filled, and the next to forget once full */
 } w;
 
 /* A worker whose database connection broke leaves after its request, but
@@ -548,6 +557,72 @@ static void say_file_fence(const sandlet_confine *c)
                  c->sandbox, n ? ", " : "", list);
 }
 
+/* Development mode where the kernel records no Landlock denial (INIT's
+ * file hints): the wrappers of filehint.c note refused file calls from
+ * now on, judged against the paths this worker's Landlock was given. */
+static void hints_start(const char *sandbox, const char *cwd)
+{
+    const sandlet_confine *c = &w.confine;
+    const char **writable = calloc(c->nwrite + 1, sizeof(*writable));
+    if (!writable) {
+        sandlet_warn("sandbox '%s': out of memory for development mode's file hints; none will "
+                     "be given",
+                     sandbox);
+        return;
+    }
+    for (size_t i = 0; i < c->nwrite; i++)
+        writable[i] = c->write_paths[i];
+    size_t nw = c->nwrite; /* the spool is not the worker's (spool_settings) */
+    size_t nsys;
+    const char *const *sys = sandlet_confine_system_libs(&nsys);
+    w.hint_ctx = (sandlet_hint_ctx){.sandbox = sandbox,
+                                    .readable = c->read_paths,
+                                    .nreadable = c->nread,
+                                    .writable = writable,
+                                    .nwritable = nw,
+                                    .system = sys,
+                                    .nsystem = nsys,
+                                    .write_blocked = c->write_blocked};
+    sandlet_filehint_start(cwd);
+    w.hints = true;
+}
+
+/* What the wrappers noted since sandlet_filehint_begin, said on our
+ * standard error (the acceptor logs it as a warning, with this worker's
+ * sandbox and servlet): for what (a method and a target, of which the
+ * path part is shown), or, without a target, the init of servlet.  Each
+ * (call, path) once in a worker's life. */
+static void hint(const char *what, const char *target, size_t target_len, const char *servlet)
+{
+    static sandlet_filehint h; /* 1 KiB: off the servlet's stack */
+    if (!sandlet_filehint_end(&h))
+        return;
+    uint64_t key = 0xcbf29ce484222325ull;
+    for (const char *p = h.call; *p; p++)
+        key = (key ^ (unsigned char)*p) * 0x100000001b3ull;
+    for (const char *p = h.path; *p; p++)
+        key = (key ^ (unsigned char)*p) * 0x100000001b3ull;
+    for (size_t i = 0; i < w.nhinted; i++)
+        if (w.hinted[i] == key)
+            return;
+    const size_t cap = sizeof(w.hinted) / sizeof(w.hinted[0]);
+    if (w.nhinted < cap) {
+        w.hinted[w.nhinted++] = key;
+    } else {
+        w.hinted[w.next_hinted] = key;
+        w.next_hinted = (w.next_hinted + 1) % cap;
+    }
+    static char line[3000];
+    sandlet_denial_hint(&h, &w.hint_ctx, line, sizeof(line));
+    size_t plen = 0;
+    while (plen < target_len && plen < 200 && target[plen] != '?')
+        plen++;
+    if (target_len)
+        sandlet_warn("%s %.*s: %s", what, (int)plen, target, line);
+    else
+        sandlet_warn("init of servlet %s: %s", servlet, line);
+}
+
 static void load_servlets(const char *sandbox, bool write_blocked)
 {
     sandlet_frame_hdr h;
@@ -656,8 +731,15 @@ static void load_servlets(const char *sandbox, bool write_blocked)
          * operator on an older kernel knows what is not enforced (asked
          * before the filter, which refuses the question). */
         gap = sandlet_confine_kernel_gaps(&w.confine, w.gaps, sizeof(w.gaps));
-        if (sandlet_confine_begin(&w.confine, NULL, err, sizeof(err)) < 0)
+        sandlet_filehint_resolve();
+        char cwd[512];
+        if (!getcwd(cwd, sizeof(cwd)))
+            snprintf(cwd, sizeof(cwd), "/");
+        bool landlock = false;
+        if (sandlet_confine_begin(&w.confine, &landlock, err, sizeof(err)) < 0)
             fail("%s", err);
+        if (in.file_hints && landlock)
+            hints_start(sandbox, cwd);
         if (w.confine.learn)
             say_file_fence(&w.confine);
     } else {
@@ -711,7 +793,12 @@ static void load_servlets(const char *sandbox, bool write_blocked)
         loaded *s = &w.servlets[i];
         if (s->absent)
             continue;
-        if ((rc = sandlet_lib_servlet_init(&s->run)) < 0 && s->page) {
+        if (w.hints)
+            sandlet_filehint_begin();
+        rc = sandlet_lib_servlet_init(&s->run);
+        if (w.hints)
+            hint("init", NULL, 0, s->path);
+        if (rc < 0 && s->page) {
             sandlet_error("page %s: its init section returned %d; its requests get 500", s->path,
                           rc);
             s->absent = true;
@@ -846,8 +933,12 @@ static int serve(const uint8_t *payload, size_t len, bool streamed, sl_request *
     }
     sandlet_lib_db_set_timeout(w.servlets[wr.servlet].timeout);
     sandlet_crash_serving = w.servlets[wr.servlet].slot;
+    if (w.hints)
+        sandlet_filehint_begin();
     rc = sandlet_lib_serve(w.servlets[wr.servlet].run.servlet, rq, rs, &call, &result);
     sandlet_crash_serving = 0;
+    if (w.hints)
+        hint(wr.method, wr.target, wr.target_len, w.servlets[wr.servlet].path);
     if (rc < 0) {
         /* Out of memory before the servlet ran: answer for it. */
         sandlet_lib_response_reset(rs);

@@ -10,6 +10,17 @@
  * secret and password files with wrong sizes or modes, a shared object
  * without a servlet descriptor built with the compiler, and a port held
  * by the test itself (@BUSY@).
+ *
+ * Some mistakes only show when a servlet runs: a file its sandbox's
+ * 'readable' and 'writable' lines do not allow, which Landlock refuses
+ * with EACCES (issue 31).  Their rows (served_cases) start the daemon on the
+ * file, make the row's request, and want the line in its error log: the
+ * supervisor's report of the kernel's Landlock record.  They run only
+ * where the kernel makes such records (Landlock ABI 7, Linux 6.15, with
+ * its audit on) and the daemon reads them (root, confinement on); each
+ * says SKIP with the reason elsewhere, e.g. on Debian 12's 6.1 kernel.
+ * The kernel's audit is the host's setting: with it off, the rows turn it
+ * on for their run only when SANDLET_TEST_AUDIT=on says they may.
  */
 #define _GNU_SOURCE
 #include "harness.h"
@@ -25,8 +36,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/audit.h>
+#include <linux/landlock.h>
+#include <linux/netlink.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -239,6 +255,60 @@ static const err_case cases[] = {
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
+/* Mistakes that show only when a servlet runs (see the top):
+ * the file is served, the request made, and the line wanted in the error
+ * log.  The harness's file has a listen line first: the row's text starts
+ * at line 2. */
+typedef struct served_case {
+    const char *name;
+    const char *conf;
+    const char *where;   /* after "FILE:"; for a hint, what the line starts with */
+    const char *fix;     /* a fragment of the advice */
+    const char *request; /* the target of a GET */
+    /* Development mode's hint, from the worker, where the kernel records
+     * no denial: the line names the sandbox and the request, not a line
+     * of the file (a worker is not given its name), and no record counts. */
+    bool hint;
+} served_case;
+
+static const served_case served_cases[] = {
+    /* What Landlock refuses a servlet (issue 31): the supervisor reports
+     * the kernel's record with the line that allows it. */
+    {"servlet reads a file no 'readable' line covers",
+     "sandbox a {\n  workers 1;\n  syscalls files;\n}\nservlet /x {\n  library \"@HOSTILE@\";\n"
+     "  sandbox a;\n}\n",
+     "2:",
+     "fs.read_file of '@D@/pw-644', which no 'readable' line of the sandbox covers: to allow it, "
+     "add 'readable \"@D@/pw-644\";' (or a folder above it) to its block and reload",
+     "/x?do=read&arg=@D@/pw-644", false},
+    {"servlet makes a file where no 'writable' line allows",
+     "sandbox a {\n  workers 1;\n  syscalls files;\n  readable \"@D@/www\";\n}\n"
+     "servlet /x {\n  library \"@HOSTILE@\";\n  sandbox a;\n}\n",
+     "2:",
+     "fs.make_reg of '@D@/www', which no 'writable' line of the sandbox covers: to allow it, add "
+     "'writable \"@D@/www\";' to its block and reload",
+     "/x?do=write&arg=@D@/www/new.txt", false},
+    /* Where the kernel records none (before Linux 6.15, or audit off):
+     * with development on, the worker's own hint. */
+    {"servlet reads a file no 'readable' line covers (development hint)",
+     "development on;\nsandbox a {\n  workers 1;\n  syscalls files;\n}\nservlet /x {\n"
+     "  library \"@HOSTILE@\";\n  sandbox a;\n}\n",
+     "sandbox 'a' /x: GET /x: ",
+     "open('@D@/pw-644') failed with EACCES, and no 'readable' line of sandbox 'a' covers it, so "
+     "Landlock refused it",
+     "/x?do=read&arg=@D@/pw-644", true},
+    {"servlet makes a file where no 'writable' line allows (development hint)",
+     "development on;\nsandbox a {\n  workers 1;\n  syscalls files;\n  readable \"@D@/www\";\n}\n"
+     "servlet /x {\n  library \"@HOSTILE@\";\n  sandbox a;\n}\n",
+     "sandbox 'a' /x: GET /x: ",
+     "open('@D@/www/new.txt') failed with EACCES, and no 'writable' line of sandbox 'a' covers "
+     "it, so Landlock refused it (unless it lies in a folder of a servlet library's RUNPATH, "
+     "which Landlock allows too; a link is judged by where it leads): to allow it, add "
+     "'writable \"@D@/www\";' to its block and reload",
+     "/x?do=write&arg=@D@/www/new.txt", true},
+};
+#define NRUN (sizeof(served_cases) / sizeof(served_cases[0]))
+
 static char dir[64];
 static char conf_path[128];
 static int busy_fd = -1;
@@ -328,7 +398,10 @@ static void expand(const char *text, char *out, size_t cap)
     snprintf(port, sizeof(port), "%u", busy_port);
     const struct {
         const char *key, *value;
-    } subst[] = {{"@D@", dir}, {"@PROBE@", th_fixture("probe")}, {"@BUSY@", port}};
+    } subst[] = {{"@D@", dir},
+                 {"@PROBE@", th_fixture("probe")},
+                 {"@HOSTILE@", th_fixture("hostile")},
+                 {"@BUSY@", port}};
     size_t n = 0;
     while (*text) {
         size_t k = 0;
@@ -384,25 +457,173 @@ static int check_stderr(bool start, char *err, size_t cap)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-/* One run of sandletd on the row's file: its status, and the place and
- * the advice on one line of its standard error. */
-static void check_case(const err_case *c, const char *text, const char *where, const char *fix,
-                       bool start, char *err, size_t cap)
+/* The place and the advice on one line of text: the line an operator
+ * reads. */
+static bool one_line(const char *text, const char *where, const char *fix)
 {
-    int status = check_stderr(start, err, cap);
-    /* The place and the advice on one line: the line an operator reads. */
     bool found = false;
-    for (const char *line = err; *line && !found;) {
+    for (const char *line = text; *line && !found;) {
         const char *eol = strchr(line, '\n');
         size_t len = eol ? (size_t)(eol - line) : strlen(line);
         const char *w = memmem(line, len, where, strlen(where));
         found = w && memmem(w, len - (size_t)(w - line), fix, strlen(fix));
         line += len + (eol ? 1 : 0);
     }
+    return found;
+}
+
+/* One run of sandletd on the row's file: its status, and the place and
+ * the advice on one line of its standard error. */
+static void check_case(const err_case *c, const char *text, const char *where, const char *fix,
+                       bool start, char *err, size_t cap)
+{
+    int status = check_stderr(start, err, cap);
+    bool found = one_line(err, where, fix);
     if (status != c->status || !found)
         fail_msg("%s (sandletd %s):\n--- file\n%s--- wanted exit %d and '%s' with '%s' on one "
                  "line; got exit %d:\n%s",
                  c->name, start ? "-c" : "-t -c", text, c->status, where, fix, status, err);
+}
+
+/* The kernel's audit_enabled (0 off, 1 on, 2 on and locked), asked or,
+ * with set >= 0, set first, on a netlink socket of our own: -1 when the
+ * kernel would not say. */
+static int audit_state(int set)
+{
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_AUDIT);
+    if (fd < 0)
+        return -1;
+    int state = -1;
+    for (int round = set >= 0 ? 0 : 1; round < 2; round++) {
+        struct {
+            struct nlmsghdr h;
+            struct audit_status s;
+        } req;
+        memset(&req, 0, sizeof(req));
+        req.h.nlmsg_len = NLMSG_LENGTH(sizeof(req.s));
+        req.h.nlmsg_type = round == 0 ? AUDIT_SET : AUDIT_GET;
+        req.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+        req.s.mask = AUDIT_STATUS_ENABLED;
+        req.s.enabled = set >= 0 ? (uint32_t)set : 0;
+        struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+        if (sendto(fd, &req, req.h.nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0)
+            break;
+        /* The answer (AUDIT_GET) and an acknowledgement, in either order. */
+        for (int n = 0; n < 2; n++) {
+            char buf[512] __attribute__((aligned(NLMSG_ALIGNTO)));
+            struct pollfd pfd = {.fd = fd, .events = POLLIN};
+            if (poll(&pfd, 1, 1000) <= 0)
+                break;
+            ssize_t got = recv(fd, buf, sizeof(buf), 0);
+            const struct nlmsghdr *h = (const struct nlmsghdr *)buf;
+            if (got >= (ssize_t)NLMSG_LENGTH(sizeof(uint32_t) * 2) && h->nlmsg_type == AUDIT_GET)
+                state = (int)((const struct audit_status *)NLMSG_DATA(h))->enabled;
+        }
+    }
+    close(fd);
+    return state;
+}
+
+static void served_run(const served_case *c, const char *text, bool turned_on);
+
+/* A row served by the daemon: the request made, the line in its log.
+ * SKIP, with the reason, where the kernel records no Landlock denial. */
+static void run_served(void **state)
+{
+    const served_case *c = *state;
+    char text[2048];
+    expand(c->conf, text, sizeof(text));
+    if (th_confinement_off("Landlock's denials are not reported without confinement"))
+        return;
+    long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+    if (c->hint) {
+        if (abi < 1) {
+            printf("SKIP: this kernel has no Landlock: nothing refuses the servlet's file\n");
+            return;
+        }
+        /* Only a root start reads the records; with audit on, they come. */
+        if (geteuid() == 0 && abi >= 7 && audit_state(-1) > 0) {
+            printf("SKIP: the kernel's audit is on, so Landlock's records report the denial "
+                   "(the rows above) and no worker hints\n");
+            return;
+        }
+        served_run(c, text, false);
+        return;
+    }
+    if (th_skip_unless_root(": the supervisor reads the kernel's audit records as root only"))
+        return;
+    if (abi < 7) {
+        printf("SKIP: this kernel's Landlock (ABI %ld) records no denial: that takes Linux 6.15, "
+               "ABI 7\n",
+               abi);
+        return;
+    }
+    int audit = audit_state(-1);
+    const char *allow = getenv("SANDLET_TEST_AUDIT");
+    bool turned_on = false;
+    if (audit == 0 && allow && strcmp(allow, "on") == 0) {
+        turned_on = audit_state(1) == 1;
+        audit = turned_on ? 1 : 0;
+    }
+    if (audit < 1) {
+        printf("SKIP: the kernel's audit is %s, and Landlock records its denials only when it is "
+               "on: 'auditctl -e 1', or SANDLET_TEST_AUDIT=on to let this test turn it on for "
+               "its run (host-wide; turned off again after)\n",
+               audit == 0 ? "off" : "not answering");
+        return;
+    }
+    served_run(c, text, turned_on);
+}
+
+/* Starts the daemon on text, makes c's request, and wants c's line in the
+ * log (and, for the kernel's records, the denial counted); turned_on: the
+ * row turned the kernel's audit on, to be turned off again. */
+static void served_run(const served_case *c, const char *text, bool turned_on)
+{
+    char served[2304], target[512], where[256], fix[512];
+    snprintf(served, sizeof(served), "%sstatus-page /status;\n", text);
+    expand(c->request, target, sizeof(target));
+    expand(c->fix, fix, sizeof(fix));
+    th_daemon d;
+    int rc = th_start(&d, served, false);
+    th_response r;
+    memset(&r, 0, sizeof(r));
+    bool refused = false, logged = false;
+    long counted = -1;
+    char *log = NULL;
+    if (rc == 0 && th_request(d.port, "GET", target, NULL, NULL, 0, &r) == 0) {
+        /* The servlet got EACCES (its body says -13), and the line comes
+         * once the kernel's audit thread sent the record. */
+        refused = r.status == 200 && r.body && strstr(r.body, ": -13");
+        if (c->hint)
+            snprintf(where, sizeof(where), "%s", c->where);
+        else
+            snprintf(where, sizeof(where), "%s:%s", d.conf, c->where);
+        for (int waited = 0; waited < 5000 && !logged; waited += 50) {
+            free(log);
+            log = th_slurp(d.log, NULL);
+            logged = log && one_line(log, where, fix);
+            if (!logged)
+                usleep(50 * 1000);
+        }
+        for (int waited = 0; waited < 2000 && counted < 1 && !c->hint; waited += 50) {
+            counted = th_metric(d.port, "/status?format=prometheus",
+                                "sandlet_landlock_denials_total{sandbox=\"a\"} ");
+            if (counted < 1)
+                usleep(50 * 1000);
+        }
+    }
+    if (turned_on)
+        audit_state(0);
+    if (rc == 0)
+        th_stop(&d);
+    if (rc != 0 || !refused || !logged || (counted < 1 && !c->hint))
+        fail_msg("%s (served, GET %s):\n--- file\n%s--- wanted EACCES (got %d: %s), '%s' with "
+                 "'%s' on one line, and the denial counted (got %ld); log:\n%s",
+                 c->name, target, served, r.status, r.body ? r.body : "(none)", where, fix, counted,
+                 log ? log : "(none)");
+    th_response_free(&r);
+    free(log);
 }
 
 static void run_case(void **state)
@@ -424,10 +645,14 @@ static void run_case(void **state)
 
 int main(void)
 {
-    struct CMUnitTest tests[NCASES];
+    struct CMUnitTest tests[NCASES + NRUN];
     for (size_t i = 0; i < NCASES; i++)
         tests[i] = (struct CMUnitTest){
             .name = cases[i].name, .test_func = run_case, .initial_state = (void *)&cases[i]};
+    for (size_t i = 0; i < NRUN; i++)
+        tests[NCASES + i] = (struct CMUnitTest){.name = served_cases[i].name,
+                                                .test_func = run_served,
+                                                .initial_state = (void *)&served_cases[i]};
     th_prepare();
-    return _cmocka_run_group_tests("errors", tests, NCASES, setup, teardown);
+    return _cmocka_run_group_tests("errors", tests, NCASES + NRUN, setup, teardown);
 }

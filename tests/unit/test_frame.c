@@ -738,6 +738,7 @@ static sandlet_wire_init sample_init(void)
         .core_dumps = false,
         .syscalls = 3,
         .learn = true,
+        .file_hints = true,
         .readable = readable,
         .nreadable = 2,
         .writable = writable,
@@ -802,7 +803,7 @@ static void test_frame_init_payload(void **state)
     assert_int_equal(sandlet_read_u32(&r), 30);
     assert_int_equal(sandlet_read_u8(&r), 0);
     assert_int_equal(sandlet_read_u8(&r), 3);
-    assert_int_equal(sandlet_read_u8(&r), 1);
+    assert_int_equal(sandlet_read_u8(&r), 3); /* modes: learn | file hints */
     assert_int_equal(sandlet_read_u16(&r), 2);
     assert_string_equal(sandlet_read_str(&r, NULL), "/etc/ssl");
     assert_string_equal(sandlet_read_str(&r, NULL), "/srv/data");
@@ -850,7 +851,7 @@ static void test_frame_init_payload(void **state)
     assert_true(out.memory_mib == in.memory_mib && out.open_files == in.open_files &&
                 out.cpu_seconds == in.cpu_seconds);
     assert_true(out.core_dumps == in.core_dumps && out.syscalls == in.syscalls &&
-                out.learn == in.learn);
+                out.learn == in.learn && out.file_hints == in.file_hints);
     assert_int_equal(out.nreadable, in.nreadable);
     for (size_t i = 0; i < in.nreadable; i++)
         assert_string_equal(out.readable[i], in.readable[i]);
