@@ -44,7 +44,7 @@ void sandlet_buf_reset(sandlet_buf *b)
     b->error = 0;
 }
 
-int sandlet_buf_reserve(sandlet_buf *b, size_t more)
+int sandlet_buf_grow(sandlet_buf *b, size_t more)
 {
     if (b->error)
         return b->error;
@@ -79,14 +79,6 @@ int sandlet_buf_reserve(sandlet_buf *b, size_t more)
     b->data = p;
     b->cap = cap;
     return 0;
-}
-
-void sandlet_buf_put(sandlet_buf *b, const void *data, size_t len)
-{
-    if (len == 0 || sandlet_buf_reserve(b, len) < 0)
-        return;
-    memcpy(b->data + b->len, data, len);
-    b->len += len;
 }
 
 void sandlet_buf_shrink(sandlet_buf *b, size_t keep)

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* A growable output buffer.  Errors are sticky: after a failed append all
  * further appends do nothing and the error field holds -ENOMEM (or
@@ -28,8 +29,28 @@ typedef struct sandlet_buf {
 void sandlet_buf_init(sandlet_buf *b, size_t limit);
 void sandlet_buf_free(sandlet_buf *b);
 void sandlet_buf_reset(sandlet_buf *b);
-int sandlet_buf_reserve(sandlet_buf *b, size_t more);
-void sandlet_buf_put(sandlet_buf *b, const void *data, size_t len);
+/* The slow path of sandlet_buf_reserve: checks the limit and grows. */
+int sandlet_buf_grow(sandlet_buf *b, size_t more);
+
+/* Makes room for more bytes after len: 0, or the (sticky) error.  Inline
+ * because the frame codec and the HTTP writer append a few bytes at a
+ * time, dozens of times per request: the room is almost always there. */
+static inline int sandlet_buf_reserve(sandlet_buf *b, size_t more)
+{
+    /* len + more cannot overflow once more <= cap - len.  The limit is
+     * checked here too: a caller may lower it below the capacity. */
+    if (b->error == 0 && more <= b->cap - b->len && (b->limit == 0 || b->len + more <= b->limit))
+        return 0;
+    return sandlet_buf_grow(b, more);
+}
+
+static inline void sandlet_buf_put(sandlet_buf *b, const void *data, size_t len)
+{
+    if (len == 0 || sandlet_buf_reserve(b, len) < 0)
+        return;
+    memcpy(b->data + b->len, data, len);
+    b->len += len;
+}
 /* Clears bytes [from, to) of b's memory (to is capped at the capacity),
  * for buffers that held a client's data. */
 void sandlet_buf_wipe(sandlet_buf *b, size_t from, size_t to);

@@ -68,7 +68,8 @@ bool sandlet_lib_header_valid(const char *name, size_t name_len, const char *val
         return false;
     for (size_t i = 0; i < value_len; i++) {
         unsigned char c = (unsigned char)value[i];
-        if (c == '\r' || c == '\n' || c == '\0' || (c < 0x20 && c != '\t') || c == 0x7f)
+        /* CR, LF and NUL are among the controls. */
+        if ((c < 0x20 && c != '\t') || c == 0x7f)
             return false;
     }
     return true;

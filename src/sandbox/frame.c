@@ -72,12 +72,16 @@ const char *sandlet_frame_type_name(unsigned type)
 
 /* ---- payload items ----------------------------------------------------- */
 
-static void put_le(sandlet_buf *b, uint64_t v, int bytes)
+/* Appends v in bytes little-endian bytes, written in place: the codec
+ * calls this a dozen times per frame. */
+static inline void put_le(sandlet_buf *b, uint64_t v, int bytes)
 {
-    uint8_t tmp[8];
+    if (sandlet_buf_reserve(b, (size_t)bytes) < 0)
+        return;
+    uint8_t *p = b->data + b->len;
     for (int i = 0; i < bytes; i++)
-        tmp[i] = (uint8_t)(v >> (8 * i));
-    sandlet_buf_put(b, tmp, (size_t)bytes);
+        p[i] = (uint8_t)(v >> (8 * i));
+    b->len += (size_t)bytes;
 }
 
 void sandlet_buf_put_u8(sandlet_buf *b, uint8_t v)
@@ -106,9 +110,17 @@ void sandlet_buf_put_str(sandlet_buf *b, const char *s, size_t len)
         b->error = -EMSGSIZE;
         return;
     }
-    sandlet_buf_put_u32(b, (uint32_t)len);
-    sandlet_buf_put(b, s, len);
-    sandlet_buf_put_u8(b, 0);
+    /* One reservation for the length, the bytes and the NUL. */
+    if (len > SIZE_MAX - 5 || sandlet_buf_reserve(b, 4 + len + 1) < 0) {
+        if (!b->error)
+            b->error = -EMSGSIZE;
+        return;
+    }
+    put_le(b, (uint32_t)len, 4);
+    if (len)
+        memcpy(b->data + b->len, s, len);
+    b->len += len;
+    b->data[b->len++] = 0;
 }
 
 size_t sandlet_frame_begin(sandlet_buf *b, uint8_t type, uint32_t id)
