@@ -193,6 +193,7 @@ static struct {
     uv_timer_t reopen;       /* a reopen deferred by REOPEN_PER_SEC */
     uv_timer_t reload_timer; /* a reload deferred to the end of its second */
     uv_timer_t denials;      /* DENIALS_MS: Landlock denials' totals to the acceptor */
+    uv_timer_t outlived;     /* an upgrade handed over: the previous acceptor's last moment */
     int ctl;
     sandlet_ctl_queue out; /* to the acceptor, waiting for room */
     char exe[32];          /* "/proc/self/fd/N" */
@@ -328,11 +329,31 @@ static void state_verdict(bool applied, const char *message)
  * daemon's from now on, never written or removed here again.  Failed:
  * this daemon's again, with the failure as a refused verdict, which is
  * what "sandletd -s upgrade" waits for. */
+/* The previous acceptor, SANDLET_UPGRADE_OUTLIVE_MS after a new daemon
+ * took over, has not stopped: its drain is long over, so it is hung or
+ * no longer ours (a client took it over and keeps accepting on the
+ * listeners it shares with the new daemon).  Its exit closes our control
+ * socket, and we stop too, as at any acceptor's end. */
+static void on_outlived(uv_timer_t *t)
+{
+    (void)t;
+    pid_t acceptor = getppid();
+    if (acceptor <= 1 || (long)acceptor != sv.state.pid)
+        return; /* gone already: we were reparented */
+    sandlet_error("upgrade: the previous acceptor (pid %d) still runs %d s after the new daemon "
+                  "took over, past its drain; killing it",
+                  (int)acceptor, SANDLET_UPGRADE_OUTLIVE_MS / 1000);
+    if (kill(acceptor, SIGKILL) < 0)
+        sandlet_log_errno(SANDLET_LOG_ERROR, -errno, "cannot kill the previous acceptor (pid %d)",
+                          (int)acceptor);
+}
+
 static void upgrade_done(bool handed, long pid, const char *message)
 {
     (void)pid;
     if (handed) {
         sv.state_path[0] = '\0';
+        uv_timer_start(&sv.outlived, on_outlived, SANDLET_UPGRADE_OUTLIVE_MS, 0);
         return;
     }
     state_verdict(false, message);
@@ -1721,6 +1742,8 @@ static void begin_shutdown(void)
     uv_close((uv_handle_t *)&sv.reload_timer, NULL);
     uv_timer_stop(&sv.denials);
     uv_close((uv_handle_t *)&sv.denials, NULL);
+    uv_timer_stop(&sv.outlived);
+    uv_close((uv_handle_t *)&sv.outlived, NULL);
     /* A new daemon started by an upgrade owns the state file: ours is
      * neither rewritten nor removed when we go. */
     if (sandlet_upgrade_stop())
@@ -2318,6 +2341,7 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
         return 1;
     }
     uv_timer_init(&sv.loop, &sv.grace);
+    uv_timer_init(&sv.loop, &sv.outlived);
     uv_timer_init(&sv.loop, &sv.quota);
     uv_timer_init(&sv.loop, &sv.stores);
     uv_timer_init(&sv.loop, &sv.watch);

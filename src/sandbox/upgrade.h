@@ -26,6 +26,11 @@
 #define SANDLET_UPGRADE_READY_MS 25000
 /* How long it then has to stop after SIGTERM before SIGKILL. */
 #define SANDLET_UPGRADE_KILL_MS 15000
+/* How long the previous acceptor may outlive the hand-over: its drain
+ * (SANDLET_SHUTDOWN_MS, 10 s) and a margin.  One still there then is not
+ * stopping (hung, or taken over and keeping the listeners it shares with
+ * the new daemon): its supervisor kills it. */
+#define SANDLET_UPGRADE_OUTLIVE_MS 15000
 
 typedef struct sandlet_upgrade_env {
     uv_loop_t *loop;

@@ -247,6 +247,57 @@ static void test_upgrade_loses_nothing(void **state)
     remove_dir(&d);
 }
 
+/* A previous acceptor that does not stop after the hand-over (hung, or
+ * taken over by a client and keeping the listeners it shares with the new
+ * daemon) is killed by its supervisor SANDLET_UPGRADE_OUTLIVE_MS (15 s)
+ * after it: here it is stopped (SIGSTOP) while a slow request keeps it
+ * draining. */
+static void test_outliving_acceptor_killed(void **state)
+{
+    (void)state;
+    th_daemon d;
+    char conf[1024];
+    snprintf(conf, sizeof(conf),
+             "state-file run/s.state;\n"
+             "sandbox a { workers 1; timeout 60000; }\n"
+             "servlet /p/* { library \"%s\"; sandbox a; }\n",
+             th_fixture("probe"));
+    assert_int_equal(th_start(&d, conf, false), 0);
+    char out[4096];
+    assert_int_equal(sandletd("-s wait-ready", d.conf, out, sizeof(out)), 0);
+    pid_t slow = fork();
+    assert_true(slow >= 0);
+    if (slow == 0) {
+        th_response r;
+        if (th_request(d.port, "GET", "/p/sleep?ms=30000", NULL, NULL, 0, &r) == 0)
+            th_response_free(&r);
+        _exit(0);
+    }
+    struct timespec ts = {0, 300 * 1000000L};
+    nanosleep(&ts, NULL);
+    int rc = sandletd("-s upgrade", d.conf, out, sizeof(out));
+    if (rc != 0)
+        fail_msg("sandletd -s upgrade exited %d: %s", rc, out);
+    long now = state_pid(&d);
+    assert_true(now > 0 && now != (long)d.pid);
+    assert_int_equal(kill(d.pid, SIGSTOP), 0);
+    int st;
+    assert_true(th_wait_exit(d.pid, 25000, &st));
+    assert_true(WIFSIGNALED(st));
+    assert_int_equal(WTERMSIG(st), SIGKILL);
+    assert_true(th_log_wait(&d, "still runs 15 s after the new daemon took over", 5000));
+    /* The new daemon serves on. */
+    th_response r;
+    assert_int_equal(th_request(d.port, "GET", "/p/sleep?ms=1", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    assert_int_equal(kill((pid_t)now, SIGTERM), 0);
+    assert_true(th_wait_exit((pid_t)now, 15000, &st));
+    kill(slow, SIGKILL);
+    waitpid(slow, &st, 0);
+    remove_dir(&d);
+}
+
 /* Descriptor 3 is /dev/null, named a listener by the variable. */
 static void fake_listener(void *ctx)
 {
@@ -277,6 +328,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_upgrade_loses_nothing),
         cmocka_unit_test(test_inherited_not_a_listener),
+        cmocka_unit_test(test_outliving_acceptor_killed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
