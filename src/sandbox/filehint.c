@@ -127,19 +127,28 @@ static bool mode_writes(const char *m)
     return m && (m[0] != 'r' || strchr(m, '+') != NULL);
 }
 
-/* open's third argument, there only when the flags make a file. */
-#define MODE_ARG(flags, mode)                                                                      \
+/* Whether open's flags make a file, so that a mode follows them: as
+ * glibc's own __OPEN_NEEDS_MODE (O_TMPFILE holds O_DIRECTORY's bit, so
+ * only all of its bits count). */
+static bool needs_mode(int flags)
+{
+    return (flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE;
+}
+
+/* Declares mode: open's third argument, there only when the flags make a
+ * file.  flags is the variadic function's last named parameter. */
+#define MODE_ARG(flags)                                                                            \
     mode_t mode = 0;                                                                               \
-    if (((flags)&O_CREAT) || ((flags)&O_TMPFILE) == O_TMPFILE) {                                   \
+    if (needs_mode(flags)) {                                                                       \
         va_list ap;                                                                                \
-        va_start(ap, flags);                                                                       \
+        va_start(ap, flags); /* NOLINT(bugprone-macro-parentheses): a name */                      \
         mode = (mode_t)va_arg(ap, unsigned);                                                       \
         va_end(ap);                                                                                \
     }
 
 /* A wrapper of an open-like call: name's real function, then the note. */
 #define OPEN_AT(name, call, dirfd)                                                                 \
-    MODE_ARG(flags, mode)                                                                          \
+    MODE_ARG(flags)                                                                                \
     open_fn f = get_##name();                                                                      \
     int fd = f ? f(path, flags, mode) : missing();                                                 \
     if (fd < 0)                                                                                    \
@@ -153,7 +162,7 @@ int open(const char *path, int flags, ...)
 
 int openat(int dirfd, const char *path, int flags, ...)
 {
-    MODE_ARG(flags, mode)
+    MODE_ARG(flags)
     openat_fn f = get_openat();
     int fd = f ? f(dirfd, path, flags, mode) : missing();
     if (fd < 0)
@@ -172,7 +181,7 @@ int open64(const char *path, int flags, ...)
 
 int openat64(int dirfd, const char *path, int flags, ...)
 {
-    MODE_ARG(flags, mode)
+    MODE_ARG(flags)
     openat_fn f = get_openat64();
     int fd = f ? f(dirfd, path, flags, mode) : missing();
     if (fd < 0)

@@ -78,10 +78,10 @@ int sandlet_upgrade_handover(int fd)
         rc = -EBUSY;
     else if (up.nfds >= SANDLET_UPGRADE_MAX_FDS)
         rc = -E2BIG;
-    else if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 || type != SOCK_STREAM)
-        rc = -EINVAL;
-    else if ((len = sizeof(listening)),
-             getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) < 0 || !listening)
+    else if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 || type != SOCK_STREAM ||
+             ((len = sizeof(listening)),
+              getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) < 0) ||
+             !listening)
         rc = -EINVAL;
     if (rc < 0) {
         close(fd); /* a listener has no linger to wait for (control.c) */
