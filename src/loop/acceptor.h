@@ -269,6 +269,7 @@ struct sandlet_pool {
      * workers' spool files, and when "spool full" was last said. */
     uint64_t spool_used;
     uint64_t spool_full_at;
+    uint64_t spool_full; /* forms not copied for want of room, for the status page */
     /* Counters for the status page, since start. */
     uint64_t served, restarts, crashes, timeouts, seccomp_kills, rejected;
     uint64_t landlock_denials; /* the kernel's records, as the supervisor counted them */

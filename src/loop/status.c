@@ -65,6 +65,8 @@ static void metric(sandlet_buf *b, const char *name, const char *help, const cha
         case 12: v = p->grown; break;
         case 13: v = p->batched; break;
         case 14: v = p->landlock_denials; break;
+        case 15: v = p->spool_used; break;
+        case 16: v = p->spool_full; break;
         default: v = 0; break;
         }
         n = snprintf(line, sizeof(line), "sandlet_%s{sandbox=\"", name);
@@ -184,6 +186,14 @@ void sandlet_status_serve(sandlet_conn *c)
         metric(&b, "workers_grown_total",
                "Workers started above workers because requests waited (max-workers).", "counter",
                srv, 12);
+        metric(&b, "spool_reserved_bytes",
+               "Bytes of spool-size held by the multipart bodies being copied to the sandbox's "
+               "upload spool.",
+               "gauge", srv, 15);
+        metric(&b, "spool_full_total",
+               "Multipart forms whose file parts stayed in worker memory because spool-size was "
+               "reached.",
+               "counter", srv, 16);
         durations(&b, srv);
     } else {
         char line[512];

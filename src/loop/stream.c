@@ -118,6 +118,7 @@ void sandlet_tee_begin(sandlet_worker *w, sandlet_inflight *f, const sandlet_con
     uint64_t need = v->body_max ? v->body_max : 1;
     unsigned long long limit = p->conf->spool_size;
     if (limit && (need > limit || p->spool_used > limit - need)) {
+        p->spool_full++;
         uint64_t now = uv_now(p->srv->loop);
         if (p->spool_full_at == 0 || now - p->spool_full_at >= 10000) {
             p->spool_full_at = now;

@@ -91,6 +91,7 @@ static const char *conf(void)
     const char *lib = th_build_path("tests/fixtures/.libs/upload.so");
     snprintf(c, sizeof(c),
              "max-body-size 1g;\n"
+             "status-page /st;\n"
              "body-timeout %d;\n"
              /* Shorter than a 1 GiB upload takes: the timeout counts from
               * the body's last progress, not from the request's start. */
@@ -636,6 +637,13 @@ static void test_spool_size(void **state)
     assert_true(
         th_log_wait(&d, "sandbox 'spf': its upload spool is full (spool-size 8388608", 5000));
     assert_true(th_log_contains(&d, "raise spool-size in the sandbox's block"));
+    /* The status page counts it, and holds no reservation afterwards. */
+    th_response r;
+    assert_int_equal(th_request(d.port, "GET", "/st?format=prometheus", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "sandlet_spool_full_total{sandbox=\"spf\"} 1\n"));
+    assert_non_null(strstr(r.body, "sandlet_spool_reserved_bytes{sandbox=\"spf\"} 0\n"));
+    th_response_free(&r);
     assert_int_equal(upload_start_mp(&u, "/spf/file", 4 * MIB, false, mp_prefix, mp_suffix), 0);
     assert_int_equal(run(&u, 1, NULL, 30000), 0);
     check_digest(&u);
