@@ -175,6 +175,9 @@ static int adopt_inherited(const sandlet_conf *conf, int *fds)
 {
     for (size_t i = 0; i < conf->nlistens; i++)
         fds[i] = -1;
+    /* The memory session stores (SANDLET_STORE_FDS): the supervisor's to
+     * copy, which it is forked with. */
+    sandlet_upgrade_stores_inherit();
     const char *ready = getenv(SANDLET_ENV_UPGRADE_FD);
     if (ready) {
         struct stat st;
@@ -829,6 +832,9 @@ static int run(sandlet_conf *conf, bool *taken)
         _exit(st);
     }
     sandlet_conf_free(plan);
+    /* Sessions never live in the acceptor: inherited stores are the
+     * supervisor's alone. */
+    sandlet_upgrade_stores_close();
     /* The databases' connection strings and passwords are the
      * supervisor's and the workers' alone: the acceptor faces clients and
      * serves the status page. */

@@ -684,6 +684,52 @@ void sandlet_session_store_detach(sandlet_session_store *st)
     free(st);
 }
 
+int sandlet_session_store_adopt(sandlet_session_store *into, int fd, size_t *carried)
+{
+    *carried = 0;
+    struct stat sb;
+    if (fstat(fd, &sb) < 0)
+        return -errno;
+    if (!S_ISREG(sb.st_mode) || sb.st_size <= 0 || (uint64_t)sb.st_size != into->size)
+        return -EINVAL; /* another session-size: another geometry */
+    uint8_t *p = mmap(NULL, into->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        return -errno;
+    /* The previous store seen as one of ours: the same size gives the
+     * same slot count, and its header must say the same layout. */
+    sandlet_session_store old = {.base = p,
+                                 .size = into->size,
+                                 .hdr = (store_header *)(void *)p,
+                                 .meta = (slot_meta *)(void *)(p + HEADER_SIZE),
+                                 .data = p + data_offset(into->nslots),
+                                 .nslots = into->nslots};
+    int rc = header_intact(&old) ? 0 : -EPROTO;
+    uint32_t mine = 0;
+    if (rc == 0)
+        rc = word_lock(old.hdr, &mine);
+    if (rc == 0) {
+        size_t body = into->size - HEADER_SIZE;
+        memcpy(into->base + HEADER_SIZE, p + HEADER_SIZE, body);
+        int32_t dirty = __atomic_load_n(&old.hdr->dirty, __ATOMIC_SEQ_CST);
+        uint64_t tick = READ_ONCE(old.hdr->tick);
+        bool held = (__atomic_load_n(&old.hdr->lock, __ATOMIC_SEQ_CST) & ~CONTENDED) == mine;
+        word_unlock(old.hdr, mine);
+        if (held) {
+            WRITE_ONCE(into->hdr->tick, tick);
+            __atomic_store_n(&into->hdr->dirty, dirty, __ATOMIC_SEQ_CST);
+            repair(into);
+            for (uint32_t i = 0; i < into->nslots; i++)
+                *carried += into->meta[i].busy == 1;
+        } else {
+            /* Released under us: a slot may be half-written. */
+            memset(into->base + HEADER_SIZE, 0, body);
+            rc = -EBUSY;
+        }
+    }
+    munmap(p, into->size);
+    return rc;
+}
+
 size_t sandlet_session_store_slots(const sandlet_session_store *st)
 {
     return st->nslots;

@@ -64,6 +64,16 @@ void sandlet_session_store_rebuild(sandlet_session_store *st);
 pid_t sandlet_session_store_holder(const sandlet_session_store *st);
 bool sandlet_session_store_release(sandlet_session_store *st, pid_t holder);
 
+/* Supervisor side, at a start by an upgrade: copies the sessions of the
+ * previous daemon's store behind fd (same size, same layout, else
+ * -EINVAL or -EPROTO) into into, a store no worker has mapped yet.  The
+ * copy is made under the previous store's lock, taken as its workers
+ * take it, so that no slot is half-written; if the lock was not ours for
+ * the whole copy (the previous supervisor released it), into is emptied
+ * and -EBUSY returned.  *carried: the sessions copied.  fd is not
+ * closed. */
+int sandlet_session_store_adopt(sandlet_session_store *into, int fd, size_t *carried);
+
 /* The session key of one sandbox (SANDLET_SESSION_KEY_LEN bytes): the one
  * place session keys are made.  Without a secret, fresh random bytes from
  * getrandom; with the daemon's secret ("session-secret-file", 32 bytes), a

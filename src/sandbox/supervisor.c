@@ -1762,9 +1762,29 @@ static void begin_shutdown(void)
 
 /* SIGUSR2 at the acceptor: start the new binary with the listeners it
  * handed over (upgrade.c). */
+/* The memory session stores an upgrade hands over: each sandbox's that
+ * serves now (not a retired box's), once. */
+static size_t upgrade_stores(int *fds, const char **names, size_t cap)
+{
+    size_t n = 0;
+    for (box *b = sv.boxes; b && n < cap; b = b->next) {
+        if (b->retired || !b->store)
+            continue;
+        bool seen = false;
+        for (size_t i = 0; i < n && !seen; i++)
+            seen = fds[i] == b->store->fd;
+        if (seen)
+            continue;
+        fds[n] = b->store->fd;
+        names[n++] = b->sb->name;
+    }
+    return n;
+}
+
 static void upgrade(const sandlet_ctl *m)
 {
-    sandlet_upgrade_env env = {.loop = &sv.loop, .tell = tell, .done = upgrade_done};
+    sandlet_upgrade_env env = {
+        .loop = &sv.loop, .tell = tell, .done = upgrade_done, .stores = upgrade_stores};
     sandlet_upgrade_start(&env, (uint32_t)m->status);
 }
 
@@ -1884,6 +1904,38 @@ static void on_quota(uv_timer_t *t)
     check_quotas();
 }
 
+/* Started by an upgrade: the previous daemon's store of sb, when it
+ * handed one over, gives st its sessions (a copy; the previous daemon's
+ * workers go on with theirs until it has drained, and what they change
+ * meanwhile is not carried over).  Only under session-secret-file: the
+ * key that vouches for a session's id is otherwise new at every start,
+ * and no carried session could be presented. */
+static void store_inherit(const sandlet_conf *conf, const sandlet_sandbox_conf *sb, sstore *st)
+{
+    int fd = sandlet_upgrade_store_take(sb->name);
+    if (fd < 0)
+        return;
+    size_t carried = 0;
+    int rc = conf->session_secret_set ? sandlet_session_store_adopt(st->map, fd, &carried) : 0;
+    if (!conf->session_secret_set)
+        sandlet_info("sandbox '%s': its memory sessions start empty after the upgrade: without "
+                     "session-secret-file their key is new at every start",
+                     sb->name);
+    else if (rc == 0)
+        sandlet_info("sandbox '%s': %zu memory session%s carried over from the previous daemon",
+                     sb->name, carried, carried == 1 ? "" : "s");
+    else
+        sandlet_log_errno(SANDLET_LOG_WARN, rc,
+                          "sandbox '%s': its memory sessions start empty after the upgrade (the "
+                          "previous daemon's store %s)",
+                          sb->name,
+                          rc == -EINVAL   ? "has another session-size"
+                          : rc == -EPROTO ? "has another layout, or was written over"
+                          : rc == -EBUSY  ? "was unlocked during the copy"
+                                          : "could not be read");
+    close(fd);
+}
+
 /* A memory session store for sandbox sb, made before any of its workers
  * starts and kept while a box of that name uses it: workers come and go
  * (crashes, max-requests, reloads), sessions stay.  We keep a mapping of
@@ -1917,6 +1969,7 @@ static sstore *store_make(const sandlet_conf *conf, const sandlet_sandbox_conf *
         free(st);
         return NULL;
     }
+    store_inherit(conf, sb, st);
     return st;
 }
 
@@ -2154,6 +2207,9 @@ static int prepare(sandlet_conf *conf)
         }
     }
     sv.next_id = (uint32_t)conf->nsandboxes;
+    /* Stores an upgrade handed over for sandboxes this file no longer
+     * has. */
+    sandlet_upgrade_stores_close();
     /* The keys are made; the secret they come from is of no further use,
      * but whether a reload's file names the same one is. */
     secret_hash(conf, sv.secret_hash);

@@ -14,9 +14,15 @@
  * daemon that exits first, or is not ready within SANDLET_UPGRADE_READY_MS
  * (then it is stopped), leaves the old one serving as if nothing happened.
  *
+ * The memory session stores go too (SANDLET_STORE_FDS): the new daemon's
+ * supervisor copies their sessions into stores of its own
+ * (sandlet_session_store_adopt); the two daemons never share one.  The
+ * new daemon's side of that, taking the descriptors the variable names,
+ * is here as well.
+ *
  * It never reads what the new daemon writes beyond that one byte, never
- * passes on a descriptor that is not a listening socket, and signals only
- * the child it started.  Memory session stores are not handed over.
+ * passes on a descriptor that is not a listening socket or a session
+ * store, and signals only the child it started.
  */
 #include "config.h"
 
@@ -29,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -50,6 +57,13 @@ static struct {
     bool timer_open;
     bool termed; /* the timer sent SIGTERM; next, SIGKILL */
 } up = {.pipe_fd = -1};
+
+/* The new daemon's inherited stores (sandlet_upgrade_stores_inherit). */
+static struct {
+    char name[SANDLET_UPGRADE_MAX_STORES][64];
+    int fd[SANDLET_UPGRADE_MAX_STORES];
+    size_t n;
+} inherited;
 
 void sandlet_upgrade_set_exec(const char *path, char *const *argv)
 {
@@ -195,24 +209,43 @@ static void on_timeout(uv_timer_t *t)
     uv_process_kill(&up.proc, SIGKILL);
 }
 
-/* environ without our two variables, then them: a malloc'd array. */
-static char **child_env(char *listen, char *ready)
+/* environ without our three variables, then them (stores only when
+ * given): a malloc'd array. */
+static char **child_env(char *listen, char *ready, char *stores)
 {
     size_t n = 0;
     while (environ && environ[n])
         n++;
-    char **env = calloc(n + 3, sizeof(*env));
+    char **env = calloc(n + 4, sizeof(*env));
     if (!env)
         return NULL;
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (strncmp(environ[i], SANDLET_ENV_LISTEN_FDS "=", sizeof(SANDLET_ENV_LISTEN_FDS)) != 0 &&
-            strncmp(environ[i], SANDLET_ENV_UPGRADE_FD "=", sizeof(SANDLET_ENV_UPGRADE_FD)) != 0)
+            strncmp(environ[i], SANDLET_ENV_UPGRADE_FD "=", sizeof(SANDLET_ENV_UPGRADE_FD)) != 0 &&
+            strncmp(environ[i], SANDLET_ENV_STORE_FDS "=", sizeof(SANDLET_ENV_STORE_FDS)) != 0)
             env[k++] = environ[i];
     env[k++] = listen;
     env[k++] = ready;
+    if (stores)
+        env[k++] = stores;
     env[k] = NULL;
     return env;
+}
+
+/* A sandbox name as the configuration allows it, and short enough for
+ * the table: nothing else is put in, or taken from, the variable. */
+static bool store_name_ok(const char *name, size_t len)
+{
+    if (len == 0 || len >= sizeof(inherited.name[0]))
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_' || c == '.'))
+            return false;
+    }
+    return true;
 }
 
 /* Starts the new daemon; 0, or -errno with msg set. */
@@ -224,7 +257,7 @@ static int spawn_new(char *msg, size_t cap)
         snprintf(msg, cap, "upgrade failed: cannot make a pipe: %s", strerror(-err));
         return err;
     }
-    uv_stdio_container_t stdio[3 + SANDLET_UPGRADE_MAX_FDS + 1];
+    uv_stdio_container_t stdio[3 + SANDLET_UPGRADE_MAX_FDS + 1 + SANDLET_UPGRADE_MAX_STORES];
     stdio[0].flags = UV_IGNORE;
     for (int i = 1; i < 3; i++) {
         stdio[i].flags = UV_INHERIT_FD;
@@ -241,7 +274,28 @@ static int spawn_new(char *msg, size_t cap)
     stdio[3 + up.nfds].flags = UV_INHERIT_FD;
     stdio[3 + up.nfds].data.fd = p[1];
     snprintf(ready, sizeof(ready), "%s=%zu", SANDLET_ENV_UPGRADE_FD, 3 + up.nfds);
-    char **env = child_env(listen, ready);
+    /* The memory session stores, after the pipe: the new daemon copies
+     * their sessions (it never shares them with us). */
+    int sfds[SANDLET_UPGRADE_MAX_STORES];
+    const char *snames[SANDLET_UPGRADE_MAX_STORES];
+    size_t nstores = up.env.stores ? up.env.stores(sfds, snames, SANDLET_UPGRADE_MAX_STORES) : 0;
+    char stores[sizeof(SANDLET_ENV_STORE_FDS) + (size_t)SANDLET_UPGRADE_MAX_STORES * (64 + 6)];
+    size_t sused = (size_t)snprintf(stores, sizeof(stores), "%s=", SANDLET_ENV_STORE_FDS);
+    size_t given = 0;
+    for (size_t j = 0; j < nstores; j++) {
+        size_t at = 4 + up.nfds + given;
+        if (!store_name_ok(snames[j], strlen(snames[j])))
+            continue;
+        int w = snprintf(stores + sused, sizeof(stores) - sused, "%s%s:%zu", given ? " " : "",
+                         snames[j], at);
+        if (w < 0 || (size_t)w >= sizeof(stores) - sused)
+            break;
+        sused += (size_t)w;
+        stdio[at].flags = UV_INHERIT_FD;
+        stdio[at].data.fd = sfds[j];
+        given++;
+    }
+    char **env = child_env(listen, ready, given ? stores : NULL);
     if (!env) {
         close(p[0]);
         close(p[1]);
@@ -254,7 +308,7 @@ static int spawn_new(char *msg, size_t cap)
         .args = (char **)up.argv,
         .env = env,
         .stdio = stdio,
-        .stdio_count = (int)(3 + up.nfds + 1),
+        .stdio_count = (int)(3 + up.nfds + 1 + given),
         /* Its own session, as a daemon started by an init script. */
         .flags = UV_PROCESS_DETACHED,
     };
@@ -323,4 +377,61 @@ bool sandlet_upgrade_stop(void)
     if (up.proc_open && !uv_is_closing((uv_handle_t *)&up.proc))
         uv_close((uv_handle_t *)&up.proc, handle_closed);
     return running;
+}
+
+/* An open regular file (a memfd is one): never a listener or the pipe
+ * this daemon also inherited, which closing the stores must not touch. */
+static bool is_file(int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+void sandlet_upgrade_stores_inherit(void)
+{
+    const char *list = getenv(SANDLET_ENV_STORE_FDS);
+    for (const char *p = list; p && *p && inherited.n < SANDLET_UPGRADE_MAX_STORES;) {
+        if (*p == ' ') {
+            p++;
+            continue;
+        }
+        const char *colon = strchr(p, ':');
+        char *end = NULL;
+        long fd = colon ? (errno = 0, strtol(colon + 1, &end, 10)) : -1;
+        if (!colon || !store_name_ok(p, (size_t)(colon - p)) || errno || end == colon + 1 ||
+            (*end && *end != ' ') || fd < 3 || fd > 1023 || !is_file((int)fd)) {
+            sandlet_error("%s='%s': expected SANDBOX:DESCRIPTOR pairs as the previous sandletd "
+                          "sets them at an upgrade; its memory sessions are not carried over",
+                          SANDLET_ENV_STORE_FDS, list);
+            break;
+        }
+        size_t len = (size_t)(colon - p);
+        memcpy(inherited.name[inherited.n], p, len);
+        inherited.name[inherited.n][len] = '\0';
+        inherited.fd[inherited.n++] = (int)fd;
+        if (fcntl((int)fd, F_SETFD, FD_CLOEXEC) < 0)
+            sandlet_log_errno(SANDLET_LOG_WARN, -errno, "cannot mark descriptor %ld close-on-exec",
+                              fd);
+        p = end;
+    }
+    unsetenv(SANDLET_ENV_STORE_FDS);
+}
+
+int sandlet_upgrade_store_take(const char *sandbox)
+{
+    for (size_t i = 0; i < inherited.n; i++)
+        if (inherited.fd[i] >= 0 && strcmp(inherited.name[i], sandbox) == 0) {
+            int fd = inherited.fd[i];
+            inherited.fd[i] = -1;
+            return fd;
+        }
+    return -1;
+}
+
+void sandlet_upgrade_stores_close(void)
+{
+    for (size_t i = 0; i < inherited.n; i++)
+        if (inherited.fd[i] >= 0)
+            close(inherited.fd[i]);
+    inherited.n = 0;
 }

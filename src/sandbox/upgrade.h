@@ -18,6 +18,12 @@
  * the write end of the pipe on which it says "ready" (one byte, 'R'). */
 #define SANDLET_ENV_LISTEN_FDS "SANDLET_LISTEN_FDS"
 #define SANDLET_ENV_UPGRADE_FD "SANDLET_UPGRADE_FD"
+/* The memory session stores handed over: "SANDBOX:FD SANDBOX:FD ..." (the
+ * new daemon copies their sessions into its own stores, see
+ * sandlet_session_store_adopt). */
+#define SANDLET_ENV_STORE_FDS "SANDLET_STORE_FDS"
+/* At most this many stores are handed over. */
+#define SANDLET_UPGRADE_MAX_STORES 64
 /* At most this many listeners are handed over (a listen line each). */
 #define SANDLET_UPGRADE_MAX_FDS 64
 /* How long the new daemon has to become ready before it is stopped and
@@ -39,6 +45,10 @@ typedef struct sandlet_upgrade_env {
     /* The upgrade's end: handed (the new daemon, pid, is ready) or not,
      * with the error log's sentence. */
     void (*done)(bool handed, long pid, const char *message);
+    /* The memory session stores to hand over: at most cap (descriptor,
+     * sandbox name), the supervisor's own (not to be closed); returns
+     * how many.  NULL: none. */
+    size_t (*stores)(int *fds, const char **names, size_t cap);
 } sandlet_upgrade_env;
 
 /* The binary to start and its arguments: the path sandletd was started
@@ -57,6 +67,17 @@ int sandlet_upgrade_handover(int fd);
 void sandlet_upgrade_start(const sandlet_upgrade_env *env, uint32_t count);
 /* True from UPGRADE until its outcome. */
 bool sandlet_upgrade_busy(void);
+/* The new daemon's side, before the supervisor is forked: takes the
+ * stores SANDLET_STORE_FDS names (close-on-exec from now on) and removes
+ * the variable; one that is malformed is ignored, said on the error log. */
+void sandlet_upgrade_stores_inherit(void);
+/* The inherited store of sandbox, or -1; the caller owns it then. */
+int sandlet_upgrade_store_take(const char *sandbox);
+/* Closes the inherited stores not taken: the acceptor right after the
+ * supervisor's fork (it never holds sessions), the supervisor once the
+ * start's boxes are made. */
+void sandlet_upgrade_stores_close(void);
+
 /* The supervisor stops: closes every handle.  Returns true when a new
  * daemon was started and did not fail: it owns the state file now. */
 bool sandlet_upgrade_stop(void);

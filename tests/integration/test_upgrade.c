@@ -298,6 +298,76 @@ static void test_outliving_acceptor_killed(void **state)
     remove_dir(&d);
 }
 
+/* GET /session with the client's cookie (none when token is ""): the
+ * answer's body into body, its session token (from Set-Cookie) into
+ * token when it sets one. */
+static void count(unsigned port, char *token, char *body, size_t cap)
+{
+    char headers[256] = "";
+    if (token[0])
+        snprintf(headers, sizeof(headers), "Cookie: SLSESSION_shop=%s\r\n", token);
+    th_response r;
+    assert_int_equal(th_request(port, "GET", "/session", headers, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    snprintf(body, cap, "%s", r.body);
+    char cookie[256];
+    if (th_header(&r, "Set-Cookie", cookie, sizeof(cookie)) &&
+        strncmp(cookie, "SLSESSION_shop=", 15) == 0) {
+        size_t n = strcspn(cookie + 15, ";");
+        assert_true(n > 0 && n < 200);
+        memcpy(token, cookie + 15, n);
+        token[n] = '\0';
+    }
+    th_response_free(&r);
+}
+
+/* Memory sessions outlive an upgrade under session-secret-file: the new
+ * daemon copies the previous one's store, and a client's cookie finds its
+ * session there, its counter where it was. */
+static void test_sessions_carried_over(void **state)
+{
+    (void)state;
+    char dir[64], secret[128];
+    assert_int_equal(th_tempdir(dir, sizeof(dir), "upgrade-secret", 0700), 0);
+    snprintf(secret, sizeof(secret), "%s/session.key", dir);
+    int fd = open(secret, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "0123456789abcdef0123456789abcdef", 32), 32);
+    assert_int_equal(close(fd), 0);
+    th_daemon d;
+    char conf[1024];
+    snprintf(conf, sizeof(conf),
+             "state-file run/s.state;\n"
+             "session-secret-file \"%s\";\n"
+             "sandbox shop { workers 1; session-size 64k; }\n"
+             "servlet /session { library \"%s\"; sandbox shop; }\n",
+             secret, th_fixture("session"));
+    assert_int_equal(th_start(&d, conf, false), 0);
+    char out[4096], token[256] = "", body[512];
+    assert_int_equal(sandletd("-s wait-ready", d.conf, out, sizeof(out)), 0);
+    count(d.port, token, body, sizeof(body));
+    assert_true(strncmp(body, "count=1 ", 8) == 0);
+    assert_true(token[0] != '\0');
+    count(d.port, token, body, sizeof(body));
+    assert_true(strncmp(body, "count=2 ", 8) == 0);
+    int rc = sandletd("-s upgrade", d.conf, out, sizeof(out));
+    if (rc != 0)
+        fail_msg("sandletd -s upgrade exited %d: %s", rc, out);
+    long now = state_pid(&d);
+    assert_true(now > 0 && now != (long)d.pid);
+    assert_true(th_log_wait(&d, "sandbox 'shop': 1 memory session carried over", 5000));
+    int st;
+    assert_true(th_wait_exit(d.pid, 15000, &st));
+    count(d.port, token, body, sizeof(body));
+    if (strncmp(body, "count=3 ", 8) != 0)
+        fail_msg("after the upgrade the session answered '%s', not count=3", body);
+    assert_int_equal(kill((pid_t)now, SIGTERM), 0);
+    assert_true(th_wait_exit((pid_t)now, 15000, &st));
+    remove_dir(&d);
+    unlink(secret);
+    rmdir(dir);
+}
+
 /* Descriptor 3 is /dev/null, named a listener by the variable. */
 static void fake_listener(void *ctx)
 {
@@ -329,6 +399,7 @@ int main(void)
         cmocka_unit_test(test_upgrade_loses_nothing),
         cmocka_unit_test(test_inherited_not_a_listener),
         cmocka_unit_test(test_outliving_acceptor_killed),
+        cmocka_unit_test(test_sessions_carried_over),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

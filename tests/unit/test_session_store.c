@@ -606,6 +606,69 @@ static void test_header_scribbled(void **state)
     }
 }
 
+/* An upgrade's copy (sandlet_session_store_adopt): the sessions of the
+ * previous store are found in the new one, their data as it was; a store
+ * of another size, or one whose header is not ours, is refused and the
+ * new one stays empty; the previous store's lock is free afterwards; a
+ * slot that was being written (a worker died in it) is not carried. */
+static void test_adopt(void **state)
+{
+    fixture *f = *state;
+    uint8_t a[16], b[16], buf[64];
+    size_t len, carried;
+    assert_int_equal(ops->create(f->st, a), 0);
+    assert_int_equal(ops->put(f->st, a, "cart:3", 6), 0);
+    assert_int_equal(ops->create(f->st, b), 0);
+    assert_int_equal(ops->put(f->st, b, "half", 4), 0);
+    long b_slot = -1;
+    for (uint32_t i = 0; i < f->st->nslots; i++)
+        if (memcmp(f->st->meta[i].id, b, 16) == 0)
+            b_slot = i;
+    assert_true(b_slot >= 0);
+    f->st->hdr->dirty = (int32_t)b_slot; /* its writer died mid-write */
+    int nfd = sandlet_session_store_create("next", f->st->size);
+    assert_true(nfd >= 0);
+    sandlet_session_store *next = sandlet_session_store_attach(nfd, 60);
+    assert_non_null(next);
+    next->now = fake_clock;
+    assert_int_equal(sandlet_session_store_adopt(next, f->fd, &carried), 0);
+    assert_int_equal(carried, 1);
+    assert_int_equal(f->st->hdr->lock, 0);
+    assert_true(sandlet_session_store_intact(next));
+    assert_int_equal(ops->get(next, a, buf, sizeof(buf), &len), 0);
+    assert_int_equal(len, 6);
+    assert_memory_equal(buf, "cart:3", 6);
+    assert_int_equal(ops->get(next, b, buf, sizeof(buf), &len), -ENOENT);
+    /* The copy is the new store's own: the previous one changes apart. */
+    assert_int_equal(ops->put(f->st, a, "cart:4", 6), 0);
+    assert_int_equal(ops->get(next, a, buf, sizeof(buf), &len), 0);
+    assert_memory_equal(buf, "cart:3", 6);
+    sandlet_session_store_detach(next);
+    close(nfd);
+
+    /* Another size: another geometry, refused. */
+    size_t other = data_offset(8) + 8 * (size_t)SANDLET_SESSION_SLOT_DATA;
+    nfd = sandlet_session_store_create("other", other);
+    assert_true(nfd >= 0);
+    next = sandlet_session_store_attach(nfd, 60);
+    assert_non_null(next);
+    assert_int_equal(sandlet_session_store_adopt(next, f->fd, &carried), -EINVAL);
+    assert_int_equal(carried, 0);
+    sandlet_session_store_detach(next);
+    close(nfd);
+
+    /* A header written over: not a store to read. */
+    nfd = sandlet_session_store_create("next", f->st->size);
+    next = sandlet_session_store_attach(nfd, 60);
+    assert_non_null(next);
+    next->now = fake_clock;
+    f->st->hdr->magic = 0;
+    assert_int_equal(sandlet_session_store_adopt(next, f->fd, &carried), -EPROTO);
+    assert_int_equal(ops->get(next, a, buf, sizeof(buf), &len), -ENOENT);
+    sandlet_session_store_detach(next);
+    close(nfd);
+}
+
 /* Impossible values in slots are corruption of that slot: dropped, the
  * other sessions kept. */
 static void test_slot_garbage(void **state)
@@ -1160,6 +1223,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_create_bounds),
         cmocka_unit_test_setup_teardown(test_create_get_put, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_adopt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expiry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lru_eviction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_new_id, setup, teardown),
