@@ -40,6 +40,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -111,6 +112,9 @@ static const char *conf(void)
               * not timeouts. */
              "sandbox sp { workers 1; core-dumps on; timeout 120000; }\n"
              "servlet /sp/* { library \"%s\"; sandbox sp; }\n"
+             /* Two workers a test stops, readable (core dumps on). */
+             "sandbox tb { workers 2; core-dumps on; }\n"
+             "servlet /tb/* { library \"%s\"; sandbox tb; }\n"
              /* The sandbox's share of the spool: a form that does not
               * fit stays in memory. */
              "sandbox spf { workers 1; spool-size 8m; }\n"
@@ -119,8 +123,8 @@ static const char *conf(void)
               * each) do. */
              "sandbox eq { workers 1; timeout %d; }\n"
              "servlet /eq/* { library \"%s\"; sandbox eq; }\n",
-             BODY_TIMEOUT_MS, SERVLET_TIMEOUT_MS, lib, lib, lib, lib, lib, lib, BODY_TIMEOUT_MS,
-             lib);
+             BODY_TIMEOUT_MS, SERVLET_TIMEOUT_MS, lib, lib, lib, lib, lib, lib, lib,
+             BODY_TIMEOUT_MS, lib);
     return c;
 }
 
@@ -138,7 +142,14 @@ static char spool_dir[512];
 
 /* The bytes in pid's spool file (its descriptor 6, a file with no name
  * in the spool folder: "DIR/#INODE (deleted)"), or -1 when it has none. */
+static long long spool_held_in(pid_t pid, const char *dir);
+
 static long long spool_held(pid_t pid)
+{
+    return spool_held_in(pid, spool_dir);
+}
+
+static long long spool_held_in(pid_t pid, const char *dir)
 {
     char link[64], target[1024];
     snprintf(link, sizeof(link), "/proc/%d/fd/6", (int)pid);
@@ -146,9 +157,9 @@ static long long spool_held(pid_t pid)
     if (k <= 0)
         return -1;
     target[k] = '\0';
-    size_t sl = strlen(spool_dir);
+    size_t sl = strlen(dir);
     struct stat st;
-    if (strncmp(target, spool_dir, sl) != 0 || target[sl] != '/' || stat(link, &st) < 0)
+    if (strncmp(target, dir, sl) != 0 || target[sl] != '/' || stat(link, &st) < 0)
         return -1;
     return (long long)st.st_size;
 }
@@ -586,6 +597,70 @@ static void test_spool_root_others_write(void **state)
     rmdir(dir);
 }
 
+/* The workers of the sandbox whose comm is "sl-NAME" (at most cap). */
+static int workers_named(const char *comm_want, pid_t *out, int cap)
+{
+    pid_t sup[4], w[16];
+    int ns = th_children_of(d.pid, sup, 4), n = 0;
+    for (int i = 0; i < ns; i++) {
+        int k = th_children_of(sup[i], w, 16);
+        for (int j = 0; j < k && n < cap; j++) {
+            char path[64];
+            snprintf(path, sizeof(path), "/proc/%d/comm", (int)w[j]);
+            char *comm = th_slurp(path, NULL);
+            if (comm && strncmp(comm, comm_want, strlen(comm_want)) == 0 &&
+                (comm[strlen(comm_want)] == '\n' || comm[strlen(comm_want)] == '\0'))
+                out[n++] = w[j];
+            free(comm);
+        }
+    }
+    return n;
+}
+
+/* A streamed form taken back from a stopped worker (its claim not taken
+ * in 100 ms) is copied anew into the spool file of the worker that serves
+ * it: the copy the stopped one was given is emptied when it is taken
+ * back, and the form arrives whole.  Both workers of the sandbox are
+ * stopped, so the form moves at least once; one goes on after 600 ms. */
+static void test_spool_taken_back(void **state)
+{
+    (void)state;
+    pid_t w[4];
+    assert_int_equal(workers_named("sl-tb", w, 4), 2);
+    assert_int_equal(kill(w[0], SIGSTOP), 0);
+    assert_int_equal(kill(w[1], SIGSTOP), 0);
+    pid_t waker = fork();
+    assert_true(waker >= 0);
+    if (waker == 0) {
+        struct timespec ts = {0, 600 * 1000000L};
+        nanosleep(&ts, NULL);
+        kill(w[0], SIGCONT);
+        _exit(0);
+    }
+    upload u;
+    assert_int_equal(upload_start_mp(&u, "/tb/file", 8 * MIB, false, mp_prefix, mp_suffix), 0);
+    int rc = run(&u, 1, NULL, 60000);
+    int st;
+    waitpid(waker, &st, 0);
+    kill(w[1], SIGCONT);
+    assert_int_equal(rc, 0);
+    check_digest(&u);
+    upload_free(&u);
+    assert_true(th_log_contains(&d, "handing it to another worker"));
+    char dir[600];
+    snprintf(dir, sizeof(dir), "%s/spool/tb", d.dir);
+    long long held[2] = {-2, -2};
+    for (int i = 0; i < 100; i++) {
+        held[0] = spool_held_in(w[0], dir);
+        held[1] = spool_held_in(w[1], dir);
+        if (held[0] == 0 && held[1] == 0)
+            break;
+        usleep(20000);
+    }
+    printf("  after the form moved: spool files hold %lld and %lld bytes\n", held[0], held[1]);
+    assert_true(held[0] == 0 && held[1] == 0);
+}
+
 /* spool-size bounds what a sandbox's spool files hold at once: a form
  * larger than it is not copied there, its file part stays in the worker's
  * memory (whole and right), and the log says so with the directive to
@@ -884,6 +959,7 @@ int main(void)
         cmocka_unit_test(test_too_large_midway),
         cmocka_unit_test(test_spool_small_form),
         cmocka_unit_test(test_spool_size),
+        cmocka_unit_test(test_spool_taken_back),
         cmocka_unit_test(test_spool_emptied_at_start),
         cmocka_unit_test(test_spool_root_others_write),
         cmocka_unit_test(test_spool_content_length),
