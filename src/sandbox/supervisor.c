@@ -854,8 +854,9 @@ static void spawn_failed(slot *s, int err)
     maybe_ready();
 }
 
-/* mkdir -p of the spool root: 0711, so that each sandbox's user can reach
- * its own folder below it but list nobody's. */
+/* mkdir -p of the spool root: 0711, as the package makes it.  Its
+ * folders are root's alone (spool_dir): no worker reaches into them, it
+ * is handed its file (spool_file). */
 static int spool_root(const char *path)
 {
     char tmp[PATH_MAX];

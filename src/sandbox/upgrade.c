@@ -284,8 +284,13 @@ static int spawn_new(char *msg, size_t cap)
     size_t given = 0;
     for (size_t j = 0; j < nstores; j++) {
         size_t at = 4 + up.nfds + given;
-        if (!store_name_ok(snames[j], strlen(snames[j])))
+        if (!store_name_ok(snames[j], strlen(snames[j]))) {
+            /* The variable carries names as words: said, not hidden. */
+            sandlet_warn("upgrade: the memory sessions of sandbox '%s' are not handed over (its "
+                         "name has characters other than letters, digits, '-', '_' and '.')",
+                         snames[j]);
             continue;
+        }
         int w = snprintf(stores + sused, sizeof(stores) - sused, "%s%s:%zu", given ? " " : "",
                          snames[j], at);
         if (w < 0 || (size_t)w >= sizeof(stores) - sused)

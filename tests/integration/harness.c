@@ -601,9 +601,14 @@ unsigned long long th_now_ms(void)
 
 int th_check_conf(const char *conf, char *out, size_t cap)
 {
+    return th_sandletd("-t", conf, out, cap);
+}
+
+int th_sandletd(const char *args, const char *conf, char *out, size_t cap)
+{
     char cmd[512];
     const char *exe = getenv("SANDLETD");
-    snprintf(cmd, sizeof(cmd), "%s -t -c '%s' 2>&1", exe ? exe : "./sandletd", conf);
+    snprintf(cmd, sizeof(cmd), "%s %s -c '%s' 2>&1", exe ? exe : "./sandletd", args, conf);
     FILE *p = popen(cmd, "r");
     if (!p) {
         snprintf(out, cap, "cannot run %s", cmd);

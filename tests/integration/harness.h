@@ -110,6 +110,9 @@ bool th_header(const th_response *r, const char *name, char *out, size_t outlen)
 /* "sandletd -t -c conf": its exit status (-1 when it did not exit), its
  * standard output and error into out (cap bytes, NUL-ended). */
 int th_check_conf(const char *conf, char *out, size_t cap);
+/* "sandletd ARGS -c conf", the same way: its exit status, its standard
+ * output and error into out. */
+int th_sandletd(const char *args, const char *conf, char *out, size_t cap);
 
 /* The value of a Prometheus series (its name and labels, then a space,
  * as in "sandlet_x{sandbox=\"a\"} ") on the status page at path: -1 when

@@ -24,21 +24,6 @@
 
 #include "sandbox/identity.h"
 
-/* Runs "sandletd ARGS -c conf" and returns its exit status, with its
- * standard output and error in out. */
-static int sandletd(const char *args, const char *conf, char *out, size_t cap)
-{
-    char cmd[512];
-    const char *exe = getenv("SANDLETD");
-    snprintf(cmd, sizeof(cmd), "%s %s -c '%s' 2>&1", exe ? exe : "./sandletd", args, conf);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static void put(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -58,14 +43,14 @@ static void test_reload_verdicts(void **state)
                               false),
                      0);
     char out[4096];
-    assert_int_equal(sandletd("-s wait-ready", d.conf, out, sizeof(out)), 0);
+    assert_int_equal(th_sandletd("-s wait-ready", d.conf, out, sizeof(out)), 0);
     assert_non_null(strstr(out, "is ready"));
     size_t len;
     char *good = th_slurp(d.conf, &len);
     assert_non_null(good);
 
     /* sandletd -t of the running daemon's own file: its port is its own. */
-    int rc = sandletd("-t", d.conf, out, sizeof(out));
+    int rc = th_sandletd("-t", d.conf, out, sizeof(out));
     assert_int_equal(rc, 0);
     assert_null(strstr(out, "in use"));
 
@@ -73,7 +58,7 @@ static void test_reload_verdicts(void **state)
     char changed[8192];
     snprintf(changed, sizeof(changed), "%sdocroot %s;\n", good, d.dir);
     put(d.conf, changed);
-    rc = sandletd("-s reload", d.conf, out, sizeof(out));
+    rc = th_sandletd("-s reload", d.conf, out, sizeof(out));
     assert_int_equal(rc, 1);
     if (!strstr(out, "changes 'docroot', which only a restart applies"))
         fail_msg("the refused reload does not say why: %s", out);
@@ -81,7 +66,7 @@ static void test_reload_verdicts(void **state)
     /* A new sandbox: applied, with 0. */
     snprintf(changed, sizeof(changed), "%ssandbox b { workers 1; }\n", good);
     put(d.conf, changed);
-    rc = sandletd("-s reload", d.conf, out, sizeof(out));
+    rc = th_sandletd("-s reload", d.conf, out, sizeof(out));
     if (rc != 0)
         fail_msg("a good reload exited %d: %s", rc, out);
     assert_non_null(strstr(out, "applied"));
@@ -95,12 +80,12 @@ static void test_reload_verdicts(void **state)
     assert_int_equal(th_stop(&d), 0);
     /* Gone with the daemon; then nobody to reload. */
     assert_int_equal(stat(state_path, &st), -1);
-    rc = sandletd("-s reload", d.conf, out, sizeof(out));
+    rc = th_sandletd("-s reload", d.conf, out, sizeof(out));
     assert_int_equal(rc, 7);
     assert_non_null(strstr(out, "start it first"));
-    rc = sandletd("-s wait-ready -W 100", d.conf, out, sizeof(out));
+    rc = th_sandletd("-s wait-ready -W 100", d.conf, out, sizeof(out));
     assert_int_equal(rc, 1);
-    rc = sandletd("-s restart", d.conf, out, sizeof(out));
+    rc = th_sandletd("-s restart", d.conf, out, sizeof(out));
     assert_int_equal(rc, 2);
     free(good);
     char cmd[128];

@@ -33,20 +33,6 @@
 #define POLLS   150 /* every 20 ms: 3 s, across the upgrade */
 #define POLL_MS 20
 
-/* "sandletd ARGS -c conf": its exit status, its output and errors in out. */
-static int sandletd(const char *args, const char *conf, char *out, size_t cap)
-{
-    char cmd[512];
-    const char *exe = getenv("SANDLETD");
-    snprintf(cmd, sizeof(cmd), "%s %s -c '%s' 2>&1", exe ? exe : "./sandletd", args, conf);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 /* The pid the state file names, or -1. */
 static long state_pid(const th_daemon *d)
 {
@@ -171,7 +157,7 @@ static void test_upgrade_loses_nothing(void **state)
                                    false, set_notify, name),
                      0);
     char out[4096];
-    assert_int_equal(sandletd("-s wait-ready", d.conf, out, sizeof(out)), 0);
+    assert_int_equal(th_sandletd("-s wait-ready", d.conf, out, sizeof(out)), 0);
     assert_int_equal(state_pid(&d), (long)d.pid);
     char note[256];
     pid_t from;
@@ -186,7 +172,7 @@ static void test_upgrade_loses_nothing(void **state)
     char broken[8192];
     snprintf(broken, sizeof(broken), "%ssandbox b { workers 1; user no-such-user-x; }\n", good);
     put(d.conf, broken);
-    int rc = sandletd("-s upgrade", d.conf, out, sizeof(out));
+    int rc = th_sandletd("-s upgrade", d.conf, out, sizeof(out));
     if (rc != 1 || !strstr(out, "upgrade failed"))
         fail_msg("an upgrade whose new daemon fails exited %d: %s", rc, out);
     assert_true(th_log_contains(&d, "no-such-user-x"));
@@ -203,7 +189,7 @@ static void test_upgrade_loses_nothing(void **state)
     pid_t client = poller(d.port);
     struct timespec ts = {0, 500 * 1000000L};
     nanosleep(&ts, NULL);
-    rc = sandletd("-s upgrade", d.conf, out, sizeof(out));
+    rc = th_sandletd("-s upgrade", d.conf, out, sizeof(out));
     if (rc != 0)
         fail_msg("sandletd -s upgrade exited %d: %s", rc, out);
     long now = state_pid(&d);
@@ -235,7 +221,7 @@ static void test_upgrade_loses_nothing(void **state)
     assert_int_equal(r.status, 200);
     th_response_free(&r);
     char pidline[32];
-    assert_int_equal(sandletd("-s pid", d.conf, out, sizeof(out)), 0);
+    assert_int_equal(th_sandletd("-s pid", d.conf, out, sizeof(out)), 0);
     snprintf(pidline, sizeof(pidline), "%ld\n", now);
     assert_string_equal(out, pidline);
 
@@ -264,7 +250,7 @@ static void test_outliving_acceptor_killed(void **state)
              th_fixture("probe"));
     assert_int_equal(th_start(&d, conf, false), 0);
     char out[4096];
-    assert_int_equal(sandletd("-s wait-ready", d.conf, out, sizeof(out)), 0);
+    assert_int_equal(th_sandletd("-s wait-ready", d.conf, out, sizeof(out)), 0);
     pid_t slow = fork();
     assert_true(slow >= 0);
     if (slow == 0) {
@@ -275,7 +261,7 @@ static void test_outliving_acceptor_killed(void **state)
     }
     struct timespec ts = {0, 300 * 1000000L};
     nanosleep(&ts, NULL);
-    int rc = sandletd("-s upgrade", d.conf, out, sizeof(out));
+    int rc = th_sandletd("-s upgrade", d.conf, out, sizeof(out));
     if (rc != 0)
         fail_msg("sandletd -s upgrade exited %d: %s", rc, out);
     long now = state_pid(&d);
@@ -344,13 +330,13 @@ static void test_sessions_carried_over(void **state)
              secret, th_fixture("session"));
     assert_int_equal(th_start(&d, conf, false), 0);
     char out[4096], token[256] = "", body[512];
-    assert_int_equal(sandletd("-s wait-ready", d.conf, out, sizeof(out)), 0);
+    assert_int_equal(th_sandletd("-s wait-ready", d.conf, out, sizeof(out)), 0);
     count(d.port, token, body, sizeof(body));
     assert_true(strncmp(body, "count=1 ", 8) == 0);
     assert_true(token[0] != '\0');
     count(d.port, token, body, sizeof(body));
     assert_true(strncmp(body, "count=2 ", 8) == 0);
-    int rc = sandletd("-s upgrade", d.conf, out, sizeof(out));
+    int rc = th_sandletd("-s upgrade", d.conf, out, sizeof(out));
     if (rc != 0)
         fail_msg("sandletd -s upgrade exited %d: %s", rc, out);
     long now = state_pid(&d);
