@@ -349,6 +349,18 @@ static void test_library_that_no_longer_loads(void **state)
     assert_int_equal(th_stop(&d), 0);
 }
 
+/* Whether all n workers of sandbox app are up (the status page's
+ * ready_workers), waiting up to 5 s: a start is ready once one worker per
+ * sandbox is, and one still starting would load whatever library is on
+ * disk by then, not the old code these tests mean. */
+static bool workers_up(long n)
+{
+    const char *series = "sandlet_ready_workers{sandbox=\"app\"} ";
+    for (int i = 0; i < 200 && th_metric(d.port, "/status?format=prometheus", series) != n; i++)
+        usleep(25 * 1000);
+    return th_metric(d.port, "/status?format=prometheus", series) == n;
+}
+
 /* Old workers past max-requests would come back with the code now on
  * disk: while the new code has no worker up, they serve on. */
 static void test_recycling_waits_for_new_code(void **state)
@@ -356,11 +368,13 @@ static void test_recycling_waits_for_new_code(void **state)
     (void)state;
     char text[1024];
     snprintf(text, sizeof(text),
+             "status-page /status;\n"
              "sandbox app { workers 2; max-requests 5; }\n"
              "servlet /v { library \"%s\"; sandbox app; }\n",
              lib);
     install(th_fixture("version1"));
     assert_int_equal(th_start(&d, text, false), 0);
+    assert_true(workers_up(2));
     assert_int_equal(version(NULL, NULL), 1);
     install_text("not a shared object either\n");
     reload();
@@ -397,15 +411,7 @@ static void test_development_watches_libraries(void **state)
              lib);
     install(th_fixture("version1"));
     assert_int_equal(th_start(&d, text, false), 0);
-    /* A start is ready once one worker per sandbox is; the other, still
-     * starting, would load whatever library is on disk by then. */
-    for (int i = 0; i < 200 && th_metric(d.port, "/status?format=prometheus",
-                                         "sandlet_ready_workers{sandbox=\"app\"} ") != 2;
-         i++)
-        usleep(25 * 1000);
-    assert_int_equal(
-        th_metric(d.port, "/status?format=prometheus", "sandlet_ready_workers{sandbox=\"app\"} "),
-        2);
+    assert_true(workers_up(2));
     assert_int_equal(version(NULL, NULL), 1);
     install(th_fixture("version2"));
     for (int i = 0; i < 20; i++) {
