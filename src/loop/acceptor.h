@@ -12,6 +12,7 @@
 
 #include "loop/server.h"
 #include "sandbox/claim.h"
+#include "sandbox/lane.h"
 
 /* ---- reload.c ----------------------------------------------------------- */
 
@@ -166,7 +167,6 @@ struct sandlet_worker {
     int next_channel, next_output, next_spool; /* -1 when none waits */
     bool reading;                              /* off while the first request's client catches up */
     bool processing;                           /* worker_process is on the stack */
-    bool writing;                              /* the "sending" buffer is being written */
     bool dirty;                                /* out holds frames for the end of this loop turn */
     bool exited;                               /* the supervisor reported its exit */
     sandlet_claim *next_claim;
@@ -191,10 +191,11 @@ struct sandlet_worker {
      * spool_len: the bytes written since it was last emptied. */
     int spool_fd;
     uint64_t spool_len;
-    uv_write_t wreq;
-    sandlet_buf in;      /* frames from the worker */
-    sandlet_buf out;     /* frames gathered while a write is in flight */
-    sandlet_buf sending; /* frames being written */
+    /* Its lanes (lane.h), in the claim word's mapping: tx carries the
+     * frames for it, rx its frames back. */
+    sandlet_lane tx, rx;
+    sandlet_buf in;  /* frames from the worker, copied out of rx */
+    sandlet_buf out; /* frames for it that wait for room in tx */
     /* The requests written to the worker and not yet answered, oldest
      * first: the one it serves, then those queued in its channel (at most
      * the pool's depth, "pipeline"). */
@@ -261,6 +262,13 @@ struct sandlet_pool {
     uv_check_t flush;
     uv_prepare_t flush_early;
     unsigned ndirty;
+    /* The workers' answers in their lanes (lane.h): read every loop turn
+     * after the poll (lanes_awake), doorbells asked for before it
+     * (lanes_asleep), and lanes_look active when one had something
+     * between the two, so that the poll does not sleep. */
+    uv_check_t lanes_awake;
+    uv_prepare_t lanes_asleep;
+    uv_idle_t lanes_look;
     /* The last worker start failed (its servlet would not load or init)
      * and no worker is up: requests get 503 at once instead of waiting
      * queue-timeout for a worker that will not come. */

@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "loop/pool_private.h"
 #include "loop/pages.h"
+#include "sandbox/lane.h"
 #include "sandbox/session_store.h"
 
 #include <errno.h>
@@ -23,86 +24,44 @@
 #include <string.h>
 #include <strings.h>
 
-static int flush_out(sandlet_worker *w);
+static void violation(sandlet_worker *w, const char *why);
 
-/* Largest piece of one write: uv_buf_t lengths are unsigned int. */
-#define WRITE_PIECE  ((size_t)1 << 30)
-#define WRITE_PIECES 8
-
-static void after_write(uv_write_t *req, int status)
+/* Rings the worker: a byte on its socketpair (lane.h).  When its socket
+ * buffer is full it holds doorbells the worker has not read yet, and an
+ * error means the worker is gone, which its end of file says: neither
+ * needs more. */
+static void ring_worker(sandlet_worker *w)
 {
-    sandlet_worker *w = req->data;
-    w->writing = false;
-    sandlet_buf_reset(&w->sending);
-    if (status < 0 && status != UV_ECANCELED && w->pipe_open) {
-        sandlet_log_errno(SANDLET_LOG_WARN, status, "writing to worker %d of sandbox '%s'",
-                          (int)w->pid, sandbox_name(w));
-        sandlet_worker_lost(w);
-        return;
-    }
-    /* Requests handed over while this write was under way leave now,
-     * together, in one write. */
-    int rc = flush_out(w);
-    if (rc < 0) {
-        sandlet_log_errno(SANDLET_LOG_WARN, rc, "writing to worker %d of sandbox '%s'", (int)w->pid,
-                          sandbox_name(w));
-        sandlet_worker_lost(w);
-        return;
-    }
-    sandlet_body_written(w);
+    static char bell = 0;
+    uv_buf_t b = uv_buf_init(&bell, 1);
+    (void)uv_try_write((uv_stream_t *)&w->pipe, &b, 1);
 }
 
-/* Writes what has gathered in w->out unless a write is under way (its
- * completion comes back here).  The socket is tried directly first: when
- * it takes everything, as it nearly always does, no write request is
- * queued, so libuv makes no epoll_ctl call for the pipe.  Two buffers
- * keep the bytes being written still while new frames are appended. */
+/* Copies what has gathered in w->out into the worker's lane, as much as
+ * it has room for; the rest waits for the worker's doorbell (it rings
+ * once it has made room).  -EPROTO: the worker's position in its lane
+ * is impossible. */
 static int flush_out(sandlet_worker *w)
 {
-    if (w->writing || w->out.len == 0 || !w->pipe_open)
-        return 0;
-    sandlet_buf t = w->sending;
-    w->sending = w->out;
-    w->out = t;
-    sandlet_buf_reset(&w->out);
-    uv_buf_t bufs[WRITE_PIECES];
-    unsigned n = 0;
-    size_t done = 0;
-    for (;;) {
-        n = 0;
-        for (size_t off = done; off < w->sending.len; off += WRITE_PIECE) {
-            if (n == WRITE_PIECES)
-                return -EMSGSIZE;
-            size_t len = w->sending.len - off < WRITE_PIECE ? w->sending.len - off : WRITE_PIECE;
-            bufs[n++] = uv_buf_init((char *)w->sending.data + off, (unsigned)len);
-        }
-        if (n == 0) {
-            sandlet_buf_reset(&w->sending);
-            return 0;
-        }
-        int k = uv_try_write((uv_stream_t *)&w->pipe, bufs, n);
-        if (k == UV_EAGAIN)
-            break;
+    while (w->out.len && w->pipe_open) {
+        ssize_t k = sandlet_lane_put(&w->tx, w->out.data, w->out.len);
         if (k < 0)
-            return k;
-        done += (size_t)k;
+            return (int)k;
+        if (k > 0) {
+            sandlet_buf_consume(&w->out, (size_t)k);
+            if (sandlet_lane_ring_consumer(&w->tx))
+                ring_worker(w);
+        } else if (!sandlet_lane_wait_room(&w->tx)) {
+            break;
+        }
     }
-    w->wreq.data = w;
-    int rc = uv_write(&w->wreq, (uv_stream_t *)&w->pipe, bufs, n, after_write);
-    if (rc == 0)
-        w->writing = true;
-    return rc;
+    return 0;
 }
 
-/* The worker's pipe cannot be written: it is as good as dead. */
 static void flush_or_lose(sandlet_worker *w)
 {
-    int rc = flush_out(w);
-    if (rc < 0) {
-        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "writing to worker %d of sandbox '%s'",
-                          (int)w->pid, sandbox_name(w));
-        sandlet_kill_worker(w, 0);
-    }
+    if (flush_out(w) < 0)
+        violation(w, "impossible position in its lane");
 }
 
 static void flush_pool(sandlet_pool *p)
@@ -526,17 +485,61 @@ static void worker_process(sandlet_worker *w)
     sandlet_buf_consume(&w->in, off);
 }
 
+/* Copies what the worker's lane holds into w->in and handles it, until
+ * the lane is empty or the first request's client must catch up.  The
+ * bytes are the worker's: copied before they are decoded, and decoded
+ * with every bound checked (worker_process). */
+static void drain(sandlet_worker *w)
+{
+    if (w->processing)
+        return;
+    while (w->reading && w->pipe_open) {
+        size_t room = w->in.limit - w->in.len;
+        size_t want = room < READ_CHUNK ? room : READ_CHUNK;
+        if (want == 0) {
+            violation(w, "frame larger than the buffer");
+            return;
+        }
+        if (sandlet_buf_reserve(&w->in, want) < 0) {
+            sandlet_error("out of memory reading worker %d of sandbox '%s'; killing it",
+                          (int)w->pid, sandbox_name(w));
+            sandlet_kill_worker(w, 0);
+            return;
+        }
+        ssize_t n = sandlet_lane_get(&w->rx, w->in.data + w->in.len, want);
+        if (n < 0) {
+            violation(w, "impossible position in its lane");
+            return;
+        }
+        if (n == 0)
+            return;
+        w->in.len += (size_t)n;
+        /* It waits for room to say more (a long answer). */
+        if (sandlet_lane_ring_producer(&w->rx))
+            ring_worker(w);
+        worker_process(w);
+    }
+}
+
+/* The worker rang: it made room in its lane for what waits in w->out,
+ * or wrote frames while this loop slept. */
+static void worker_rung(sandlet_worker *w)
+{
+    flush_or_lose(w);
+    if (!w->pipe_open)
+        return;
+    sandlet_body_written(w);
+    drain(w);
+}
+
+/* The socketpair carries doorbells only (lane.h): the bytes go here,
+ * their count is what matters. */
 void sandlet_worker_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
+    (void)h;
     (void)suggested;
-    sandlet_worker *w = h->data;
-    size_t room = w->in.limit - w->in.len;
-    size_t want = room < READ_CHUNK ? room : READ_CHUNK;
-    if (want == 0 || sandlet_buf_reserve(&w->in, want) < 0) {
-        *buf = uv_buf_init(NULL, 0);
-        return;
-    }
-    *buf = uv_buf_init((char *)w->in.data + w->in.len, (unsigned)want);
+    static char bells[256];
+    *buf = uv_buf_init(bells, sizeof(bells));
 }
 
 void sandlet_worker_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -544,19 +547,17 @@ void sandlet_worker_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     (void)buf;
     sandlet_worker *w = s->data;
     if (nread > 0) {
-        w->in.len += (size_t)nread;
-        worker_process(w);
+        worker_rung(w);
         return;
     }
     if (nread == 0)
         return;
-    if (nread == UV_ENOBUFS) {
-        violation(w, "frame larger than the buffer");
-        return;
-    }
     /* EOF or error: the worker is gone or going; its EXITED report says
-     * why.  Its client learns now, not after the report. */
-    sandlet_worker_lost(w);
+     * why.  What it wrote before it left is read first (a last answer, a
+     * FAIL); its client learns the rest now, not after the report. */
+    drain(w);
+    if (w->pipe_open)
+        sandlet_worker_lost(w);
 }
 
 /* Reads w again after a pause, starting with what is already buffered.
@@ -574,6 +575,48 @@ void sandlet_worker_resume(sandlet_worker *w)
     }
     w->reading = true;
     worker_process(w);
+    drain(w);
+}
+
+/* The loop is about to sleep (or just woke): whether w's answers need a
+ * doorbell to be seen.  Awake, the loop looks at every lane each turn
+ * (sandlet_lanes_awake), so a worker that answers while the acceptor is
+ * busy rings nobody.  Going to sleep, it asks each worker to ring and
+ * looks once more: what came between the two looks is read without
+ * sleeping (the pool's idle handle makes the poll return at once). */
+void sandlet_lanes_watch(sandlet_worker *w)
+{
+    if (!w->pipe_open || !w->reading)
+        return;
+    if (sandlet_lane_wait_data(&w->rx)) {
+        sandlet_lane_awake(&w->rx);
+        uv_idle_start(&w->pool->lanes_look, sandlet_lanes_look);
+    }
+}
+
+void sandlet_lanes_look(uv_idle_t *h)
+{
+    /* Its being active is what matters: the check below reads. */
+    uv_idle_stop(h);
+}
+
+void sandlet_lanes_asleep(uv_prepare_t *h)
+{
+    sandlet_pool *p = h->data;
+    for (unsigned j = 0; j < p->nworkers; j++)
+        sandlet_lanes_watch(&p->workers[j]);
+}
+
+void sandlet_lanes_awake(uv_check_t *h)
+{
+    sandlet_pool *p = h->data;
+    for (unsigned j = 0; j < p->nworkers; j++) {
+        sandlet_worker *w = &p->workers[j];
+        if (!w->pipe_open || !w->reading)
+            continue;
+        sandlet_lane_awake(&w->rx);
+        drain(w);
+    }
 }
 
 void sandlet_pool_resume(sandlet_conn *c)

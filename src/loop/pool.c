@@ -481,13 +481,13 @@ static void take_worker(sandlet_worker *w, const sandlet_ctl *m, int channel, in
     w->next_id = 0;
     sandlet_claim_unmap(w->claim);
     w->claim = claim;
+    sandlet_lanes_open(sandlet_claim_lanes(claim), true, &w->tx, &w->rx);
     if (w->spool_fd >= 0)
         close(w->spool_fd);
     w->spool_fd = spool;
     w->spool_len = 0;
     sandlet_buf_reset(&w->in);
     sandlet_buf_reset(&w->out);
-    sandlet_buf_reset(&w->sending);
     if (output >= 0 && sandlet_workerlog_attach(srv, w, output) < 0)
         sandlet_warn("worker %d of sandbox '%s': its output cannot be read; it is lost",
                      (int)w->pid, sandbox_name(w));
@@ -510,6 +510,9 @@ static void take_worker(sandlet_worker *w, const sandlet_ctl *m, int channel, in
         return;
     }
     w->reading = true;
+    /* Its READY may be in its lane already, written before it had
+     * anyone to ring. */
+    sandlet_lanes_watch(w);
 }
 
 void sandlet_pool_control(sandlet_server *srv, const sandlet_ctl *m)
@@ -551,7 +554,6 @@ static void pool_free(sandlet_pool *p)
     for (unsigned j = 0; p->workers && j < p->nworkers; j++) {
         sandlet_buf_free(&p->workers[j].in);
         sandlet_buf_free(&p->workers[j].out);
-        sandlet_buf_free(&p->workers[j].sending);
         free(p->workers[j].ring);
         sandlet_claim_unmap(p->workers[j].claim);
         sandlet_claim_unmap(p->workers[j].next_claim);
@@ -593,7 +595,6 @@ sandlet_pool *sandlet_pool_new(sandlet_server *srv, sandlet_confgen *g, size_t i
         w->next_channel = w->next_output = -1;
         sandlet_buf_init(&w->in, SANDLET_FRAME_HEADER + SANDLET_FRAME_MAX + READ_CHUNK);
         sandlet_buf_init(&w->out, 0);
-        sandlet_buf_init(&w->sending, 0);
         w->ring = calloc(p->depth, sizeof(*w->ring));
         if (!w->ring) {
             pool_free(p);
@@ -607,6 +608,17 @@ sandlet_pool *sandlet_pool_new(sandlet_server *srv, sandlet_confgen *g, size_t i
     p->flush.data = p;
     uv_prepare_init(srv->loop, &p->flush_early);
     p->flush_early.data = p;
+    /* Always on, and never what keeps the loop running. */
+    uv_check_init(srv->loop, &p->lanes_awake);
+    p->lanes_awake.data = p;
+    uv_check_start(&p->lanes_awake, sandlet_lanes_awake);
+    uv_unref((uv_handle_t *)&p->lanes_awake);
+    uv_prepare_init(srv->loop, &p->lanes_asleep);
+    p->lanes_asleep.data = p;
+    uv_prepare_start(&p->lanes_asleep, sandlet_lanes_asleep);
+    uv_unref((uv_handle_t *)&p->lanes_asleep);
+    uv_idle_init(srv->loop, &p->lanes_look);
+    p->lanes_look.data = p;
     uv_timer_init(srv->loop, &p->idle);
     p->idle.data = p;
     for (unsigned j = 0; j < p->nworkers; j++) {
@@ -690,7 +702,10 @@ static void pool_maybe_gone(sandlet_pool *p)
     }
     uv_timer_stop(&p->qtimer);
     uv_timer_stop(&p->idle);
-    p->closing = 4 + 2 * p->nworkers;
+    p->closing = 7 + 2 * p->nworkers;
+    uv_close((uv_handle_t *)&p->lanes_awake, pool_handle_closed);
+    uv_close((uv_handle_t *)&p->lanes_asleep, pool_handle_closed);
+    uv_close((uv_handle_t *)&p->lanes_look, pool_handle_closed);
     uv_close((uv_handle_t *)&p->qtimer, pool_handle_closed);
     uv_close((uv_handle_t *)&p->idle, idle_closed);
     uv_close((uv_handle_t *)&p->flush, pool_handle_closed);
@@ -750,6 +765,12 @@ void sandlet_pools_stop(sandlet_server *srv)
             uv_close((uv_handle_t *)&p->flush_early, NULL);
         if (!uv_is_closing((uv_handle_t *)&p->idle))
             uv_close((uv_handle_t *)&p->idle, NULL);
+        if (!uv_is_closing((uv_handle_t *)&p->lanes_awake))
+            uv_close((uv_handle_t *)&p->lanes_awake, NULL);
+        if (!uv_is_closing((uv_handle_t *)&p->lanes_asleep))
+            uv_close((uv_handle_t *)&p->lanes_asleep, NULL);
+        if (!uv_is_closing((uv_handle_t *)&p->lanes_look))
+            uv_close((uv_handle_t *)&p->lanes_look, NULL);
         for (unsigned j = 0; p->workers && j < p->nworkers; j++) {
             sandlet_worker *w = &p->workers[j];
             /* Closing the socketpair is the worker's signal to run its

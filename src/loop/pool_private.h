@@ -94,6 +94,10 @@ void sandlet_pool_observe(sandlet_pool *p, uint64_t started);
 void sandlet_worker_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 void sandlet_worker_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 void sandlet_worker_resume(sandlet_worker *w);
+void sandlet_lanes_watch(sandlet_worker *w);
+void sandlet_lanes_look(uv_idle_t *h);
+void sandlet_lanes_asleep(uv_prepare_t *h);
+void sandlet_lanes_awake(uv_check_t *h);
 
 /* ---- stream.c -------------------------------------------------------------- */
 

@@ -59,7 +59,7 @@ void sandlet_on_deadline(uv_timer_t *t)
     sandlet_inflight *f = w->rcount ? held(w, 0) : NULL;
     /* The servlet has every byte the client sent and waits for more: the
      * wait is the client's, which body-timeout bounds (then END|ABORT). */
-    if (f && f->body_open && f->conn && !f->discard && w->out.len + w->sending.len == 0) {
+    if (f && f->body_open && f->conn && !f->discard && w->out.len == 0) {
         size_t len;
         bool done;
         sandlet_conn_body(f->conn, &len, &done);

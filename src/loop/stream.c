@@ -245,8 +245,6 @@ void sandlet_body_written(sandlet_worker *w)
     if (w->rcount && held(w, 0)->body_open)
         return;
     sandlet_buf_shrink(&w->out, SANDLET_BODY_WINDOW);
-    if (!w->writing)
-        sandlet_buf_shrink(&w->sending, SANDLET_BODY_WINDOW);
 }
 
 void sandlet_pool_body_more(sandlet_conn *c)
@@ -259,5 +257,5 @@ void sandlet_pool_body_more(sandlet_conn *c)
 size_t sandlet_pool_body_backlog(const sandlet_conn *c)
 {
     const sandlet_worker *w = sandlet_conn_pool_link_const(c)->worker;
-    return w ? w->out.len + w->sending.len : 0;
+    return w ? w->out.len : 0;
 }

@@ -6,10 +6,12 @@
 #include "config.h"
 
 #include "sandbox/claim.h"
+#include "sandbox/lane.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* A word in memory shared between processes must be lock-free: a lock
@@ -17,6 +19,12 @@
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "the claim word needs lock-free 64-bit atomics");
 
 #define CLAIM_SIZE 4096
+/* The claim page, then the lanes (lane.h) in the same memory. */
+#define SHARED_SIZE (CLAIM_SIZE + SANDLET_LANES_BYTES)
+/* Inaccessible pages on both sides of the mapping: an over-read of a
+ * buffer next to it in the address space faults rather than read the
+ * lanes' queued requests (lane.h). */
+#define GUARD 4096
 _Static_assert(SANDLET_CLAIM_WORDS * sizeof(sandlet_claim) == CLAIM_SIZE,
                "the claim words fill one page");
 
@@ -32,9 +40,9 @@ int sandlet_claim_create(void)
     int fd = memfd_create("sandlet-claim", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
         return -errno;
-    /* Sealed at one page: a worker cannot shrink it under the acceptor's
+    /* Sealed at its size: a worker cannot shrink it under the acceptor's
      * mapping (a SIGBUS in the acceptor), nor grow it. */
-    if (ftruncate(fd, CLAIM_SIZE) < 0 ||
+    if (ftruncate(fd, SHARED_SIZE) < 0 ||
         fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
         int err = -errno;
         close(fd);
@@ -45,13 +53,23 @@ int sandlet_claim_create(void)
 
 int sandlet_claim_map(int fd, sandlet_claim **out)
 {
-    void *p = mmap(NULL, CLAIM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED)
+    struct stat st;
+    if (fstat(fd, &st) < 0)
         return -errno;
+    /* Sealed, so this size holds: a shorter file (another sandletd
+     * binary's) would fault on the first lane access. */
+    if (st.st_size != (off_t)SHARED_SIZE)
+        return -EPROTO;
+    unsigned char *area = mmap(NULL, SHARED_SIZE + 2 * GUARD, PROT_NONE,
+                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (area == MAP_FAILED)
+        return -errno;
+    void *p =
+        mmap(area + GUARD, SHARED_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
     /* Shared with the acceptor: nothing of it belongs in a core. */
-    if (madvise(p, CLAIM_SIZE, MADV_DONTDUMP) < 0) {
+    if (p == MAP_FAILED || madvise(p, SHARED_SIZE, MADV_DONTDUMP) < 0) {
         int err = -errno;
-        munmap(p, CLAIM_SIZE);
+        munmap(area, SHARED_SIZE + 2 * GUARD);
         return err;
     }
     *out = p;
@@ -61,7 +79,12 @@ int sandlet_claim_map(int fd, sandlet_claim **out)
 void sandlet_claim_unmap(sandlet_claim *c)
 {
     if (c)
-        munmap((void *)c, CLAIM_SIZE);
+        munmap((unsigned char *)c - GUARD, SHARED_SIZE + 2 * GUARD);
+}
+
+void *sandlet_claim_lanes(sandlet_claim *c)
+{
+    return (unsigned char *)c + CLAIM_SIZE;
 }
 
 static sandlet_claim *at(sandlet_claim *c, uint32_t id)

@@ -52,13 +52,17 @@ typedef _Atomic uint64_t sandlet_claim;
 /* Words in the shared page (one page of 64-bit words). */
 #define SANDLET_CLAIM_WORDS 512u
 
-/* A new word's memory: a sealed-size memfd of one page.  Returns the
- * descriptor (close-on-exec) or -errno. */
+/* A new word's memory: a sealed-size memfd of one page, followed by the
+ * lanes (lane.h) that share it.  Returns the descriptor (close-on-exec)
+ * or -errno. */
 int sandlet_claim_create(void);
-/* Maps the word of fd (shared, read-write).  Returns 0 or -errno. */
+/* Maps the word and the lanes of fd (shared, read-write, between guard
+ * pages).  Returns 0, -EPROTO for a file of another size, or -errno. */
 int sandlet_claim_map(int fd, sandlet_claim **out);
 /* c is the page's first word; each call below uses request id's word. */
 void sandlet_claim_unmap(sandlet_claim *c);
+/* The lanes' memory in c's mapping (lane.h). */
+void *sandlet_claim_lanes(sandlet_claim *c);
 
 /* Acceptor: request id is about to be written to the worker. */
 void sandlet_claim_offer(sandlet_claim *c, uint32_t id);

@@ -26,6 +26,7 @@
 #include "common/conf.h"
 #include "common/log.h"
 #include "sandbox/claim.h"
+#include "sandbox/lane.h"
 #include "sandbox/confine.h"
 #include "sandbox/crashreport.h"
 #include "sandbox/denial.h"
@@ -80,6 +81,8 @@ static struct {
      * request is claimed); one on its way anyway is dropped.  0: none. */
     uint32_t skip;
     sandlet_claim *claim;    /* shared with the acceptor (claim.h) */
+    sandlet_lane tx, rx;     /* our frames out, the acceptor's in (lane.h) */
+    bool on_lanes;           /* past INIT, which the supervisor writes to fd */
     sandlet_confine confine; /* applied around the loading of the servlets */
     bool confine_on;
     pid_t supervisor;                /* the parent at exec: we die with it */
@@ -119,26 +122,77 @@ static long long uptime_ms(void)
            (now.tv_nsec - w.started.tv_nsec) / 1000000;
 }
 
-static int write_all(struct iovec *iov, int n)
+/* Sleeps until the acceptor rings (a byte on the socketpair: lane.h) or
+ * closes it.  Returns 1 when rung, 0 when closed, or -errno. */
+static int wait_bell(void)
 {
-    while (n > 0) {
-        ssize_t k = writev(w.fd, iov, n);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
+    char bell[64];
+    for (;;) {
+        ssize_t n = read(w.fd, bell, sizeof(bell));
+        if (n > 0)
+            return 1;
+        if (n == 0)
+            return 0;
+        if (errno != EINTR)
             return -errno;
-        }
-        while (n > 0 && (size_t)k >= iov->iov_len) {
-            k -= (ssize_t)iov->iov_len;
-            iov++;
-            n--;
-        }
-        if (n > 0) {
-            iov->iov_base = (char *)iov->iov_base + k;
-            iov->iov_len -= (size_t)k;
+    }
+}
+
+/* Rings the acceptor when it asked to be (it sleeps, or waits for room
+ * in our lane).  Its socket buffer holds a doorbell or two at most: it
+ * asks once per loop turn and we answer once. */
+static int ring_acceptor(bool asked)
+{
+    if (!asked)
+        return 0;
+    static const char bell = 0;
+    for (;;) {
+        if (write(w.fd, &bell, 1) == 1)
+            return 0;
+        if (errno != EINTR)
+            return -errno;
+    }
+}
+
+/* Copies the pieces into our lane, waiting for room while the acceptor
+ * catches up, as a blocking socket write would. */
+static int write_all(const struct iovec *iov, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const unsigned char *p = iov[i].iov_base;
+        size_t left = iov[i].iov_len;
+        while (left) {
+            ssize_t k = sandlet_lane_put(&w.tx, p, left);
+            if (k < 0)
+                return (int)k;
+            p += k;
+            left -= (size_t)k;
+            if (k > 0)
+                continue;
+            /* Full: what it holds must reach the acceptor before we sleep. */
+            int rc = ring_acceptor(sandlet_lane_ring_consumer(&w.tx));
+            if (rc < 0)
+                return rc;
+            if (sandlet_lane_wait_room(&w.tx))
+                continue;
+            rc = wait_bell();
+            if (rc <= 0)
+                return rc ? rc : -EPIPE;
         }
     }
-    return 0;
+    return ring_acceptor(sandlet_lane_ring_consumer(&w.tx));
+}
+
+/* Bytes into our lane as they are, for the tests that play a hostile
+ * worker (tests/fixtures: forged frames, garbage, FAIL floods).  Exported
+ * (filehint.sym) because a servlet is the only code that can play one;
+ * it gains nothing by it that writing into its lane's memory, mapped in
+ * its own address space, would not give it.  Returns 0 or -errno. */
+int sandlet_worker_raw(const void *p, size_t len);
+int sandlet_worker_raw(const void *p, size_t len)
+{
+    struct iovec iov = {(void *)p, len};
+    return write_all(&iov, 1);
 }
 
 /* Sends the frame in w.head (begun at 0) followed by len more bytes of
@@ -300,13 +354,12 @@ static int send_skip(uint32_t id)
 /* Reads until a whole frame is buffered.  Returns 1 with the header, 0 at
  * a clean end of stream, or a negative errno for I/O or protocol errors.
  *
- * Never reads past the end of that frame but for the next frame's 12-byte
- * header: the acceptor may have written several requests (pipeline), and
- * those the worker has not started stay in the kernel's socket buffer,
- * never in its memory, where a servlet's over-read could find them.  The
- * header (type, flags, id, length) carries nothing of a client's, and
- * reading it with the frame before it saves a read per request when
- * requests are queued. */
+ * Never copies past the end of that frame but for the next frame's
+ * 12-byte header: the acceptor may have queued several requests
+ * (pipeline), and those the worker has not started stay in its lane
+ * (lane.h), never in its memory, where a servlet's over-read could find
+ * them.  The header (type, flags, id, length) carries nothing of a
+ * client's, and taking it with the frame before it saves a copy. */
 static int read_frame(sandlet_frame_hdr *h)
 {
     for (;;) {
@@ -319,16 +372,40 @@ static int read_frame(sandlet_frame_hdr *h)
         } else if (rc != -EAGAIN) {
             return rc;
         }
-        size_t want = need + SANDLET_FRAME_HEADER - w.in.len;
+        size_t want = need + (w.on_lanes ? SANDLET_FRAME_HEADER : 0) - w.in.len;
         if (sandlet_buf_reserve(&w.in, want) < 0)
             return w.in.error;
-        ssize_t n = read(w.fd, w.in.data + w.in.len, want);
-        if (n < 0 && errno == EINTR)
-            continue;
+        ssize_t n;
+        if (!w.on_lanes) {
+            /* INIT, exactly: the socket carries doorbells after it. */
+            n = read(w.fd, w.in.data + w.in.len, want);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0)
+                return -errno;
+            if (n == 0)
+                return w.in.len ? -EPROTO : 0;
+        } else {
+            n = sandlet_lane_get(&w.rx, w.in.data + w.in.len, want);
+        }
         if (n < 0)
-            return -errno;
-        if (n == 0)
-            return w.in.len ? -EPROTO : 0;
+            return (int)n;
+        if (n == 0) {
+            /* Nothing queued: sleep until the acceptor rings. */
+            if (sandlet_lane_wait_data(&w.rx))
+                continue;
+            rc = wait_bell();
+            sandlet_lane_awake(&w.rx);
+            if (rc < 0)
+                return rc;
+            if (rc == 0)
+                return w.in.len ? -EPROTO : 0;
+            continue;
+        }
+        /* The acceptor waits for room to hand us more (a body). */
+        rc = ring_acceptor(sandlet_lane_ring_producer(&w.rx));
+        if (rc < 0)
+            return rc;
         w.in.len += (size_t)n;
         if (w.in.len > w.in_dirty)
             w.in_dirty = w.in.len;
@@ -636,6 +713,7 @@ static void load_servlets(const char *sandbox, bool write_blocked)
     /* The frame holds the session key: no copy stays in the read buffer. */
     sodium_memzero(w.in.data, SANDLET_FRAME_HEADER + h.length);
     sandlet_buf_consume(&w.in, SANDLET_FRAME_HEADER + h.length);
+    w.on_lanes = true;
 
     /* The whole frame is read before anything is loaded: the libraries
      * are opened only once the worker is confined.  The decoded message
@@ -846,7 +924,10 @@ static void destroy_servlets(void)
  * when the process's count of minor faults has not moved since the last
  * wipe, no page below was touched and there is nothing to do there;
  * when it has (a deep servlet, or a fault anywhere else: the test is
- * conservative), those pages are given back again.  Transparent huge
+ * conservative), those pages are given back again.  The thread's count,
+ * not the process's: the window is this thread's stack, and the
+ * process's count sums every thread's under a lock, twice the cost of a
+ * hello request's whole wipe.  Transparent huge
  * pages are off for the window, as khugepaged could otherwise make a page
  * resident without a fault of ours.  Where any of this is refused, the
  * whole window is zeroed every time, as before. */
@@ -862,14 +943,14 @@ static __attribute__((noinline)) void wipe_stack(void)
     uintptr_t cut = (hi - STACK_KEEP) & ~(page - 1);
     explicit_bzero((void *)cut, hi - cut);
     struct rusage ru;
-    if (w.stack_faults_ok && getrusage(RUSAGE_SELF, &ru) == 0 && ru.ru_minflt == w.stack_faults) {
+    if (w.stack_faults_ok && getrusage(RUSAGE_THREAD, &ru) == 0 && ru.ru_minflt == w.stack_faults) {
         __asm__ volatile("" : : "r"(area) : "memory");
         return;
     }
     if (!w.stack_faults_ok)
         w.stack_faults_ok = madvise((void *)lo, cut - lo, MADV_NOHUGEPAGE) == 0;
     if (!w.stack_faults_ok || madvise((void *)lo, cut - lo, MADV_DONTNEED) < 0 ||
-        getrusage(RUSAGE_SELF, &ru) < 0) {
+        getrusage(RUSAGE_THREAD, &ru) < 0) {
         w.stack_faults_ok = false;
         explicit_bzero((void *)lo, cut - lo);
     } else {
@@ -993,6 +1074,7 @@ int sandlet_worker_main(const char *sandbox, pid_t supervisor, bool write_blocke
         fail("cannot map the claim word the supervisor passed on descriptor %d: %s; restart "
              "sandletd (a worker started by another sandletd binary?)",
              SANDLET_CLAIM_FD, strerror(-crc));
+    sandlet_lanes_open(sandlet_claim_lanes(w.claim), false, &w.tx, &w.rx);
     /* Die with the supervisor (set again after the identity drop). */
     die_with_supervisor();
     /* Started through fexecve, the process would show in ps and top as
