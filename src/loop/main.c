@@ -942,6 +942,7 @@ static int run(sandlet_conf *conf, bool *taken)
     sandlet_workerlog_free(srv);
     sandlet_ctl_queue_clear(&srv->ctl_out);
     sandlet_pools_free(srv);
+    sandlet_http_spares_free(srv);
     sandlet_pages_free(srv);
     sandlet_files_close(srv);
     sandlet_reload_free(srv);

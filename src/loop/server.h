@@ -75,6 +75,8 @@ void sandlet_http_shutdown(sandlet_server *srv);
 /* Shutdown ran out of time: every connection still open is answered
  * status (or cut, when a response is under way). */
 void sandlet_http_fail_all(sandlet_server *srv, int status);
+/* Frees what idle connections let go and was kept for reuse. */
+void sandlet_http_spares_free(sandlet_server *srv);
 
 /* ---- the server (main.c's) ------------------------------------------- */
 
@@ -86,6 +88,8 @@ struct sandlet_server {
     sandlet_listener **listeners;
     size_t nlisteners;
     sandlet_pool *pools; /* every pool, retired ones until they are empty */
+    /* What connections going idle let go, for the next requests (http.c). */
+    struct sandlet_http_spares *http_spares;
     /* Connections accepted at most: max-connections, or fewer when the
      * open-files limit would not leave room for every worker's channel
      * and output and for the supervisor's messages (sandlet_server_caps):
