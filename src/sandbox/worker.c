@@ -123,7 +123,9 @@ static long long uptime_ms(void)
 }
 
 /* Sleeps until the acceptor rings (a byte on the socketpair: lane.h) or
- * closes it.  Returns 1 when rung, 0 when closed, or -errno. */
+ * closes it.  Returns 1 when rung, 0 when closed, or -errno.  A close
+ * reads as a reset when a doorbell of ours was still unread in the
+ * acceptor's end (it read our answer by itself): closed all the same. */
 static int wait_bell(void)
 {
     char bell[64];
@@ -131,7 +133,7 @@ static int wait_bell(void)
         ssize_t n = read(w.fd, bell, sizeof(bell));
         if (n > 0)
             return 1;
-        if (n == 0)
+        if (n == 0 || (n < 0 && errno == ECONNRESET))
             return 0;
         if (errno != EINTR)
             return -errno;
@@ -140,7 +142,9 @@ static int wait_bell(void)
 
 /* Rings the acceptor when it asked to be (it sleeps, or waits for room
  * in our lane).  Its socket buffer holds a doorbell or two at most: it
- * asks once per loop turn and we answer once. */
+ * asks once per loop turn and we answer once.  An acceptor that closed
+ * our channel meanwhile (it read our answer by itself and retired us:
+ * max-requests, a reload) needs no doorbell: our next read says so. */
 static int ring_acceptor(bool asked)
 {
     if (!asked)
@@ -148,6 +152,8 @@ static int ring_acceptor(bool asked)
     static const char bell = 0;
     for (;;) {
         if (write(w.fd, &bell, 1) == 1)
+            return 0;
+        if (errno == EPIPE || errno == ECONNRESET)
             return 0;
         if (errno != EINTR)
             return -errno;
