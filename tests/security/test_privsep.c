@@ -23,10 +23,12 @@
 
 #include "harness.h"
 #include "common/conf.h"
+#include "sandbox/claim.h"
 #include "sandbox/control.h"
 #include "sandbox/frame.h"
 #include "sandbox/harden.h"
 #include "sandbox/identity.h"
+#include "sandbox/lane.h"
 #include "sandbox/supervisor.h"
 
 #include <arpa/inet.h>
@@ -56,6 +58,7 @@ typedef struct seen {
     uint32_t sandbox, slot, gen;
     pid_t pid;
     int channel, output;
+    sandlet_claim *claim; /* and its lanes (lane.h), as the acceptor maps them */
 } seen;
 
 static struct {
@@ -113,12 +116,14 @@ static void pump(int ms)
             } else {
                 close(w->channel);
                 close(w->output);
+                sandlet_claim_unmap(w->claim);
             }
-            *w = (seen){m.sandbox, m.slot, m.gen, m.pid, fds[0], fds[1]};
+            *w = (seen){m.sandbox, m.slot, m.gen, m.pid, fds[0], fds[1], NULL};
             assert_true(fds[0] >= 0);
             assert_true(fds[1] >= 0);
-            /* Each worker's claim word, its own (claim.h). */
+            /* Each worker's claim word and lanes, its own (claim.h). */
             assert_true(fds[2] >= 0);
+            assert_int_equal(sandlet_claim_map(fds[2], &w->claim), 0);
             close(fds[2]);
         } else {
             for (int i = 0; i < SANDLET_CTL_MAXFD; i++)
@@ -139,17 +144,25 @@ static void wait_workers(size_t n, int ms)
     assert_int_equal(fa.nworkers, n);
 }
 
-/* Reads the READY frame the worker sends once its servlets started. */
+/* Reads the READY frame the worker sends once its servlets started,
+ * from its lane, sleeping on its channel for the doorbell as the
+ * acceptor does. */
 static void expect_ready(const seen *w)
 {
+    sandlet_lane tx, rx;
+    sandlet_lanes_open(sandlet_claim_lanes(w->claim), true, &tx, &rx);
     uint8_t buf[SANDLET_FRAME_HEADER];
     size_t got = 0;
     while (got < sizeof(buf)) {
+        ssize_t n = sandlet_lane_get(&rx, buf + got, sizeof(buf) - got);
+        assert_true(n >= 0);
+        got += (size_t)n;
+        if (n > 0 || sandlet_lane_wait_data(&rx))
+            continue;
         struct pollfd p = {.fd = w->channel, .events = POLLIN};
         assert_int_equal(poll(&p, 1, 10000), 1);
-        ssize_t n = read(w->channel, buf + got, sizeof(buf) - got);
-        assert_true(n > 0);
-        got += (size_t)n;
+        char bell[16];
+        assert_true(read(w->channel, bell, sizeof(bell)) > 0);
     }
     sandlet_frame_hdr h;
     assert_int_equal(sandlet_frame_header_decode(buf, sizeof(buf), &h), 0);
@@ -732,6 +745,7 @@ static void test_acceptor_gone(void **state)
         pids[i] = fa.workers[i].pid;
         close(fa.workers[i].channel);
         close(fa.workers[i].output);
+        sandlet_claim_unmap(fa.workers[i].claim);
     }
     close(fa.ctl);
     int st = -1;
