@@ -10,9 +10,10 @@
  * files in /tmp, a status page, an access log to /dev/null, one sandbox of
  * one worker) and listens on an ephemeral 127.0.0.1 port.  The worker is
  * played by this file: the stub of sandlet_server_control takes the
- * worker's end of the socketpair that pool.c makes, answers INIT with
- * READY and every request with a well-formed RESPONSE (an echo of the
- * body, a streamed answer, a 204...), so no process is forked.  Each input
+ * worker's end of the socketpair and of the lanes (lane.h) that pool.c
+ * reads, answers INIT with READY and every request with a well-formed
+ * RESPONSE (an echo of the body, a streamed answer, a 204...), so no
+ * process is forked.  Each input
  * is one client connection: its bytes are written at once (pipelining
  * whatever requests they hold), the loop runs until the acceptor has
  * consumed them, then the client half-closes and the loop runs until the
@@ -75,6 +76,8 @@ static struct {
     uv_poll_t wpoll;
     bool wpoll_on;
     sandlet_buf win;
+    sandlet_buf wout; /* frames for the acceptor that wait for room in tx */
+    sandlet_lane tx, rx;
     bool gathering;
     uint32_t gather_id;
     sandlet_buf reqhead, reqbody;
@@ -139,15 +142,19 @@ static void start_worker(sandlet_server *srv)
     g.gathering = false;
     g.pending = 0;
     sandlet_buf_reset(&g.win);
+    sandlet_buf_reset(&g.wout);
+    int claim = sandlet_claim_create();
+    invariant(claim >= 0, "no claim word");
+    sandlet_claim_unmap(g.claim);
+    invariant(sandlet_claim_map(claim, &g.claim) == 0, "cannot map the claim word");
+    sandlet_lanes_open(sandlet_claim_lanes(g.claim), false, &g.tx, &g.rx);
+    /* It sleeps until the first request: the acceptor rings for it. */
+    (void)sandlet_lane_wait_data(&g.rx);
     sandlet_buf b;
     sandlet_buf_init(&b, 0);
     sandlet_wire_ready_encode(&b);
     worker_send(&b);
     sandlet_buf_free(&b);
-    int claim = sandlet_claim_create();
-    invariant(claim >= 0, "no claim word");
-    sandlet_claim_unmap(g.claim);
-    invariant(sandlet_claim_map(claim, &g.claim) == 0, "cannot map the claim word");
     g.skip = 0;
     sandlet_ctl m = {
         .type = SANDLET_CTL_WORKER, .sandbox = 0, .slot = 0, .gen = 1, .pid = (int32_t)getpid()};
@@ -161,17 +168,41 @@ void sandlet_server_check_stopped(sandlet_server *srv)
 
 /* ---- the played worker --------------------------------------------------- */
 
+/* A doorbell for the acceptor (lane.h). */
+static void worker_ring(void)
+{
+    for (;;) {
+        ssize_t n = write(g.wfd, "", 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        invariant(n == 1, "the played worker could not ring");
+        return;
+    }
+}
+
+/* Into the lane what fits; the rest when the acceptor has made room (it
+ * rings: on_worker).  The acceptor runs on this thread, so nothing here
+ * may wait for it. */
+static void worker_flush(void)
+{
+    while (g.wout.len) {
+        ssize_t k = sandlet_lane_put(&g.tx, g.wout.data, g.wout.len);
+        invariant(k >= 0, "the acceptor's position in the worker's lane is impossible");
+        if (k > 0)
+            sandlet_buf_consume(&g.wout, (size_t)k);
+        else if (!sandlet_lane_wait_room(&g.tx))
+            break;
+    }
+    if (sandlet_lane_ring_consumer(&g.tx))
+        worker_ring();
+}
+
 static void worker_send(const sandlet_buf *b)
 {
     invariant(b->error == 0, "the played worker could not build a frame");
-    size_t off = 0;
-    while (off < b->len) {
-        ssize_t n = write(g.wfd, b->data + off, b->len - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        invariant(n > 0, "the played worker could not write");
-        off += (size_t)n;
-    }
+    sandlet_buf_put(&g.wout, b->data, b->len);
+    invariant(g.wout.error == 0, "out of memory in the played worker");
+    worker_flush();
 }
 
 static bool is_tchar(unsigned char c)
@@ -317,14 +348,15 @@ static void worker_frames(void)
     sandlet_buf_consume(&g.win, off);
 }
 
+/* The acceptor rang: its frames are in the lane, or there is room for
+ * ours.  Reads the lane dry, then asks for the next doorbell. */
 static void on_worker(uv_poll_t *h, int status, int events)
 {
     (void)h, (void)events;
     invariant(status == 0, "polling the worker's socket failed");
     for (;;) {
-        if (sandlet_buf_reserve(&g.win, 64 * 1024) < 0)
-            invariant(false, "out of memory in the played worker");
-        ssize_t n = recv(g.wfd, g.win.data + g.win.len, 64 * 1024, MSG_DONTWAIT);
+        char bells[256];
+        ssize_t n = recv(g.wfd, bells, sizeof(bells), MSG_DONTWAIT);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -334,7 +366,22 @@ static void on_worker(uv_poll_t *h, int status, int events)
              * while it runs (it does so only to stop or recycle). */
             invariant(false, "the acceptor dropped a worker that behaved");
         }
+    }
+    for (;;) {
+        worker_flush();
+        if (sandlet_buf_reserve(&g.win, 64 * 1024) < 0)
+            invariant(false, "out of memory in the played worker");
+        ssize_t n = sandlet_lane_get(&g.rx, g.win.data + g.win.len, 64 * 1024);
+        invariant(n >= 0, "the acceptor's position in its lane is impossible");
+        if (n == 0) {
+            if (!sandlet_lane_wait_data(&g.rx))
+                break;
+            sandlet_lane_awake(&g.rx);
+            continue;
+        }
         g.win.len += (size_t)n;
+        if (sandlet_lane_ring_producer(&g.rx))
+            worker_ring();
         worker_frames();
     }
 }
@@ -653,6 +700,7 @@ static void setup(void)
     srv->access_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
     sandlet_access_start(srv);
     sandlet_buf_init(&g.win, 0);
+    sandlet_buf_init(&g.wout, 0);
     sandlet_buf_init(&g.reqhead, 0);
     sandlet_buf_init(&g.reqbody, 0);
     sandlet_buf_init(&g.cin, 0);
