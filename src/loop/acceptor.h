@@ -186,6 +186,7 @@ struct sandlet_worker {
     uint32_t next_id;  /* its requests are numbered 1, 2, ... (claim.h) */
     uv_timer_t behind; /* looks for requests stuck behind a slow one */
     bool claimed;      /* its first request's claim was seen (request_started) */
+    bool claim_timer;  /* deadline was last started for the claim check */
     /* Its spool file, writable (-1: its sandbox has none): the worker
      * reads the streamed multipart bodies copied here (stream.c).
      * spool_len: the bytes written since it was last emptied. */

@@ -306,7 +306,10 @@ static void request_finished(sandlet_worker *w)
     sandlet_pool_observe(w->pool, held(w, 0)->started);
     if (held(w, 0)->servlet)
         sandlet_slow_note(w->pool, held(w, 0)->servlet, uv_now(w->pool->srv->loop) - w->started);
-    uv_timer_stop(&w->deadline);
+    /* A claim check to come serves the next request (sandlet_start_first);
+     * a timeout is this request's alone. */
+    if (!w->claim_timer)
+        uv_timer_stop(&w->deadline);
     sandlet_tee_end(w, held(w, 0));
     w->rfirst = (w->rfirst + 1) % depth(w);
     w->rcount--;

@@ -74,6 +74,7 @@ void sandlet_kill_worker(sandlet_worker *w, int status);
 void sandlet_pool_drain(sandlet_pool *p);
 
 /* ---- queue.c --------------------------------------------------------------- */
+void sandlet_deadline_start(sandlet_worker *w, uv_timer_cb cb, uint64_t ms);
 
 void sandlet_on_deadline(uv_timer_t *t);
 bool sandlet_worker_stalled(sandlet_worker *w);

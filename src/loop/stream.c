@@ -205,7 +205,7 @@ void sandlet_body_pump(sandlet_worker *w)
      * window then stops the pump) and its run after the body's end; an
      * upload longer than the timeout that keeps moving is no overrun. */
     if (f->timeout && (len || done))
-        uv_timer_start(&w->deadline, sandlet_on_deadline, f->timeout, 0);
+        sandlet_deadline_start(w, sandlet_on_deadline, f->timeout);
     sandlet_mark_dirty(w);
 }
 
@@ -230,7 +230,7 @@ void sandlet_body_abort(sandlet_worker *w, sandlet_inflight *f)
     }
     /* As after a body's last byte: the servlet has its timeout to answer. */
     if (f->timeout)
-        uv_timer_start(&w->deadline, sandlet_on_deadline, f->timeout, 0);
+        sandlet_deadline_start(w, sandlet_on_deadline, f->timeout);
     sandlet_mark_dirty(w);
 }
 
