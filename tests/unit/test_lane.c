@@ -3,7 +3,8 @@
  * (src/sandbox/lane.c): bytes arrive whole and in order across the
  * wrap, in one process and between two racing ones; a position the
  * other side could not have written is refused, never used; the doorbell
- * wishes are taken exactly once, so a sleeper is rung and nobody else.
+ * wishes are taken exactly once, so a sleeper is rung and nobody else;
+ * guard pages fence the mapping.
  */
 #include "config.h"
 
@@ -17,6 +18,7 @@
 #include "sandbox/lane.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -236,6 +238,39 @@ static void test_two_processes(void **state)
     ends_close(&e);
 }
 
+/* The byte before the mapping and the byte after it are inaccessible: an
+ * over-read of a buffer next to the lanes faults instead of reading the
+ * requests queued in them. */
+static void test_guard_pages(void **state)
+{
+    (void)state;
+    ends e;
+    ends_open(&e);
+    const volatile unsigned char *first = (const unsigned char *)e.w;
+    const volatile unsigned char *end =
+        (const unsigned char *)sandlet_claim_lanes(e.w) + SANDLET_LANES_BYTES;
+    const volatile unsigned char *probes[] = {first - 1, end, end - 1};
+    for (int i = 0; i < 3; i++) {
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            signal(SIGSEGV, SIG_DFL); /* cmocka's handler would catch it */
+            unsigned char c = *probes[i];
+            _exit(c == 0 ? 0 : 1);
+        }
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        if (i < 2) {
+            assert_true(WIFSIGNALED(status));
+            assert_int_equal(WTERMSIG(status), SIGSEGV);
+        } else {
+            /* The lanes' last byte itself is readable. */
+            assert_true(WIFEXITED(status));
+        }
+    }
+    ends_close(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -244,6 +279,7 @@ int main(void)
         cmocka_unit_test(test_impossible_positions_refused),
         cmocka_unit_test(test_doorbell_wishes),
         cmocka_unit_test(test_two_processes),
+        cmocka_unit_test(test_guard_pages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
