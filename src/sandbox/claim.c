@@ -24,7 +24,7 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "the claim word needs lock-free 64-b
 /* Inaccessible pages on both sides of the mapping: an over-read of a
  * buffer next to it in the address space faults rather than read the
  * lanes' queued requests (lane.h). */
-#define GUARD 4096
+#define GUARD ((size_t)4096)
 _Static_assert(SANDLET_CLAIM_WORDS * sizeof(sandlet_claim) == CLAIM_SIZE,
                "the claim words fill one page");
 
