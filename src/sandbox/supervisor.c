@@ -1342,6 +1342,18 @@ static void new_code(box *b)
      * acceptor: reloads never crowd out workers' messages. */
     sandlet_ctl_queue_drop(&sv.out, same_gen, &m);
     tell(&m, NULL, 0);
+    /* A slot backing off because its workers did not start failed with
+     * the files before these: it tries the new ones now, not after up to
+     * RESTART_MAX_MS, for the acceptor replaces no old worker until one
+     * of the new code is up (a lone old worker serves meanwhile).  Its
+     * failures stay: if these fail too, it backs off as before. */
+    for (size_t i = 0; b->started && i < b->nslots; i++) {
+        slot *s = &b->slots[i];
+        if (s->failures && !s->live && uv_is_active((uv_handle_t *)&s->restart)) {
+            uv_timer_stop(&s->restart);
+            spawn(s);
+        }
+    }
 }
 
 static void reload_failed(const char *what)

@@ -462,6 +462,53 @@ static void test_lone_old_worker_serves_on(void **state)
     assert_int_equal(th_stop(&d), 0);
 }
 
+/* How many times needle is in the log. */
+static int log_count(const char *needle)
+{
+    char *log = th_slurp(d.log, NULL);
+    int n = 0;
+    for (const char *p = log; p && (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    free(log);
+    return n;
+}
+
+/* A slot whose workers do not start backs off, up to 30 s between
+ * tries; a reload with new code has it try that at once, for the old
+ * worker left up serves the old code until one of the new is. */
+static void test_backing_off_slot_tries_new_code(void **state)
+{
+    (void)state;
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "status-page /status;\n"
+             "sandbox app { workers 2; }\n"
+             "servlet /v { library \"%s\"; sandbox app; }\n",
+             lib);
+    install(th_fixture("version1"));
+    assert_int_equal(th_start(&d, text, false), 0);
+    assert_true(workers_up(2));
+    pid_t sup[4], workers[4];
+    assert_int_equal(th_children_of(d.pid, sup, 4), 1);
+    assert_int_equal(th_children_of(sup[0], workers, 4), 2);
+    install_text("not a shared object\n");
+    assert_int_equal(kill(workers[0], SIGKILL), 0);
+    /* The 8th failed start in a row backs off 6.4 s. */
+    const char *failed = "sandbox 'app' cannot start";
+    for (int i = 0; i < 1000 && log_count(failed) < 8; i++)
+        usleep(20 * 1000);
+    if (log_count(failed) < 8)
+        FAIL_WITH_LOG("the slot did not fail 8 times in 20 s");
+    install(th_fixture("version2"));
+    assert_int_equal(kill(d.pid, SIGHUP), 0);
+    unsigned long long t0 = th_now_ms();
+    while (version(NULL, NULL) != 2 && th_now_ms() - t0 < 3000)
+        usleep(25 * 1000);
+    if (version(NULL, NULL) != 2)
+        FAIL_WITH_LOG("version 2 did not answer within 3 s of the reload");
+    assert_int_equal(th_stop(&d), 0);
+}
+
 /* development on (issue 31): a rebuilt servlet is served without a
  * reload, as an edited page is; off, the old code serves until one. */
 static void test_development_watches_libraries(void **state)
@@ -793,6 +840,7 @@ int main(void)
         cmocka_unit_test(test_library_that_no_longer_loads),
         cmocka_unit_test(test_recycling_waits_for_new_code),
         cmocka_unit_test(test_lone_old_worker_serves_on),
+        cmocka_unit_test(test_backing_off_slot_tries_new_code),
         cmocka_unit_test(test_development_watches_libraries),
         cmocka_unit_test(test_configuration_changes_under_load),
         cmocka_unit_test(test_body_across_reload),
