@@ -582,12 +582,14 @@ static bool extra_slot(const slot *s)
     return s->index >= s->box->sb->workers;
 }
 
-static void schedule_restart(slot *s)
+/* at_once: no back-off, whatever the slot's failures (they were with
+ * files older than those a new worker loads now). */
+static void schedule_restart(slot *s, bool at_once)
 {
     if (sv.closing || s->box->retired || extra_slot(s))
         return;
     uint64_t delay = 0;
-    if (s->failures > 1) {
+    if (s->failures > 1 && !at_once) {
         unsigned shift = s->failures - 2 > 9 ? 9 : s->failures - 2;
         delay = 100u << shift;
         if (delay > RESTART_MAX_MS)
@@ -832,8 +834,15 @@ static void child_exited(uv_process_t *p, int64_t status, int term_signal)
     if (s->live == c)
         s->live = NULL;
     sv.nlive--;
+    /* Started with code older than the box's newest (new code came while
+     * it started or ran): how it fared says nothing of the new code,
+     * which its successor tries at once (new_code restarts only slots
+     * with no live worker). */
+    sandlet_init_pages own;
+    const sandlet_init_pages *ip = box_pages(b, &own);
+    bool outdated = c->pages < (ip ? ip->gen : 0);
     uv_close((uv_handle_t *)p, child_closed);
-    schedule_restart(s);
+    schedule_restart(s, outdated);
     box_maybe_gone(b);
     maybe_finish();
     maybe_ready();
@@ -850,7 +859,7 @@ static void spawn_failed(slot *s, int err)
                      .status = err};
     tell(&m, NULL, 0);
     s->failures++;
-    schedule_restart(s);
+    schedule_restart(s, false);
     maybe_ready();
 }
 
