@@ -233,10 +233,13 @@ void sandlet_start_ok(sandlet_worker *w)
  * load, the lone old worker recycled before the reload's new code
  * generation came, 503).  So, as old workers do while none of the new
  * code is up, the last one serves on past max-requests until a start
- * succeeds; while another is up, one may go and find out. */
+ * succeeds; while another is up, one may go and find out.  Not with
+ * max-requests 1: that promises each request a process no earlier
+ * request touched (sandlet.conf(5), sandlet-security(7)), which a
+ * failed start must not take back. */
 bool sandlet_may_recycle(const sandlet_pool *p)
 {
-    if (!p->failed_start)
+    if (!p->failed_start || p->conf->max_requests == 1)
         return true;
     unsigned up = 0;
     for (unsigned i = 0; i < p->nworkers; i++)

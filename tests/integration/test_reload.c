@@ -462,6 +462,44 @@ static void test_lone_old_worker_serves_on(void **state)
     assert_int_equal(th_stop(&d), 0);
 }
 
+/* max-requests 1 promises each request a process no earlier request
+ * touched: after a failed start the last worker up is recycled all the
+ * same, and the sandbox answers 503 rather than reuse it. */
+static void test_max_requests_1_is_kept(void **state)
+{
+    (void)state;
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "status-page /status;\n"
+             "sandbox app { workers 2; max-requests 1; }\n"
+             "servlet /v { library \"%s\"; sandbox app; }\n",
+             lib);
+    install(th_fixture("version1"));
+    assert_int_equal(th_start(&d, text, false), 0);
+    assert_true(workers_up(2));
+    pid_t sup[4], workers[4];
+    assert_int_equal(th_children_of(d.pid, sup, 4), 1);
+    assert_int_equal(th_children_of(sup[0], workers, 4), 2);
+    install_text("not a shared object\n");
+    assert_int_equal(kill(workers[0], SIGKILL), 0);
+    if (!th_log_wait(&d, "cannot load", 5000))
+        FAIL_WITH_LOG("the restarted worker did not fail to load the new library");
+    int by[4] = {0};
+    for (int i = 0; i < 4; i++) {
+        th_response r;
+        assert_int_equal(th_request(d.port, "GET", "/v", NULL, NULL, 0, &r), 0);
+        const char *p = r.status == 200 ? strstr(r.body, "pid=") : NULL;
+        by[i] = p ? atoi(p + 4) : 0;
+        th_response_free(&r);
+        if (i == 0 && by[0] != workers[1])
+            FAIL_WITH_LOG("the first request was not answered by the worker up");
+        for (int j = 0; by[i] && j < i; j++)
+            if (by[j] == by[i])
+                FAIL_WITH_LOG("worker %d answered a second request (max-requests 1)", by[i]);
+    }
+    assert_int_equal(th_stop(&d), 0);
+}
+
 /* How many times needle is in the log. */
 static int log_count(const char *needle)
 {
@@ -843,6 +881,7 @@ int main(void)
         cmocka_unit_test(test_recycling_waits_for_new_code),
         cmocka_unit_test(test_lone_old_worker_serves_on),
         cmocka_unit_test(test_backing_off_slot_tries_new_code),
+        cmocka_unit_test(test_max_requests_1_is_kept),
         cmocka_unit_test(test_development_watches_libraries),
         cmocka_unit_test(test_configuration_changes_under_load),
         cmocka_unit_test(test_body_across_reload),
