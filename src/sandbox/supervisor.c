@@ -104,6 +104,7 @@ typedef struct child {
     bool ready;      /* the acceptor said it started its servlets */
     uint32_t pages;  /* the pages generation of its INIT */
     int32_t seccomp; /* 1 + the call the kernel's seccomp record names: 0, none seen */
+    uint32_t code;   /* its box's code_news when it was started */
 } child;
 
 /* One place in a sandbox's pool.  It has at most one live child. */
@@ -159,6 +160,10 @@ struct box {
      * boxes made by a reload serve no pages and keep it here. */
     bool start;
     uint32_t code_gen;
+    /* New code generations given by a reload or the development watch
+     * (new_code), not by pages: a worker started before the last one
+     * failed with other servlet libraries than a new one would load. */
+    uint32_t code_news;
     /* Its servlet libraries' files as last seen (code_stamp): a reload
      * replaces its workers only when one of them changed. */
     unsigned char stamp[32];
@@ -834,13 +839,12 @@ static void child_exited(uv_process_t *p, int64_t status, int term_signal)
     if (s->live == c)
         s->live = NULL;
     sv.nlive--;
-    /* Started with code older than the box's newest (new code came while
-     * it started or ran): how it fared says nothing of the new code,
-     * which its successor tries at once (new_code restarts only slots
-     * with no live worker). */
-    sandlet_init_pages own;
-    const sandlet_init_pages *ip = box_pages(b, &own);
-    bool outdated = c->pages < (ip ? ip->gen : 0);
+    /* Started before the box's newest code (new_code came while it
+     * started or ran): how it fared says nothing of the new code, which
+     * its successor tries at once (new_code restarts only slots with no
+     * live worker).  A page's new version does not count: a client that
+     * asks for pages must not cut a crash-looping slot's back-off. */
+    bool outdated = c->code != b->code_news;
     uv_close((uv_handle_t *)p, child_closed);
     schedule_restart(s, outdated);
     box_maybe_gone(b);
@@ -1152,6 +1156,7 @@ static void spawn(slot *s)
     sandlet_init_pages own;
     const sandlet_init_pages *ip = box_pages(x, &own);
     c->pages = ip ? ip->gen : 0;
+    c->code = x->code_news;
     c->proc.data = c;
     char blocked[] = "--write-blocked";
     char *args[] = {"sandletd", "--worker", sb->name,
@@ -1346,6 +1351,7 @@ static void new_code(box *b)
     uint32_t gen = b->start ? sandlet_pages_new_code(b->index) : ++b->code_gen;
     if (!gen)
         return;
+    b->code_news++;
     sandlet_ctl m = {.type = SANDLET_CTL_GEN, .sandbox = b->id, .pages = gen};
     /* Only the newest generation of a sandbox need wait for the
      * acceptor: reloads never crowd out workers' messages. */
