@@ -214,6 +214,8 @@ struct sandlet_worker {
     uint32_t pages_gen;  /* the pages generation its INIT carried */
     bool retired;        /* replaced on purpose (retire()): its exit is no news */
     uint64_t idle_since; /* uv_now when it last became idle (extras retire on it) */
+    uint64_t start_no;   /* its pool's count of workers taken, when it was taken */
+    bool past_max_said;  /* "serves on past max-requests" was logged */
 };
 
 /* The request-duration histogram's upper bounds, in microseconds (+Inf
@@ -256,6 +258,13 @@ struct sandlet_pool {
      * code that no longer starts leaves the old workers serving. */
     uint32_t pages_gen;
     bool canary; /* one stale worker was retired; its successor has not said READY */
+    /* Workers taken so far (each one's start_no), and the start_no of the
+     * newest that failed to start (its servlets did not load or init, or
+     * it died first), 0 once a worker taken after it said READY: while
+     * set, what is on disk may not start, and the last worker up is not
+     * recycled for max-requests (sandlet_may_recycle). */
+    uint64_t starts;
+    uint64_t failed_start;
     /* Run once per loop turn while workers are dirty, so that everything
      * handed to a worker in one turn leaves in one write: the check after
      * all I/O callbacks, the prepare after the timers and before the poll

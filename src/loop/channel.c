@@ -328,6 +328,7 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
             w->state = W_IDLE;
             w->idle_since = uv_now(w->pool->srv->loop);
             w->pool->failing = false;
+            sandlet_start_ok(w);
             if (sandlet_worker_extra(w)) {
                 sandlet_grow_done(w, false);
                 sandlet_idle_watch(w->pool);
@@ -347,6 +348,7 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
             }
             /* A worker of the new code is up: the other stale ones may go. */
             sandlet_replace_stale(w->pool, "its code has a new version");
+            sandlet_recycle_past_max(w->pool);
             sandlet_pool_submit(w->pool, NULL);
             return true;
         }
@@ -373,6 +375,7 @@ static bool handle_frame(sandlet_worker *w, const sandlet_frame_hdr *h, const ui
             /* It exits; the supervisor backs off its restart (an extra
              * slot's is not restarted: the pool backs off its GROW). */
             sandlet_grow_done(w, true);
+            sandlet_start_failed(w);
             sandlet_close_pipe(w);
             w->state = W_DYING;
             return false;

@@ -35,9 +35,11 @@ unsigned sandlet_pick(unsigned n, sandlet_pick_view *view, const void *ctx,
         if (w.held && w.pages_gen < a->pages_gen && a->fresh_up)
             continue;
         /* Past max-requests a worker is recycled, unless it runs old code
-         * and none of the new is up (request_finished). */
+         * and none of the new is up, or its successor may not start and
+         * it is the last worker up (sandlet_worker_free): then it serves
+         * on, or nothing would. */
         if (a->max_requests && w.served + w.held >= a->max_requests &&
-            (w.pages_gen >= a->pages_gen || a->fresh_up))
+            (w.pages_gen >= a->pages_gen || a->fresh_up) && !a->recycle_waits)
             continue;
         if (best == n || w.held < best_held) {
             best = i;

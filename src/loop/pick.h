@@ -38,6 +38,9 @@ typedef struct sandlet_pick_ask {
     unsigned max_requests; /* 0: no limit */
     uint32_t pages_gen;    /* the pool's newest code generation */
     bool fresh_up;         /* a worker of that generation is up */
+    /* No worker is recycled for max-requests now: the pool's newest
+     * start failed and one worker at most is up (sandlet_may_recycle). */
+    bool recycle_waits;
 } sandlet_pick_ask;
 
 /* Describes worker i of the pool into *w. */

@@ -207,6 +207,59 @@ bool sandlet_may_replace(sandlet_pool *p)
     return up >= 2 || size == 1;
 }
 
+/* A worker's start failed: its servlets did not load or init, or it died
+ * before READY.  What it loaded is what is on disk, which a deploy may
+ * have changed before the reload that says so reaches us (or with no
+ * reload at all): a worker started now would load the same. */
+void sandlet_start_failed(sandlet_worker *w)
+{
+    if (w->start_no > w->pool->failed_start)
+        w->pool->failed_start = w->start_no;
+}
+
+/* A worker said READY: when it was taken after the newest failed start,
+ * what is on disk starts again.  One taken before (it may have loaded
+ * older files) proves nothing about what a new one would load. */
+void sandlet_start_ok(sandlet_worker *w)
+{
+    if (w->start_no > w->pool->failed_start)
+        w->pool->failed_start = 0;
+}
+
+/* Whether a worker past max-requests may be recycled now.  Its successor
+ * loads the servlet libraries on disk now: after a failed start they may
+ * not load, and recycling the last worker up would leave the sandbox
+ * nothing to answer with (CI saw it: a deploy's library that does not
+ * load, the lone old worker recycled before the reload's new code
+ * generation came, 503).  So, as old workers do while none of the new
+ * code is up, the last one serves on past max-requests until a start
+ * succeeds; while another is up, one may go and find out.  Not with
+ * max-requests 1: that promises each request a process no earlier
+ * request touched (sandlet.conf(5), sandlet-security(7)), which a
+ * failed start must not take back. */
+bool sandlet_may_recycle(const sandlet_pool *p)
+{
+    if (!p->failed_start || p->conf->max_requests == 1)
+        return true;
+    unsigned up = 0;
+    for (unsigned i = 0; i < p->nworkers; i++)
+        up += worker_up(&p->workers[i]);
+    return up >= 2;
+}
+
+/* A worker said READY: those kept idle past max-requests while it was
+ * not up (sandlet_may_recycle) take no request (sandlet_pick) and would
+ * idle for ever; they are recycled now if they may be. */
+void sandlet_recycle_past_max(sandlet_pool *p)
+{
+    unsigned max = p->conf->max_requests;
+    for (unsigned i = 0; max && i < p->nworkers; i++) {
+        sandlet_worker *w = &p->workers[i];
+        if (w->state == W_IDLE && w->pipe_open && w->rcount == 0 && w->served >= max)
+            sandlet_worker_free(w);
+    }
+}
+
 /* Replaces the idle stale workers that may go now. */
 void sandlet_replace_stale(sandlet_pool *p, const char *why)
 {
@@ -244,7 +297,17 @@ void sandlet_worker_free(sandlet_worker *w)
      * which may not start: while none of the new code is up, the old
      * ones serve on past max-requests. */
     bool stale = w->pages_gen < w->pool->pages_gen;
-    if (max && w->served >= max && w->rcount == 0 && (!stale || sandlet_fresh_up(w->pool))) {
+    bool past_max = max && w->served >= max && w->rcount == 0;
+    if (past_max && !sandlet_may_recycle(w->pool)) {
+        if (!w->past_max_said)
+            sandlet_info("worker %d of sandbox '%s' served %u requests (max-requests) and serves "
+                         "on: the sandbox's newest worker failed to start, and this one is the "
+                         "last up",
+                         (int)w->pid, sandbox_name(w), max);
+        w->past_max_said = true;
+        past_max = false;
+    }
+    if (past_max && (!stale || sandlet_fresh_up(w->pool))) {
         /* Recycle: closing the socketpair makes the worker run destroy
          * and exit 0; its EXITED report starts the next one at once. */
         sandlet_debug("worker %d of sandbox '%s' served %u requests; recycling it", (int)w->pid,
@@ -314,6 +377,8 @@ void sandlet_close_pipe(sandlet_worker *w)
 static void worker_lost_status(sandlet_worker *w, int status)
 {
     sandlet_pool *p = w->pool;
+    if (w->state == W_STARTING)
+        sandlet_start_failed(w); /* died, or was killed, before READY */
     sandlet_close_pipe(w);
     uv_timer_stop(&w->deadline);
     uv_timer_stop(&w->behind);
@@ -467,6 +532,8 @@ static void take_worker(sandlet_worker *w, const sandlet_ctl *m, int channel, in
     w->gen = m->gen;
     w->pid = m->pid;
     w->pages_gen = m->pages;
+    w->start_no = ++p->starts;
+    w->past_max_said = false;
     w->retired = false;
     w->state = W_STARTING;
     w->served = 0;

@@ -510,6 +510,7 @@ static sandlet_worker *pick_worker(sandlet_pool *p, const sandlet_request_view *
         /* Looked for only when a worker runs old code (a reload or a
          * page's new version is being rolled out). */
         .fresh_up = stale_any(p) && sandlet_fresh_up(p),
+        .recycle_waits = max && !sandlet_may_recycle(p),
     };
     unsigned i = sandlet_pick(p->nworkers, view_worker, p, &a);
     return i < p->nworkers ? &p->workers[i] : NULL;

@@ -104,6 +104,7 @@ typedef struct child {
     bool ready;      /* the acceptor said it started its servlets */
     uint32_t pages;  /* the pages generation of its INIT */
     int32_t seccomp; /* 1 + the call the kernel's seccomp record names: 0, none seen */
+    uint32_t code;   /* its box's code_news when it was started */
 } child;
 
 /* One place in a sandbox's pool.  It has at most one live child. */
@@ -159,6 +160,10 @@ struct box {
      * boxes made by a reload serve no pages and keep it here. */
     bool start;
     uint32_t code_gen;
+    /* New code generations given by a reload or the development watch
+     * (new_code), not by pages: a worker started before the last one
+     * failed with other servlet libraries than a new one would load. */
+    uint32_t code_news;
     /* Its servlet libraries' files as last seen (code_stamp): a reload
      * replaces its workers only when one of them changed. */
     unsigned char stamp[32];
@@ -582,12 +587,14 @@ static bool extra_slot(const slot *s)
     return s->index >= s->box->sb->workers;
 }
 
-static void schedule_restart(slot *s)
+/* at_once: no back-off, whatever the slot's failures (they were with
+ * files older than those a new worker loads now). */
+static void schedule_restart(slot *s, bool at_once)
 {
     if (sv.closing || s->box->retired || extra_slot(s))
         return;
     uint64_t delay = 0;
-    if (s->failures > 1) {
+    if (s->failures > 1 && !at_once) {
         unsigned shift = s->failures - 2 > 9 ? 9 : s->failures - 2;
         delay = 100u << shift;
         if (delay > RESTART_MAX_MS)
@@ -832,8 +839,14 @@ static void child_exited(uv_process_t *p, int64_t status, int term_signal)
     if (s->live == c)
         s->live = NULL;
     sv.nlive--;
+    /* Started before the box's newest code (new_code came while it
+     * started or ran): how it fared says nothing of the new code, which
+     * its successor tries at once (new_code restarts only slots with no
+     * live worker).  A page's new version does not count: a client that
+     * asks for pages must not cut a crash-looping slot's back-off. */
+    bool outdated = c->code != b->code_news;
     uv_close((uv_handle_t *)p, child_closed);
-    schedule_restart(s);
+    schedule_restart(s, outdated);
     box_maybe_gone(b);
     maybe_finish();
     maybe_ready();
@@ -850,7 +863,7 @@ static void spawn_failed(slot *s, int err)
                      .status = err};
     tell(&m, NULL, 0);
     s->failures++;
-    schedule_restart(s);
+    schedule_restart(s, false);
     maybe_ready();
 }
 
@@ -1143,6 +1156,7 @@ static void spawn(slot *s)
     sandlet_init_pages own;
     const sandlet_init_pages *ip = box_pages(x, &own);
     c->pages = ip ? ip->gen : 0;
+    c->code = x->code_news;
     c->proc.data = c;
     char blocked[] = "--write-blocked";
     char *args[] = {"sandletd", "--worker", sb->name,
@@ -1337,11 +1351,24 @@ static void new_code(box *b)
     uint32_t gen = b->start ? sandlet_pages_new_code(b->index) : ++b->code_gen;
     if (!gen)
         return;
+    b->code_news++;
     sandlet_ctl m = {.type = SANDLET_CTL_GEN, .sandbox = b->id, .pages = gen};
     /* Only the newest generation of a sandbox need wait for the
      * acceptor: reloads never crowd out workers' messages. */
     sandlet_ctl_queue_drop(&sv.out, same_gen, &m);
     tell(&m, NULL, 0);
+    /* A slot backing off because its workers did not start failed with
+     * the files before these: it tries the new ones now, not after up to
+     * RESTART_MAX_MS, for the acceptor replaces no old worker until one
+     * of the new code is up (a lone old worker serves meanwhile).  Its
+     * failures stay: if these fail too, it backs off as before. */
+    for (size_t i = 0; b->started && i < b->nslots; i++) {
+        slot *s = &b->slots[i];
+        if (s->failures && !s->live && uv_is_active((uv_handle_t *)&s->restart)) {
+            uv_timer_stop(&s->restart);
+            spawn(s);
+        }
+    }
 }
 
 static void reload_failed(const char *what)

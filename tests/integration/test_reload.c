@@ -384,6 +384,171 @@ static void test_recycling_waits_for_new_code(void **state)
     assert_int_equal(th_stop(&d), 0);
 }
 
+/* The log, on stderr, and a failure saying why. */
+#define FAIL_WITH_LOG(...)                                                                         \
+    do {                                                                                           \
+        char *log_ = th_slurp(d.log, NULL);                                                        \
+        fprintf(stderr, "%s\n", log_ ? log_ : "(no log)");                                         \
+        free(log_);                                                                                \
+        fail_msg(__VA_ARGS__);                                                                     \
+    } while (0)
+
+/* Version 1 from worker pid, n times. */
+static void served_by(int pid, int n, const char *when)
+{
+    for (int i = 0; i < n; i++) {
+        th_response r;
+        if (th_request(d.port, "GET", "/v", NULL, NULL, 0, &r) != 0)
+            FAIL_WITH_LOG("%s, request %d: no answer", when, i);
+        const char *p = r.status == 200 ? strstr(r.body, "pid=") : NULL;
+        int status = r.status, by = p ? atoi(p + 4) : 0;
+        bool v1 = r.status == 200 && strstr(r.body, "version=1 ");
+        th_response_free(&r);
+        if (!v1 || by != pid)
+            FAIL_WITH_LOG("%s, request %d: status %d from worker %d, expected version 1 from "
+                          "worker %d",
+                          when, i, status, by, pid);
+    }
+}
+
+/* CI's sanitizer run before f59445f: one old worker up, the other
+ * starting, when a library that does not load was installed; the one
+ * starting loaded it and failed, and the one up, past max-requests, was
+ * recycled before the reload's new code generation reached the acceptor:
+ * it exited cleanly, its successor loaded the broken library too, and
+ * requests got 503.  Here the second worker is made to start after the
+ * deploy (killed, so that its slot restarts): the lone old worker serves
+ * on past max-requests, before the reload and after it, until new code
+ * that loads is deployed. */
+static void test_lone_old_worker_serves_on(void **state)
+{
+    (void)state;
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "status-page /status;\n"
+             "sandbox app { workers 2; max-requests 5; }\n"
+             "servlet /v { library \"%s\"; sandbox app; }\n",
+             lib);
+    install(th_fixture("version1"));
+    assert_int_equal(th_start(&d, text, false), 0);
+    assert_true(workers_up(2));
+    pid_t sup[4], workers[4];
+    assert_int_equal(th_children_of(d.pid, sup, 4), 1);
+    assert_int_equal(th_children_of(sup[0], workers, 4), 2);
+    int lone = answering_pid();
+    int other = workers[0] == lone ? workers[1] : workers[0];
+    assert_true(other == workers[0] || other == workers[1]);
+    install_text("not a shared object at all\n");
+    /* The other slot's next worker loads what is on disk now. */
+    assert_int_equal(kill(other, SIGKILL), 0);
+    if (!th_log_wait(&d, "cannot load", 5000))
+        FAIL_WITH_LOG("the restarted worker did not fail to load the new library");
+    /* Before any reload (the window a SIGHUP on its way leaves), past
+     * max-requests 5 twice over. */
+    served_by(lone, 12, "before the reload");
+    reload();
+    if (!th_log_wait(&d, "1 with a servlet library changed on disk", 5000))
+        FAIL_WITH_LOG("the reload was not applied");
+    served_by(lone, 20, "after the reload");
+    char exited[96];
+    snprintf(exited, sizeof(exited), "worker %d of sandbox 'app' exited", lone);
+    if (th_log_contains(&d, exited))
+        FAIL_WITH_LOG("the lone old worker exited");
+    /* A library that loads takes over, as after any failed deploy. */
+    install(th_fixture("version2"));
+    reload();
+    if (!settles_on(2))
+        FAIL_WITH_LOG("version 2 never took over from the lone old worker");
+    assert_int_equal(th_stop(&d), 0);
+}
+
+/* max-requests 1 promises each request a process no earlier request
+ * touched: after a failed start the last worker up is recycled all the
+ * same, and the sandbox answers 503 rather than reuse it. */
+static void test_max_requests_1_is_kept(void **state)
+{
+    (void)state;
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "status-page /status;\n"
+             "sandbox app { workers 2; max-requests 1; }\n"
+             "servlet /v { library \"%s\"; sandbox app; }\n",
+             lib);
+    install(th_fixture("version1"));
+    assert_int_equal(th_start(&d, text, false), 0);
+    assert_true(workers_up(2));
+    pid_t sup[4], workers[4];
+    assert_int_equal(th_children_of(d.pid, sup, 4), 1);
+    assert_int_equal(th_children_of(sup[0], workers, 4), 2);
+    install_text("not a shared object\n");
+    assert_int_equal(kill(workers[0], SIGKILL), 0);
+    if (!th_log_wait(&d, "cannot load", 5000))
+        FAIL_WITH_LOG("the restarted worker did not fail to load the new library");
+    int by[4] = {0};
+    for (int i = 0; i < 4; i++) {
+        th_response r;
+        assert_int_equal(th_request(d.port, "GET", "/v", NULL, NULL, 0, &r), 0);
+        const char *p = r.status == 200 ? strstr(r.body, "pid=") : NULL;
+        by[i] = p ? atoi(p + 4) : 0;
+        th_response_free(&r);
+        if (i == 0 && by[0] != workers[1])
+            FAIL_WITH_LOG("the first request was not answered by the worker up");
+        for (int j = 0; by[i] && j < i; j++)
+            if (by[j] == by[i])
+                FAIL_WITH_LOG("worker %d answered a second request (max-requests 1)", by[i]);
+    }
+    assert_int_equal(th_stop(&d), 0);
+}
+
+/* How many times needle is in the log. */
+static int log_count(const char *needle)
+{
+    char *log = th_slurp(d.log, NULL);
+    int n = 0;
+    for (const char *p = log; p && (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    free(log);
+    return n;
+}
+
+/* A slot whose workers do not start backs off, up to 30 s between
+ * tries; a reload with new code has it try that at once, for the old
+ * worker left up serves the old code until one of the new is. */
+static void test_backing_off_slot_tries_new_code(void **state)
+{
+    (void)state;
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "status-page /status;\n"
+             "sandbox app { workers 2; }\n"
+             "servlet /v { library \"%s\"; sandbox app; }\n",
+             lib);
+    install(th_fixture("version1"));
+    assert_int_equal(th_start(&d, text, false), 0);
+    assert_true(workers_up(2));
+    pid_t sup[4], workers[4];
+    assert_int_equal(th_children_of(d.pid, sup, 4), 1);
+    assert_int_equal(th_children_of(sup[0], workers, 4), 2);
+    install_text("not a shared object\n");
+    assert_int_equal(kill(workers[0], SIGKILL), 0);
+    /* After the 8th failed start in a row, the slot backs off 6.4 s.
+     * Counted by exits: a worker's FAIL frame ("cannot start") may be
+     * read after its exit is reported, or not at all. */
+    const char *failed = "of sandbox 'app' exited with status 1";
+    for (int i = 0; i < 1500 && log_count(failed) < 8; i++)
+        usleep(20 * 1000);
+    if (log_count(failed) < 8)
+        FAIL_WITH_LOG("the slot did not fail 8 times in 30 s");
+    install(th_fixture("version2"));
+    assert_int_equal(kill(d.pid, SIGHUP), 0);
+    unsigned long long t0 = th_now_ms();
+    while (version(NULL, NULL) != 2 && th_now_ms() - t0 < 4000)
+        usleep(25 * 1000);
+    if (version(NULL, NULL) != 2)
+        FAIL_WITH_LOG("version 2 did not answer within 4 s of the reload");
+    assert_int_equal(th_stop(&d), 0);
+}
+
 /* development on (issue 31): a rebuilt servlet is served without a
  * reload, as an edited page is; off, the old code serves until one. */
 static void test_development_watches_libraries(void **state)
@@ -714,10 +879,16 @@ int main(void)
         cmocka_unit_test(test_broken_configuration_changes_nothing),
         cmocka_unit_test(test_library_that_no_longer_loads),
         cmocka_unit_test(test_recycling_waits_for_new_code),
+        cmocka_unit_test(test_lone_old_worker_serves_on),
+        cmocka_unit_test(test_backing_off_slot_tries_new_code),
+        cmocka_unit_test(test_max_requests_1_is_kept),
         cmocka_unit_test(test_development_watches_libraries),
         cmocka_unit_test(test_configuration_changes_under_load),
         cmocka_unit_test(test_body_across_reload),
         cmocka_unit_test(test_reload_while_stopping),
     };
+    /* One test alone, to check it against older code: SANDLET_TEST_ONLY=name. */
+    if (getenv("SANDLET_TEST_ONLY"))
+        cmocka_set_test_filter(getenv("SANDLET_TEST_ONLY"));
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -135,6 +135,12 @@ static void test_pick_max_requests(void **state)
     assert_int_equal(pick(ws, 2, &a), 0);
     a.fresh_up = true;
     assert_int_equal(pick(ws, 2, &a), 2);
+    /* Nor is one recycled while its successor may not start and it is
+     * the last worker up (sandlet_may_recycle): it serves on. */
+    a.recycle_waits = true;
+    assert_int_equal(pick(ws, 2, &a), 0);
+    a.pages_gen = 0;
+    assert_int_equal(pick(ws, 2, &a), 0);
 }
 
 /* Nothing queues behind a request of a servlet known to be slow; an
