@@ -112,15 +112,15 @@ static void test_non_final_status(void **state)
     assert_good_fast();
 }
 
-/* Requests queued for a worker wait in its channel, never in its
- * memory: with several clients' requests written to the one worker of a
+/* Requests queued for a worker wait in its lane (lane.h), never in its
+ * own buffers: with several clients' requests written to the one worker of a
  * sandbox in one go (the acceptor is stopped while they arrive, so that
  * it reads and hands them over in one loop turn), each servlet that scans
  * the worker's input buffer past its own frame finds no other client's
  * mark.  A worker that read ahead (64 KiB at a time, as it once did)
  * finds the next request's headers there.  The batch counter shows the
  * requests really were queued together. */
-static void test_queue_stays_in_channel(void **state)
+static void test_queue_stays_in_lane(void **state)
 {
     (void)state;
     if (th_unconfined())
@@ -337,12 +337,9 @@ static void test_abort_flag_from_worker(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_non_final_status),
-        cmocka_unit_test(test_queue_stays_in_channel),
-        cmocka_unit_test(test_no_leftovers),
-        cmocka_unit_test(test_empty_frame_flood),
-        cmocka_unit_test(test_tiny_frames_discarded),
-        cmocka_unit_test(test_unasked_skip),
+        cmocka_unit_test(test_non_final_status),       cmocka_unit_test(test_queue_stays_in_lane),
+        cmocka_unit_test(test_no_leftovers),           cmocka_unit_test(test_empty_frame_flood),
+        cmocka_unit_test(test_tiny_frames_discarded),  cmocka_unit_test(test_unasked_skip),
         cmocka_unit_test(test_abort_flag_from_worker),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
