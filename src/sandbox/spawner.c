@@ -47,6 +47,7 @@ extern char **environ;
 
 #define SPAWN_MAGIC  0x736e7731u /* "snw1" */
 #define FORGET_MAGIC 0x66676e31u /* "fgn1" */
+#define LOG_MAGIC    0x6c6f6731u /* "log1" */
 /* The strings of one request: argv then env, each NUL-ended.  A page
  * compile's paths, or an upgrade's environment, are the largest. */
 #define SPAWN_STRINGS     65536
@@ -71,10 +72,12 @@ typedef struct {
     char strings[SPAWN_STRINGS];
 } spawn_req;
 
-/* Supervisor to spawner, unanswered: the upgrade's new daemon serves and
- * is its own; it is no longer reaped here, so that whoever it is
- * reparented to when we are gone (the service manager) learns its end,
- * as before the split. */
+/* Supervisor to spawner, unanswered.  FORGET_MAGIC: the upgrade's new
+ * daemon serves and is its own; it is no longer reaped here, so that
+ * whoever it is reparented to when we are gone (the service manager)
+ * learns its end, as before the split.  LOG_MAGIC (pid 0, one
+ * descriptor): the error log was reopened; it becomes our standard error
+ * too, so that our own lines follow logrotate. */
 typedef struct {
     uint32_t magic;
     int32_t pid;
@@ -261,6 +264,18 @@ static void serve(void)
             }
         }
     }
+    if (n == (ssize_t)sizeof(forget_req) && r->magic == LOG_MAGIC) {
+        if (npassed != 1 || extra)
+            sandlet_error("spawner: the supervisor sends a new error log without exactly one "
+                          "descriptor; refused");
+        else if (dup2(passed[0], STDERR_FILENO) < 0)
+            sandlet_log_errno(SANDLET_LOG_WARN, -errno,
+                              "spawner: cannot take the reopened error log; its lines go to the "
+                              "previous file");
+        for (size_t i = 0; i < npassed; i++)
+            close(passed[i]);
+        return;
+    }
     if (n == (ssize_t)sizeof(forget_req) && r->magic == FORGET_MAGIC) {
         forget_req f;
         memcpy(&f, r, sizeof(f));
@@ -387,7 +402,7 @@ static struct {
     pid_t pid;
     uv_poll_t poll;
     bool watching;
-    bool closing;     /* unwatch once the last child's exit is reported */
+    bool closing; /* unwatch once the last child's exit is reported */
     void (*lost)(void);
     uv_timer_t later; /* exits read while waiting for an answer */
     sandlet_proc *live;
@@ -674,6 +689,30 @@ int sandlet_spawn(sandlet_proc *p, const sandlet_spawn_opts *o)
     if (cl.nqueued > cl.head && cl.watching)
         uv_timer_start(&cl.later, on_later, 0, 0);
     return 0;
+}
+
+void sandlet_spawner_log(int fd)
+{
+    forget_req f = {.magic = LOG_MAGIC};
+    struct iovec iov = {.iov_base = &f, .iov_len = sizeof(f)};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof(u));
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    ssize_t n;
+    do
+        n = sendmsg(cl.sock, &mh, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    if (n != (ssize_t)sizeof(f))
+        spawner_lost("cannot be written to");
 }
 
 int sandlet_proc_kill(sandlet_proc *p, int sig)

@@ -71,6 +71,10 @@ void sandlet_spawner_unwatch(void);
  * (exec's error too).  p->exit_cb and p->data are the caller's. */
 int sandlet_spawn(sandlet_proc *p, const sandlet_spawn_opts *o);
 
+/* The error log was reopened as fd: the spawner takes it as its standard
+ * error too (its own lines; children are handed theirs per start). */
+void sandlet_spawner_log(int fd);
+
 /* Signals a started child that is not yet reported gone: 0 or -errno. */
 int sandlet_proc_kill(sandlet_proc *p, int sig);
 

@@ -1686,6 +1686,7 @@ static void reopen_logs(void)
         if (which == SANDLET_LOG_ERROR_FILE) {
             dup2(fd, STDERR_FILENO);
             sandlet_log_nonblocking();
+            sandlet_spawner_log(fd);
         }
         sandlet_ctl m = {.type = SANDLET_CTL_LOGFD, .status = (int32_t)which};
         tell(&m, &fd, 1);
