@@ -31,12 +31,12 @@ uint64_t sandlet_harden_caps(void)
            (1ull << CAP_CHOWN) | (1ull << CAP_NET_BIND_SERVICE);
 }
 
-/* The spawner's permitted set is what the new daemon of an upgrade, which
- * it execs as root under no_new_privs, can have at most: the supervisor's
- * and its own (harden.h). */
+/* CAP_KILL: a parent's death signal to its children is sent with the
+ * dying parent's credentials, so without it the workers (other users)
+ * would outlive the spawner. */
 uint64_t sandlet_harden_spawner_caps(void)
 {
-    return sandlet_harden_caps() | (1ull << CAP_SETUID) | (1ull << CAP_SETGID);
+    return (1ull << CAP_SETUID) | (1ull << CAP_SETGID) | (1ull << CAP_KILL);
 }
 
 /* Refused with EPERM in the spawner and, inherited, in every worker. */
@@ -61,10 +61,8 @@ static const char *const denied[] = {
 static int drop_caps(uint64_t keep, uint64_t effective)
 {
     /* The bounding set first: it needs CAP_SETPCAP, dropped below.  A
-     * capability already out of it is skipped: a daemon started by a
-     * binary upgrade (sandletd -s upgrade) is the previous spawner's
-     * child, whose bounding set is sandlet_harden_spawner_caps(), without
-     * CAP_SETPCAP (nor permitted: it cannot have been dropped). */
+     * capability already out of it is skipped (the service manager's
+     * bounding set may be narrower). */
     for (int cap = 0; cap < 64; cap++) {
         if (keep & (1ull << cap))
             continue;
@@ -76,10 +74,12 @@ static int drop_caps(uint64_t keep, uint64_t effective)
         if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
             if (errno == EINVAL)
                 break;
-            /* The supervisor of a daemon that an upgrade started has no
-             * CAP_SETPCAP and keeps the spawner's bounding set: only an
-             * exec could use it, and its allowlist refuses exec, while
-             * the permitted set below is dropped all the same. */
+            /* Started without CAP_SETPCAP (by a service manager's
+             * narrower set, or an upgrade from a version whose spawner
+             * passed on only part of its set): the bounding set stays;
+             * only an exec could use it, and the supervisor's allowlist
+             * refuses exec, while the permitted set below is dropped all
+             * the same. */
             if (errno == EPERM && prctl(PR_CAPBSET_READ, CAP_SETPCAP, 0, 0, 0) == 0)
                 continue;
             return -errno;
@@ -184,10 +184,31 @@ static int install_allowlist(void)
     return rc;
 }
 
-static int harden(const char *who, uint64_t keep, uint64_t effective, int (*filter)(void))
+/* The spawner's: its bounding and permitted sets stay whole, since an
+ * upgrade's new daemon, which it execs as root under no_new_privs, can
+ * have no capability that the spawner does not hold; only
+ * sandlet_harden_spawner_caps() stay effective. */
+static int spawner_caps(uint64_t keep, uint64_t effective)
+{
+    (void)keep;
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+        return -errno;
+    struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct data[2] = {{0}};
+    if (syscall(SYS_capget, &hdr, data) < 0)
+        return -errno;
+    for (int i = 0; i < 2; i++)
+        data[i].effective = data[i].permitted & (uint32_t)(effective >> (32 * i));
+    if (syscall(SYS_capset, &hdr, data) < 0)
+        return -errno;
+    return 0;
+}
+
+static int harden(const char *who, uint64_t keep, uint64_t effective,
+                  int (*caps)(uint64_t keep, uint64_t effective), int (*filter)(void))
 {
     int rc = 0;
-    if (geteuid() == 0 && (rc = drop_caps(keep, effective)) < 0) {
+    if (geteuid() == 0 && (rc = caps(keep, effective)) < 0) {
         sandlet_log_errno(SANDLET_LOG_ERROR, rc, "%s: cannot drop capabilities", who);
         return rc;
     }
@@ -204,17 +225,11 @@ static int harden(const char *who, uint64_t keep, uint64_t effective, int (*filt
 
 int sandlet_harden_spawner(void)
 {
-    /* Effective: CAP_SETUID and CAP_SETGID start children as their
-     * users; CAP_KILL, because a parent's death signal is sent with the
-     * dying parent's credentials, so without it the workers (other
-     * users) would outlive us.  The rest is permitted for the upgrade's
-     * new daemon only, never effective here. */
-    return harden("spawner", sandlet_harden_spawner_caps(),
-                  (1ull << CAP_SETUID) | (1ull << CAP_SETGID) | (1ull << CAP_KILL),
-                  install_denylist);
+    return harden("spawner", ~0ull, sandlet_harden_spawner_caps(), spawner_caps, install_denylist);
 }
 
 int sandlet_harden_supervisor(void)
 {
-    return harden("supervisor", sandlet_harden_caps(), sandlet_harden_caps(), install_allowlist);
+    return harden("supervisor", sandlet_harden_caps(), sandlet_harden_caps(), drop_caps,
+                  install_allowlist);
 }

@@ -17,16 +17,17 @@
  * CAP_SETUID or CAP_SETGID: only the spawner starts processes. */
 uint64_t sandlet_harden_caps(void);
 
-/* The spawner's bounding and permitted sets: the supervisor's and
- * CAP_SETUID/CAP_SETGID; only those and CAP_KILL (its children's death
- * signal) are effective in it.  An upgrade's
- * new daemon, exec'd by the spawner as root under no_new_privs, starts
- * with this set at most. */
+/* The capabilities the spawner keeps effective: CAP_SETUID and
+ * CAP_SETGID (start children as their users, setgroups) and CAP_KILL
+ * (its children's death signal).  Its permitted and bounding sets stay
+ * whole: an upgrade's new daemon, exec'd by the spawner as root under
+ * no_new_privs, starts with its permitted set, as a daemon started by the
+ * service manager does. */
 uint64_t sandlet_harden_spawner_caps(void);
 
-/* The spawner (spawner.c): drops every other capability (from the
- * bounding set too) when root, sets no_new_privs, and installs the filter
- * its children inherit across exec.  A worker's own allowlist is stacked
+/* The spawner (spawner.c): makes every other capability ineffective when
+ * root, sets no_new_privs, and installs the filter its children inherit
+ * across exec.  A worker's own allowlist is stacked
  * on it: so it cannot be an allowlist of the spawner's needs alone (the
  * workers' loader and servlets need more) and is a denylist of kernel
  * interfaces that neither the daemon nor any worker ever needs (mounts,
