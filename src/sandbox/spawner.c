@@ -6,9 +6,13 @@
  * Workers, page compiles and an upgrade's new daemon are started as
  * another user or as root; that takes CAP_SETUID/CAP_SETGID, and a
  * process they are forked from passes its seccomp filter on to them.  So
- * the spawner keeps those capabilities and the denylist filter the
- * children inherit (sandlet_harden_spawner), while the supervisor drops
- * both and runs under an allowlist of its own calls.
+ * the spawner keeps those capabilities effective and the denylist filter
+ * the children inherit (sandlet_harden_spawner), while the supervisor
+ * drops both and runs under an allowlist of its own calls.  The rest of
+ * what sandletd was started with stays permitted here, never effective:
+ * an upgrade's new daemon can start with nothing more.  Its memory is a
+ * copy of the supervisor's at the fork, before any session key or store
+ * exists, with the session secret wiped.
  *
  * The spawner's only input is the supervisor's socket: one fixed-size
  * request per child (every length, count, index and string checked;
@@ -81,7 +85,7 @@ typedef struct {
 typedef struct {
     uint32_t magic;
     int32_t pid;
-} forget_req;
+} note_req;
 
 enum { MSG_SPAWNED = 1, MSG_EXITED = 2 };
 
@@ -193,8 +197,8 @@ static const char *check(ssize_t n, size_t npassed, char **argv, char **env)
     size_t at = 0;
     for (uint32_t i = 0; i < r->nargs + r->nenv; i++) {
         const char *s = r->strings + at;
-        const char *end = memchr(s, '\0', r->len - at);
-        if (at >= r->len || !end)
+        const char *end = at < r->len ? memchr(s, '\0', r->len - at) : NULL;
+        if (!end)
             return "a string runs past the request";
         if (i < r->nargs)
             argv[i] = (char *)s;
@@ -264,28 +268,30 @@ static void serve(void)
             }
         }
     }
-    if (n == (ssize_t)sizeof(forget_req) && r->magic == LOG_MAGIC) {
+    if (n == (ssize_t)sizeof(note_req) && r->magic == LOG_MAGIC) {
         if (npassed != 1 || extra)
-            sandlet_error("spawner: the supervisor sends a new error log without exactly one "
-                          "descriptor; refused");
+            sandlet_error("the supervisor sent a new error log without exactly one descriptor; "
+                          "refused (only a mismatched or taken-over supervisor does: restart "
+                          "sandletd)");
         else if (dup2(passed[0], STDERR_FILENO) < 0)
             sandlet_log_errno(SANDLET_LOG_WARN, -errno,
-                              "spawner: cannot take the reopened error log; its lines go to the "
+                              "cannot take the reopened error log; the spawner's lines go to the "
                               "previous file");
         for (size_t i = 0; i < npassed; i++)
             close(passed[i]);
         return;
     }
-    if (n == (ssize_t)sizeof(forget_req) && r->magic == FORGET_MAGIC) {
-        forget_req f;
+    if (n == (ssize_t)sizeof(note_req) && r->magic == FORGET_MAGIC) {
+        note_req f;
         memcpy(&f, r, sizeof(f));
         for (size_t i = 0; i < npassed; i++)
             close(passed[i]);
         if (!npassed && !extra && !sp.upgrade)
             return; /* its exit crossed the request: reported, reaped */
         if (npassed || extra || sp.upgrade->pid != f.pid)
-            sandlet_error("spawner: the supervisor asks to forget pid %d, which is not the "
-                          "upgrade's new daemon; refused",
+            sandlet_error("the supervisor asked to forget pid %d, which is not the upgrade's new "
+                          "daemon; refused (only a mismatched or taken-over supervisor does: "
+                          "restart sandletd)",
                           (int)f.pid);
         else {
             uv_close((uv_handle_t *)sp.upgrade, kid_closed);
@@ -300,7 +306,10 @@ static void serve(void)
     spawn_msg m = {.type = MSG_SPAWNED, .err = -EINVAL};
     int pidfd = -1;
     if (why) {
-        sandlet_error("spawner: a request of the supervisor is refused: %s", why);
+        sandlet_error("a request of the supervisor is refused: %s (only a mismatched or "
+                      "taken-over supervisor sends one: restart sandletd, and report it if it "
+                      "recurs)",
+                      why);
     } else {
         uv_stdio_container_t stdio[SANDLET_SPAWN_MAX_FDS];
         for (uint32_t i = 0; i < r->nfds; i++) {
@@ -339,7 +348,10 @@ static void serve(void)
             pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
             if (pidfd < 0) {
                 m.err = -errno;
-                sandlet_log_errno(SANDLET_LOG_ERROR, m.err, "spawner: pidfd_open");
+                sandlet_log_errno(SANDLET_LOG_ERROR, m.err,
+                                  "cannot make a pidfd for child %d (Linux 5.3 or later is "
+                                  "needed); it is killed and its start fails",
+                                  (int)p->pid);
                 uv_process_kill(p, SIGKILL); /* its exit is still reported */
             } else
                 m.err = 0;
@@ -371,7 +383,7 @@ static _Noreturn void spawner_main(pid_t supervisor)
     sandlet_log_set_role("spawner");
     /* Named apart from the workers and the daemon in ps and /proc. */
     if (prctl(PR_SET_NAME, SPAWNER_NAME, 0, 0, 0) < 0)
-        sandlet_log_errno(SANDLET_LOG_WARN, -errno, "spawner: cannot set its name");
+        sandlet_log_errno(SANDLET_LOG_WARN, -errno, "cannot set the spawner's name");
     /* Nothing of the inherited sessions (upgrade.c) is ours to hold. */
     sandlet_upgrade_stores_close();
     /* As the supervisor: sanitizer runs keep ptrace for their tools. */
@@ -388,7 +400,7 @@ static _Noreturn void spawner_main(pid_t supervisor)
     if (rc == 0)
         rc = uv_poll_start(&sp.poll, UV_READABLE | UV_DISCONNECT, on_request);
     if (rc < 0) {
-        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "spawner: cannot start its event loop");
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "the spawner cannot start its event loop");
         _exit(1);
     }
     uv_run(&sp.loop, UV_RUN_DEFAULT);
@@ -693,7 +705,7 @@ int sandlet_spawn(sandlet_proc *p, const sandlet_spawn_opts *o)
 
 void sandlet_spawner_log(int fd)
 {
-    forget_req f = {.magic = LOG_MAGIC};
+    note_req f = {.magic = LOG_MAGIC};
     struct iovec iov = {.iov_base = &f, .iov_len = sizeof(f)};
     union {
         char buf[CMSG_SPACE(sizeof(int))];
@@ -735,7 +747,7 @@ void sandlet_proc_forget(sandlet_proc *p)
         }
     p->next = NULL;
     if (live) {
-        forget_req f = {.magic = FORGET_MAGIC, .pid = p->pid};
+        note_req f = {.magic = FORGET_MAGIC, .pid = p->pid};
         ssize_t n;
         do
             n = send(cl.sock, &f, sizeof(f), MSG_NOSIGNAL);
