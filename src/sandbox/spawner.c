@@ -416,7 +416,13 @@ static struct {
     bool watching;
     bool closing; /* unwatch once the last child's exit is reported */
     void (*lost)(void);
-    uv_timer_t later; /* exits read while waiting for an answer */
+    /* Exits read while waiting for an answer, handled at the loop's next
+     * idle phase: never from a timer, since a 0 ms timer started by what
+     * an exit restarts runs in the same pass of the loop's timers, which
+     * would then never reach its poll (a worker that restarts and exits
+     * at once, its acceptor gone, kept the supervisor from ever reading
+     * that end). */
+    uv_idle_t later;
     sandlet_proc *live;
     spawn_msg *queued;
     size_t nqueued, head, cap;
@@ -531,7 +537,7 @@ static void close_watch(void)
     cl.watching = false;
     uv_poll_stop(&cl.poll);
     uv_close((uv_handle_t *)&cl.poll, NULL);
-    uv_timer_stop(&cl.later);
+    uv_idle_stop(&cl.later);
     uv_close((uv_handle_t *)&cl.later, NULL);
 }
 
@@ -562,9 +568,9 @@ static void dispatch_queued(void)
     cl.head = cl.nqueued = 0;
 }
 
-static void on_later(uv_timer_t *t)
+static void on_later(uv_idle_t *h)
 {
-    (void)t;
+    uv_idle_stop(h);
     dispatch_queued();
 }
 
@@ -592,7 +598,7 @@ int sandlet_spawner_watch(uv_loop_t *loop, void (*lost)(void))
     if (rc == 0)
         rc = uv_poll_start(&cl.poll, UV_READABLE | UV_DISCONNECT, on_spawner);
     if (rc == 0)
-        rc = uv_timer_init(loop, &cl.later);
+        rc = uv_idle_init(loop, &cl.later);
     if (rc == 0)
         cl.watching = true;
     return rc;
@@ -699,7 +705,7 @@ int sandlet_spawn(sandlet_proc *p, const sandlet_spawn_opts *o)
         cl.queued[cl.nqueued++] = m;
     }
     if (cl.nqueued > cl.head && cl.watching)
-        uv_timer_start(&cl.later, on_later, 0, 0);
+        uv_idle_start(&cl.later, on_later);
     return 0;
 }
 
