@@ -22,6 +22,7 @@
 #include "config.h"
 
 #include "sandbox/pages.h"
+#include "sandbox/spawner.h"
 #include "common/log.h"
 #include "csp/pagecache.h"
 
@@ -83,12 +84,12 @@ typedef struct pagebox {
 } pagebox;
 
 typedef struct job {
-    uv_process_t proc;
+    sandlet_proc proc; /* started by the spawner (spawner.c) */
     uv_timer_t timer;
     size_t sandbox, index;
     char workdir[PATH_MAX];
     bool timed_out;
-    int handles; /* open libuv handles of this job */
+    int handles; /* open libuv handles of this job: its timer */
     struct job *next;
 } job;
 
@@ -471,7 +472,7 @@ static void finish(job *j, int64_t status, int term_signal)
     }
 }
 
-static void job_exited(uv_process_t *proc, int64_t status, int term_signal)
+static void job_exited(sandlet_proc *proc, int64_t status, int term_signal)
 {
     job *j = proc->data;
     uv_timer_stop(&j->timer);
@@ -484,7 +485,6 @@ static void job_exited(uv_process_t *proc, int64_t status, int term_signal)
     if (pg.boxes)
         finish(j, status, term_signal);
     uv_close((uv_handle_t *)&j->timer, job_closed);
-    uv_close((uv_handle_t *)&j->proc, job_closed);
     start_next();
 }
 
@@ -566,38 +566,31 @@ static void compile(size_t sandbox, size_t index)
     args[n++] = "--wall";
     args[n++] = wall;
     args[n] = NULL;
-    uv_stdio_container_t stdio[3] = {
-        {.flags = UV_IGNORE},
-        {.flags = UV_IGNORE},
-        {.flags = UV_INHERIT_FD, .data.fd = STDERR_FILENO}, /* its own errors: the log */
-    };
-    uv_process_options_t opts = {
-        .exit_cb = job_exited,
-        .file = pg.env.exe,
+    /* Standard error is its own errors: the log. */
+    int fds[3] = {-1, -1, STDERR_FILENO};
+    sandlet_spawn_opts opts = {
+        .file = SANDLET_SPAWN_SELF,
         .args = args,
         .env = pg.spawn_env,
-        .stdio_count = 3,
-        .stdio = stdio,
+        .fds = fds,
+        .nfds = 3,
         /* A session of its own: its process group is killed whole. */
-        .flags = UV_PROCESS_DETACHED,
+        .detached = true,
+        /* Dropped in the child before exec: none of it runs as root. */
+        .uid = id->uid,
+        .gid = id->gid,
     };
-    if (id->uid != UINT32_MAX) {
-        opts.flags |= UV_PROCESS_SETUID | UV_PROCESS_SETGID;
-        opts.uid = (uv_uid_t)id->uid;
-        opts.gid = (uv_gid_t)id->gid;
-    }
     j->proc.data = j;
+    j->proc.exit_cb = job_exited;
     j->timer.data = j;
     uv_timer_init(pg.env.loop, &j->timer);
     j->handles = 1;
-    rc = uv_spawn(pg.env.loop, &j->proc, &opts);
-    j->handles++;
+    rc = sandlet_spawn(&j->proc, &opts);
     if (rc < 0) {
         sandlet_log_errno(SANDLET_LOG_ERROR, rc, "page /%s: cannot start its compile", p->rel);
         sandlet_page_workdir_remove(j->workdir);
         p->compiling = false;
         uv_close((uv_handle_t *)&j->timer, job_closed);
-        uv_close((uv_handle_t *)&j->proc, job_closed);
         answer(sandbox, p->rel, (uint32_t)index, 0, -EIO, -1);
         return;
     }

@@ -6,18 +6,21 @@
  * process that may keep root.  From its own parsed configuration it sizes
  * each sandbox's pool (one live child per slot, the generation increasing
  * with each start, restarts backing off when a slot crash-loops), makes
- * each worker's channel and writes its INIT frame, and starts the worker
- * already under its sandbox's identity, with an empty environment and
- * nothing but its descriptors 0-4.  The acceptor then gets the channel and
- * the worker's output pipe.  It must never read network input, servlet
- * output or frames, and never let the acceptor choose a worker's
- * libraries, identity, confinement or count: the acceptor may only ask
- * for a live worker's death and for a log reopen, and every message it
- * sends is checked as hostile.  It signals only its own children.
+ * each worker's channel and writes its INIT frame, and has its spawner
+ * (spawner.c) start the worker already under its sandbox's identity,
+ * with an empty environment and nothing but its descriptors 0-6: it holds
+ * neither CAP_SETUID nor the right to exec itself (harden.h).  The
+ * acceptor then gets the channel and the worker's output pipe.  It must
+ * never read network input, servlet output or frames, and never let the
+ * acceptor choose a worker's libraries, identity, confinement or count:
+ * the acceptor may only ask for a live worker's death and for a log
+ * reopen, and every message it sends is checked as hostile.  It signals
+ * only the children the spawner started for it, through their pidfds.
  */
 #include "config.h"
 
 #include "sandbox/supervisor.h"
+#include "sandbox/worker.h"
 #include "common/log.h"
 #include "sandbox/confine.h"
 #include "sandbox/claim.h"
@@ -34,6 +37,7 @@
 #include "sandbox/pages.h"
 #include "sandbox/quota.h"
 #include "sandbox/session_store.h"
+#include "sandbox/spawner.h"
 #include "sandbox/upgrade.h"
 
 #include <dirent.h>
@@ -94,9 +98,9 @@ typedef struct box box;
 typedef struct plan plan;
 typedef struct store sstore;
 
-/* One started worker, until libuv has closed its process handle. */
+/* One started worker, until its exit is reported. */
 typedef struct child {
-    uv_process_t proc;
+    sandlet_proc proc; /* started by the spawner (spawner.c) */
     slot *slot;
     uint32_t gen;
     uint64_t started;
@@ -202,7 +206,7 @@ static struct {
     int ctl;
     sandlet_ctl_queue out; /* to the acceptor, waiting for room */
     char exe[32];          /* "/proc/self/fd/N" */
-    char parent[16];       /* our pid, for the workers' argv */
+    char parent[16];       /* the spawner's pid, the workers' parent, for their argv */
     char *env[5];          /* what a worker's environment holds, NULL-ended */
     bool confine;
     sandlet_id acceptor;
@@ -286,6 +290,7 @@ static void maybe_finish(void)
 {
     if (sv.closing && sv.nlive == 0 && !sv.finished) {
         sv.finished = true;
+        sandlet_spawner_unwatch();
         uv_timer_stop(&sv.grace);
         uv_close((uv_handle_t *)&sv.grace, NULL);
         for (box *b = sv.boxes; b; b = b->next) {
@@ -495,7 +500,7 @@ static void on_box_deadline(uv_timer_t *t)
         child *c = b->slots[i].live;
         if (c && !c->kill_asked) {
             c->kill_asked = true;
-            uv_process_kill(&c->proc, SIGKILL);
+            (void)sandlet_proc_kill(&c->proc, SIGKILL); /* -ESRCH: its exit is on its way */
             n++;
         }
     }
@@ -563,11 +568,6 @@ static const sandlet_init_pages *box_pages(box *b, sandlet_init_pages *own)
         return sandlet_pages_of(b->index);
     *own = (sandlet_init_pages){.gen = b->code_gen};
     return own;
-}
-
-static void child_closed(uv_handle_t *h)
-{
-    free(h->data);
 }
 
 static void spawn(slot *s);
@@ -777,7 +777,7 @@ static void landlock_denial(pid_t pid, const sandlet_denial *d)
     sandlet_warn("%s", line);
 }
 
-static void child_exited(uv_process_t *p, int64_t status, int term_signal)
+static void child_exited(sandlet_proc *p, int64_t status, int term_signal)
 {
     child *c = p->data;
     slot *s = c->slot;
@@ -845,7 +845,7 @@ static void child_exited(uv_process_t *p, int64_t status, int term_signal)
      * live worker).  A page's new version does not count: a client that
      * asks for pages must not cut a crash-looping slot's back-off. */
     bool outdated = c->code != b->code_news;
-    uv_close((uv_handle_t *)p, child_closed);
+    free(c);
     schedule_restart(s, outdated);
     box_maybe_gone(b);
     maybe_finish();
@@ -1158,6 +1158,7 @@ static void spawn(slot *s)
     c->pages = ip ? ip->gen : 0;
     c->code = x->code_news;
     c->proc.data = c;
+    c->proc.exit_cb = child_exited;
     char blocked[] = "--write-blocked";
     char *args[] = {"sandletd", "--worker", sb->name,
                     "--parent", sv.parent,  x->write_blocked ? blocked : NULL,
@@ -1166,36 +1167,25 @@ static void spawn(slot *s)
      * that a session is found whichever worker serves the request. */
     int store = x->store ? x->store->fd : -1;
     check_session_store(x);
-    /* Descriptor 5: the claim word; 6: the spool file, read-only. */
-    uv_stdio_container_t stdio[7] = {
-        {.flags = UV_IGNORE}, /* /dev/null */
-        {.flags = UV_INHERIT_FD, .data.fd = out[1]},
-        {.flags = UV_INHERIT_FD, .data.fd = out[1]},
-        {.flags = UV_INHERIT_FD, .data.fd = ch[1]},
-        {.flags = store >= 0 ? UV_INHERIT_FD : UV_IGNORE, .data.fd = store},
-        {.flags = UV_INHERIT_FD, .data.fd = claim},
-        {.flags = spool_r >= 0 ? UV_INHERIT_FD : UV_IGNORE, .data.fd = spool_r},
-    };
+    /* Descriptor 0: /dev/null; 5: the claim word; 6: the spool file,
+     * read-only. */
+    int place[7] = {-1, out[1], out[1], ch[1], store, claim, spool_r};
     const sandlet_id *id = &x->ident;
-    uv_process_options_t opts = {
-        .exit_cb = child_exited,
+    sandlet_spawn_opts opts = {
         /* A fresh exec of this very binary: its own address-space layout
          * and none of our memory. */
-        .file = sv.exe,
+        .file = SANDLET_SPAWN_SELF,
         .args = args,
         .env = sv.env,
-        .stdio_count = 7,
-        .stdio = stdio,
+        .fds = place,
+        .nfds = 7,
+        /* The identity is dropped in the child before exec (libuv, in
+         * the spawner: setgroups(0), setgid, setuid): nothing of the
+         * worker, not even the dynamic loader, runs as root. */
+        .uid = id->uid,
+        .gid = id->gid,
     };
-    /* The identity is dropped in the child before exec (libuv:
-     * setgroups(0), setgid, setuid): nothing of the worker, not even the
-     * dynamic loader, runs as root. */
-    if (id->uid != UINT32_MAX) {
-        opts.flags |= UV_PROCESS_SETUID | UV_PROCESS_SETGID;
-        opts.uid = (uv_uid_t)id->uid;
-        opts.gid = (uv_gid_t)id->gid;
-    }
-    rc = uv_spawn(&sv.loop, &c->proc, &opts);
+    rc = sandlet_spawn(&c->proc, &opts);
     close(ch[1]);
     close(out[1]);
     if (spool_r >= 0)
@@ -1206,7 +1196,7 @@ static void spawn(slot *s)
         close(claim);
         if (spool_w >= 0)
             close(spool_w);
-        uv_close((uv_handle_t *)&c->proc, child_closed);
+        free(c);
         spawn_failed(s, rc);
         return;
     }
@@ -1286,7 +1276,7 @@ static void kill_child(const sandlet_ctl *m)
      * is gone already (its EXITED crossed this message). */
     if (s->live && s->live->gen == m->gen && !s->live->kill_asked) {
         s->live->kill_asked = true;
-        uv_process_kill(&s->live->proc, SIGKILL);
+        (void)sandlet_proc_kill(&s->live->proc, SIGKILL); /* -ESRCH: its exit is on its way */
     }
 }
 
@@ -1724,6 +1714,7 @@ static void reopen_logs(void)
         if (which == SANDLET_LOG_ERROR_FILE) {
             dup2(fd, STDERR_FILENO);
             sandlet_log_nonblocking();
+            sandlet_spawner_log(fd);
         }
         sandlet_ctl m = {.type = SANDLET_CTL_LOGFD, .status = (int32_t)which};
         tell(&m, &fd, 1);
@@ -1740,7 +1731,7 @@ static void on_grace(uv_timer_t *t)
                 continue;
             sandlet_warn("worker %d of sandbox '%s' did not stop in time; killing it", c->proc.pid,
                          b->sb->name);
-            uv_process_kill(&c->proc, SIGKILL);
+            (void)sandlet_proc_kill(&c->proc, SIGKILL); /* -ESRCH: its exit is on its way */
         }
 }
 
@@ -1920,7 +1911,7 @@ static void check_quotas(void)
             child *c = x->slots[j].live;
             if (c) {
                 c->kill_asked = true;
-                uv_process_kill(&c->proc, SIGKILL);
+                (void)sandlet_proc_kill(&c->proc, SIGKILL); /* -ESRCH: its exit is on its way */
             }
         }
     }
@@ -2062,7 +2053,7 @@ static void check_store_lock(box *b)
                   "sandbox is stuck or hostile",
                   b->sb->name, (int)holder, STORE_HOLD_CHECKS * STORE_CHECK_MS / 1000);
     c->kill_asked = true;
-    uv_process_kill(&c->proc, SIGKILL);
+    (void)sandlet_proc_kill(&c->proc, SIGKILL); /* -ESRCH: its exit is on its way */
 }
 
 /* development on: a sandbox whose servlet library changed on disk gets a
@@ -2330,6 +2321,15 @@ static bool learning_worker(pid_t pid, sandlet_learn_who *out)
     return false;
 }
 
+/* Gone with the daemon: a state file naming a dead pid would have
+ * "sandletd -s" signal whatever process reuses it. */
+static void state_remove(void)
+{
+    if (sv.state_path[0] && unlink(sv.state_path) < 0 && errno != ENOENT)
+        sandlet_log_errno(SANDLET_LOG_WARN, -errno, "cannot remove the state file %s",
+                          sv.state_path);
+}
+
 int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
 {
     sandlet_log_set_role("supervisor");
@@ -2360,10 +2360,11 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
      * open without close-on-exec: none reaches a worker. */
     sandlet_cloexec_inherited();
     /* A worker is started by exec of /proc/self/fd/N after libuv has put
-     * its descriptors 0 to SANDLET_CLAIM_FD in place: N must lie above
-     * them, or the exec would run the claim word or the session store. */
-    if (exe_fd <= SANDLET_CLAIM_FD) {
-        int moved = fcntl(exe_fd, F_DUPFD_CLOEXEC, SANDLET_CLAIM_FD + 1);
+     * its descriptors 0 to SANDLET_SPOOL_FD in place: N must lie above
+     * them, or the exec would run the claim word, the session store or
+     * the spool file. */
+    if (exe_fd <= SANDLET_SPOOL_FD) {
+        int moved = fcntl(exe_fd, F_DUPFD_CLOEXEC, SANDLET_SPOOL_FD + 1);
         if (moved < 0) {
             sandlet_log_errno(SANDLET_LOG_ERROR, -errno,
                               "cannot move the daemon's own binary (descriptor %d) out of the "
@@ -2375,7 +2376,15 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
         exe_fd = moved;
     }
     snprintf(sv.exe, sizeof(sv.exe), "/proc/self/fd/%d", exe_fd);
-    snprintf(sv.parent, sizeof(sv.parent), "%d", (int)getpid());
+    /* The spawner first, before anything else is opened or derived here
+     * (session keys, stores, the audit socket): it starts every child,
+     * keeping what that takes, so that we can drop it (harden.h).  It has
+     * no use for the session secret. */
+    pid_t spawner = sandlet_spawner_fork(sv.exe, ctl_fd, ((sandlet_conf *)conf)->session_secret,
+                                         sizeof(conf->session_secret));
+    if (spawner < 0)
+        return 1;
+    snprintf(sv.parent, sizeof(sv.parent), "%d", (int)spawner);
     if (worker_environment() < 0) {
         cleanup();
         return 1;
@@ -2424,6 +2433,12 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
         cleanup();
         return 1;
     }
+    rc = sandlet_spawner_watch(&sv.loop, state_remove);
+    if (rc < 0) {
+        sandlet_log_errno(SANDLET_LOG_ERROR, rc, "cannot watch the spawner's socket");
+        cleanup();
+        return 1;
+    }
     uv_timer_init(&sv.loop, &sv.grace);
     uv_timer_init(&sv.loop, &sv.outlived);
     uv_timer_init(&sv.loop, &sv.quota);
@@ -2464,11 +2479,7 @@ int sandlet_supervisor_run(const sandlet_conf *conf, int ctl_fd, int exe_fd)
     maybe_finish();
     uv_run(&sv.loop, UV_RUN_DEFAULT);
     uv_loop_close(&sv.loop);
-    /* Gone with the daemon: a state file naming a dead pid would have
-     * "sandletd -s" signal whatever process reuses it. */
-    if (sv.state_path[0] && unlink(sv.state_path) < 0 && errno != ENOENT)
-        sandlet_log_errno(SANDLET_LOG_WARN, -errno, "cannot remove the state file %s",
-                          sv.state_path);
+    state_remove();
     cleanup();
     return 0;
 }

@@ -3,9 +3,10 @@
  *
  * "sandletd -s upgrade" sends SIGUSR2 to the acceptor, which hands its
  * listening sockets over (HANDOVER) and asks for the UPGRADE.  The
- * supervisor, the one process that may start a daemon as root, starts the
- * binary at the path sandletd was started from (the new one, once a
- * package replaced the file) with the same arguments, the listeners as
+ * supervisor has its spawner (spawner.c), the one process that may start
+ * a daemon as root, start the binary at the path sandletd was started
+ * from (the new one, once a package replaced the file) with the same
+ * arguments, the listeners as
  * descriptors 3... named by SANDLET_LISTEN_FDS, and the write end of a
  * pipe named by SANDLET_UPGRADE_FD.  The new daemon checks each listener
  * against its own listen lines, binds what it was not given, and writes
@@ -28,6 +29,7 @@
 
 #include "sandbox/upgrade.h"
 #include "common/log.h"
+#include "sandbox/spawner.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -46,10 +48,10 @@ static struct {
     int fds[SANDLET_UPGRADE_MAX_FDS];
     size_t nfds;
     sandlet_upgrade_env env;
-    bool busy;    /* from UPGRADE to its outcome */
-    bool running; /* the new daemon was started and has not failed */
-    uv_process_t proc;
-    bool proc_open;
+    bool busy;         /* from UPGRADE to its outcome */
+    bool running;      /* the new daemon was started and has not failed */
+    sandlet_proc proc; /* started by the spawner (spawner.c) */
+    bool proc_open;    /* its exit is still to come */
     uv_poll_t poll;
     int pipe_fd; /* read end, or -1 */
     bool poll_open;
@@ -69,6 +71,15 @@ void sandlet_upgrade_set_exec(const char *path, char *const *argv)
 {
     up.path = path;
     up.argv = argv;
+}
+
+bool sandlet_upgrade_exec(const char **path, char *const **argv)
+{
+    if (!up.path || !up.argv)
+        return false;
+    *path = up.path;
+    *argv = up.argv;
+    return true;
 }
 
 bool sandlet_upgrade_busy(void)
@@ -111,11 +122,17 @@ int sandlet_upgrade_handover(int fd)
     return 0;
 }
 
+static void proc_forget(void)
+{
+    if (!up.proc_open)
+        return;
+    sandlet_proc_forget(&up.proc);
+    up.proc_open = false;
+}
+
 static void handle_closed(uv_handle_t *h)
 {
-    if (h == (uv_handle_t *)&up.proc)
-        up.proc_open = false;
-    else if (h == (uv_handle_t *)&up.poll)
+    if (h == (uv_handle_t *)&up.poll)
         up.poll_open = false;
     else if (h == (uv_handle_t *)&up.timer)
         up.timer_open = false;
@@ -145,8 +162,7 @@ static void finish(bool handed, int err, const char *message)
         /* The new daemon is its own: its exit is not ours to wait for
          * (once we are gone it is the service manager's), and a handle
          * left open would keep this loop, and the old daemon, alive. */
-        if (up.proc_open && !uv_is_closing((uv_handle_t *)&up.proc))
-            uv_close((uv_handle_t *)&up.proc, handle_closed);
+        proc_forget();
         sandlet_info("%s", message);
     } else {
         up.running = false;
@@ -157,7 +173,7 @@ static void finish(bool handed, int err, const char *message)
     up.env.tell(&m, NULL, 0);
 }
 
-static void on_exit_cb(uv_process_t *p, int64_t status, int term_signal)
+static void on_exit_cb(sandlet_proc *p, int64_t status, int term_signal)
 {
     char msg[512];
     snprintf(msg, sizeof(msg),
@@ -166,8 +182,7 @@ static void on_exit_cb(uv_process_t *p, int64_t status, int term_signal)
              p->pid, up.path, term_signal ? "signal" : "status",
              term_signal ? term_signal : (int)status);
     finish(false, -ECHILD, msg);
-    if (!uv_is_closing((uv_handle_t *)p))
-        uv_close((uv_handle_t *)p, handle_closed);
+    up.proc_open = false; /* reported: the spawner has reaped it */
 }
 
 static void on_ready(uv_poll_t *p, int status, int events)
@@ -200,13 +215,13 @@ static void on_timeout(uv_timer_t *t)
         sandlet_error("upgrade: the new sandletd (pid %d) is not ready after %d ms; stopping it",
                       up.proc.pid, SANDLET_UPGRADE_READY_MS);
         up.termed = true;
-        uv_process_kill(&up.proc, SIGTERM);
+        (void)sandlet_proc_kill(&up.proc, SIGTERM); /* -ESRCH: its exit is on its way */
         uv_timer_start(t, on_timeout, SANDLET_UPGRADE_KILL_MS, 0);
         return;
     }
     sandlet_error("upgrade: the new sandletd (pid %d) did not stop in %d ms; killing it",
                   up.proc.pid, SANDLET_UPGRADE_KILL_MS);
-    uv_process_kill(&up.proc, SIGKILL);
+    (void)sandlet_proc_kill(&up.proc, SIGKILL);
 }
 
 /* environ without our three variables, then them (stores only when
@@ -257,22 +272,18 @@ static int spawn_new(char *msg, size_t cap)
         snprintf(msg, cap, "upgrade failed: cannot make a pipe: %s", strerror(-err));
         return err;
     }
-    uv_stdio_container_t stdio[3 + SANDLET_UPGRADE_MAX_FDS + 1 + SANDLET_UPGRADE_MAX_STORES];
-    stdio[0].flags = UV_IGNORE;
-    for (int i = 1; i < 3; i++) {
-        stdio[i].flags = UV_INHERIT_FD;
-        stdio[i].data.fd = i;
-    }
+    int stdio[3 + SANDLET_UPGRADE_MAX_FDS + 1 + SANDLET_UPGRADE_MAX_STORES];
+    stdio[0] = -1; /* /dev/null */
+    stdio[1] = 1;
+    stdio[2] = 2;
     char listen[32 + 5 * SANDLET_UPGRADE_MAX_FDS], ready[48];
     size_t used = (size_t)snprintf(listen, sizeof(listen), "%s=", SANDLET_ENV_LISTEN_FDS);
     for (size_t i = 0; i < up.nfds; i++) {
-        stdio[3 + i].flags = UV_INHERIT_FD;
-        stdio[3 + i].data.fd = up.fds[i];
+        stdio[3 + i] = up.fds[i];
         used +=
             (size_t)snprintf(listen + used, sizeof(listen) - used, "%s%zu", i ? " " : "", 3 + i);
     }
-    stdio[3 + up.nfds].flags = UV_INHERIT_FD;
-    stdio[3 + up.nfds].data.fd = p[1];
+    stdio[3 + up.nfds] = p[1];
     snprintf(ready, sizeof(ready), "%s=%zu", SANDLET_ENV_UPGRADE_FD, 3 + up.nfds);
     /* The memory session stores, after the pipe: the new daemon copies
      * their sessions (it never shares them with us). */
@@ -296,8 +307,7 @@ static int spawn_new(char *msg, size_t cap)
         if (w < 0 || (size_t)w >= sizeof(stores) - sused)
             break;
         sused += (size_t)w;
-        stdio[at].flags = UV_INHERIT_FD;
-        stdio[at].data.fd = sfds[j];
+        stdio[at] = sfds[j];
         given++;
     }
     char **env = child_env(listen, ready, given ? stores : NULL);
@@ -307,25 +317,29 @@ static int spawn_new(char *msg, size_t cap)
         snprintf(msg, cap, "upgrade failed: out of memory");
         return -ENOMEM;
     }
-    uv_process_options_t opt = {
-        .exit_cb = on_exit_cb,
-        .file = up.path,
-        .args = (char **)up.argv,
+    /* The spawner execs the file and argv it has (up.path and up.argv,
+     * the same as ours), as root with its capabilities: we have neither
+     * the capabilities nor the right to exec. */
+    sandlet_spawn_opts opt = {
+        .file = SANDLET_SPAWN_UPGRADE,
+        .args = up.argv,
         .env = env,
-        .stdio = stdio,
-        .stdio_count = (int)(3 + up.nfds + 1 + given),
+        .uid = UINT32_MAX,
+        .gid = UINT32_MAX,
+        .fds = stdio,
+        .nfds = 3 + up.nfds + 1 + given,
         /* Its own session, as a daemon started by an init script. */
-        .flags = UV_PROCESS_DETACHED,
+        .detached = true,
     };
-    int rc = uv_spawn(up.env.loop, &up.proc, &opt);
+    up.proc.exit_cb = on_exit_cb;
+    int rc = sandlet_spawn(&up.proc, &opt);
     free(env);
     close(p[1]);
     if (rc < 0) {
         close(p[0]);
         snprintf(msg, cap,
                  "upgrade failed: cannot start %s: %s (is the file there and executable?)", up.path,
-                 uv_strerror(rc));
-        uv_close((uv_handle_t *)&up.proc, NULL);
+                 strerror(-rc));
         return rc;
     }
     up.proc_open = true;
@@ -379,8 +393,7 @@ bool sandlet_upgrade_stop(void)
     bool running = up.running;
     up.busy = false;
     close_watch();
-    if (up.proc_open && !uv_is_closing((uv_handle_t *)&up.proc))
-        uv_close((uv_handle_t *)&up.proc, handle_closed);
+    proc_forget();
     return running;
 }
 

@@ -56,6 +56,9 @@ typedef struct sandlet_upgrade_env {
  * Set by main.c before the supervisor is forked; the strings must live as
  * long as the process. */
 void sandlet_upgrade_set_exec(const char *path, char *const *argv);
+/* What sandlet_upgrade_set_exec set, for the spawner (spawner.c), which
+ * execs it: false when nothing was. */
+bool sandlet_upgrade_exec(const char **path, char *const **argv);
 /* HANDOVER: keeps fd (a listening stream socket, checked; else it is
  * closed) for the next upgrade.  Returns 0, or -errno with fd closed
  * (-EBUSY during an upgrade, -E2BIG past SANDLET_UPGRADE_MAX_FDS, -EINVAL

@@ -271,9 +271,19 @@ int th_children_of(pid_t me, pid_t *out, int max)
         int ppid = 0;
         char state;
         if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && ppid == me) {
-            if (out && n < max)
-                out[n] = (pid_t)atol(e->d_name);
-            n++;
+            /* The supervisor's spawner stands for the children it
+             * started for it (src/sandbox/spawner.c). */
+            pid_t pid = (pid_t)atol(e->d_name);
+            if (strncmp(s, e->d_name, strlen(e->d_name)) == 0 &&
+                strstr(s, " (sandlet-spawner) ") == s + strlen(e->d_name)) {
+                int k = th_children_of(pid, out ? out + (n < max ? n : max) : NULL,
+                                       n < max ? max - n : 0);
+                n += k > 0 ? k : 0;
+            } else {
+                if (out && n < max)
+                    out[n] = pid;
+                n++;
+            }
         }
         free(s);
     }

@@ -75,7 +75,9 @@ bool th_log_contains(const th_daemon *d, const char *needle);
 bool th_log_wait(const th_daemon *d, const char *needle, int ms);
 /* Number of processes whose parent is this process. */
 int th_children(void);
-/* Fills out with up to max pids of parent's children; returns the count. */
+/* Fills out with up to max pids of parent's children; returns the count.
+ * A supervisor's spawner is not counted: the children it started for the
+ * supervisor are, as the supervisor's. */
 int th_children_of(pid_t parent, pid_t *out, int max);
 
 /* A client connection with its read buffer (pipelined responses). */

@@ -34,6 +34,56 @@
 #define POLL_MS 20
 
 /* The pid the state file names, or -1. */
+/* A hex capability line ("CapBnd") of /proc/PID/status; 0 when absent. */
+static unsigned long long caps_of(pid_t pid, const char *name)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    unsigned long long v = 0;
+    size_t len = strlen(name);
+    while (f && fgets(line, sizeof(line), f))
+        if (strncmp(line, name, len) == 0 && line[len] == ':')
+            v = strtoull(line + len + 1, NULL, 16);
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/* The daemon an upgrade starts has every capability a start has (issue
+ * 29: the spawner that execs it keeps them), not only what the old
+ * supervisor kept: its acceptor's bounding set is ours, and so is its
+ * new spawner's permitted set. */
+static void assert_full_caps(pid_t acceptor)
+{
+    if (geteuid() != 0)
+        return;
+    unsigned long long ours = caps_of(getpid(), "CapBnd");
+    assert_int_equal(caps_of(acceptor, "CapBnd"), ours);
+    pid_t sup;
+    assert_int_equal(th_children_of(acceptor, &sup, 1), 1);
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)sup, (int)sup);
+    char *kids = th_slurp(path, NULL);
+    assert_non_null(kids);
+    bool found = false;
+    for (char *p = kids; *p;) {
+        pid_t k = (pid_t)strtol(p, &p, 10);
+        if (k <= 0)
+            break;
+        char comm[64];
+        snprintf(comm, sizeof(comm), "/proc/%d/comm", (int)k);
+        char *c = th_slurp(comm, NULL);
+        if (c && strcmp(c, "sandlet-spawner\n") == 0) {
+            found = true;
+            assert_int_equal(caps_of(k, "CapPrm"), ours);
+        }
+        free(c);
+    }
+    free(kids);
+    assert_true(found);
+}
+
 static long state_pid(const th_daemon *d)
 {
     char path[256];
@@ -196,6 +246,7 @@ static void test_upgrade_loses_nothing(void **state)
     assert_true(now > 0);
     assert_int_not_equal(now, (long)d.pid);
     assert_true(th_log_contains(&d, "(handed over by the previous daemon)"));
+    assert_full_caps((pid_t)now);
     /* The old acceptor finishes and exits 0; the new one serves. */
     int st;
     assert_true(th_wait_exit(d.pid, 15000, &st));

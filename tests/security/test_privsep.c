@@ -39,12 +39,16 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pwd.h>
+#include <linux/capability.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -435,6 +439,132 @@ static void assert_count_ok(void)
     int n = children_of_supervisor();
     assert_true(n >= 0);
     assert_true(n <= 6);
+}
+
+/* The value of a "Name:\t..." line of /proc/PID/status, as hex (CapEff)
+ * or decimal; ~0 when it is not there. */
+static unsigned long long status_field(pid_t pid, const char *name, int base)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    unsigned long long v = ~0ull;
+    size_t len = strlen(name);
+    while (f && fgets(line, sizeof(line), f))
+        if (strncmp(line, name, len) == 0 && line[len] == ':')
+            v = strtoull(line + len + 1, NULL, base);
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/* The supervisor's direct children named sandlet-spawner (th_children_of
+ * looks through them), into out (max); returns the count. */
+static int spawners_of(pid_t sup, pid_t *out, int max)
+{
+    int n = 0;
+    DIR *dir = opendir("/proc");
+    assert_non_null(dir);
+    struct dirent *e;
+    while ((e = readdir(dir))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        char path[300], comm[64] = "";
+        snprintf(path, sizeof(path), "/proc/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        char *got = fgets(comm, sizeof(comm), f);
+        fclose(f);
+        pid_t pid = (pid_t)atol(e->d_name);
+        if (got && strcmp(comm, "sandlet-spawner\n") == 0 &&
+            status_field(pid, "PPid", 10) == (unsigned long long)sup) {
+            if (n < max)
+                out[n] = pid;
+            n++;
+        }
+    }
+    closedir(dir);
+    return n;
+}
+
+#define CAP_BIT(c) (1ull << (c))
+
+/* Issue 29: the supervisor no longer holds CAP_SETUID or CAP_SETGID, and
+ * runs under an allowlist; its one spawner, under the workers' denylist,
+ * holds them and is the workers' parent. */
+static void test_spawner_holds_setuid(void **state)
+{
+    (void)state;
+    if (getenv("SANDLET_NO_CONFINEMENT"))
+        return;
+    pid_t sp[4];
+    assert_int_equal(spawners_of(fa.sup, sp, 4), 1);
+    for (size_t i = 0; i < fa.nworkers; i++)
+        assert_int_equal(status_field(fa.workers[i].pid, "PPid", 10), (unsigned long long)sp[0]);
+    /* One filter each: the supervisor's allowlist is not the spawner's
+     * denylist stacked on another, nor inherited by it. */
+    assert_int_equal(status_field(fa.sup, "Seccomp_filters", 10), 1);
+    assert_int_equal(status_field(sp[0], "Seccomp_filters", 10), 1);
+    assert_int_equal(status_field(sp[0], "NoNewPrivs", 10), 1);
+    if (!root())
+        return;
+    unsigned long long ids = CAP_BIT(CAP_SETUID) | CAP_BIT(CAP_SETGID);
+    assert_int_equal(status_field(fa.sup, "CapEff", 16) & ids, 0);
+    assert_int_equal(status_field(fa.sup, "CapPrm", 16) & ids, 0);
+    assert_int_equal(status_field(fa.sup, "CapBnd", 16) & ids, 0);
+    /* CAP_KILL: its children's death signal. */
+    assert_int_equal(status_field(sp[0], "CapEff", 16), ids | CAP_BIT(CAP_KILL));
+    assert_int_equal(status_field(sp[0], "CapEff", 16), sandlet_harden_spawner_caps());
+    /* Whole, for an upgrade's new daemon. */
+    assert_int_equal(status_field(sp[0], "CapPrm", 16), status_field(sp[0], "CapBnd", 16));
+    for (size_t i = 0; i < fa.nworkers; i++)
+        assert_int_equal(status_field(fa.workers[i].pid, "CapPrm", 16), 0);
+}
+
+/* The supervisor's filter is an allowlist: what it never calls fails
+ * (exec above all, which only the spawner does), what it calls works. */
+static void test_supervisor_allowlist(void **state)
+{
+    (void)state;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int bad = 0;
+        if (sandlet_harden_supervisor() < 0)
+            _exit(100);
+        /* false: should the exec happen, the test fails. */
+        char *argv[] = {"false", NULL}, *envp[] = {NULL};
+        errno = 0;
+        bad |= (execve("/bin/false", argv, envp) == 0 || errno != EPERM) << 0;
+        errno = 0;
+        bad |= (setuid(getuid()) == 0 || errno != EPERM) << 1;
+        errno = 0;
+        bad |= (unshare(CLONE_NEWUSER) == 0 || errno != EPERM) << 2;
+        errno = 0;
+        bad |= (ptrace(PTRACE_TRACEME, 0, NULL, NULL) == 0 || errno != EPERM) << 3;
+        errno = 0;
+        bad |= (syscall(SYS_clone3, NULL, 0) == 0 || errno != ENOSYS) << 4;
+        errno = 0;
+        bad |=
+            (syscall(SYS_clone, CLONE_NEWNET | SIGCHLD, NULL, NULL, NULL, 0) >= 0 || errno != EPERM)
+            << 5;
+        /* What it does use. */
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        bad |= (fd < 0) << 6;
+        if (fd >= 0)
+            close(fd);
+        pid_t child = fork(); /* a reload's look-up child */
+        if (child == 0)
+            _exit(0);
+        int st;
+        bad |= (child < 0 || waitpid(child, &st, 0) != child) << 7;
+        _exit(bad);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
 }
 
 static void test_starts_configured_workers(void **state)
@@ -966,6 +1096,47 @@ static void test_workers_die_with_supervisor(void **state)
     th_stop(&d);
 }
 
+/* A spawner gone (killed, or crashed) ends the supervisor at once and
+ * loudly, and with it the daemon, rather than leave a supervisor that can
+ * start nothing; the workers die with the spawner. */
+static void test_spawner_gone(void **state)
+{
+    (void)state;
+    char conf[1024];
+    snprintf(conf, sizeof(conf),
+             "sandbox s { workers 2; %s }\n"
+             "servlet /p/* { library \"%s\"; sandbox s; }\n",
+             root() ? "user nobody; group nogroup;" : "",
+             th_build_path("tests/fixtures/.libs/probe.so"));
+    th_daemon d;
+    assert_int_equal(th_start(&d, conf, false), 0);
+    th_response r;
+    assert_int_equal(th_request(d.port, "GET", "/p/pid", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
+    pid_t sup, sp[2], workers[4];
+    assert_int_equal(th_children_of(d.pid, &sup, 1), 1);
+    assert_int_equal(spawners_of(sup, sp, 2), 1);
+    int n = 0;
+    for (int t = 0; t < 250 && (n = th_children_of(sup, workers, 4)) < 2; t++)
+        usleep(20000);
+    assert_int_equal(n, 2);
+    assert_int_equal(kill(sp[0], SIGKILL), 0);
+    assert_true(th_log_wait(&d, "the spawner (pid", 5000));
+    int st;
+    assert_true(th_wait_exit(d.pid, 15000, &st));
+    for (int i = 0; i < n; i++) {
+        bool dead = false;
+        for (int t = 0; t < 100 && !dead; t++) {
+            dead = kill(workers[i], 0) < 0 || waitpid(workers[i], NULL, WNOHANG) == workers[i];
+            if (!dead)
+                usleep(20000);
+        }
+        assert_true(dead);
+    }
+    d.pid = 0; /* reaped: th_stop must not signal a reused pid */
+}
+
 /* Started as root, no servlet runs as uid 0 or as the acceptor: such a
  * configuration does not start. */
 static void test_refused_identities(void **state)
@@ -1062,6 +1233,7 @@ int main(void)
 {
     const struct CMUnitTest fake_acceptor[] = {
         cmocka_unit_test(test_starts_configured_workers),
+        cmocka_unit_test(test_spawner_holds_setuid),
         cmocka_unit_test(test_forged_spawn),
         cmocka_unit_test(test_garbage),
         cmocka_unit_test(test_kill_rules),
@@ -1069,12 +1241,14 @@ int main(void)
         cmocka_unit_test(test_lingering_socket),
         cmocka_unit_test(test_flood),
         cmocka_unit_test(test_acceptor_gone),
+        cmocka_unit_test(test_supervisor_allowlist),
     };
     const struct CMUnitTest daemon[] = {
         cmocka_unit_test(test_ctl_queue),
         cmocka_unit_test(test_servlet_sees_nothing),
         cmocka_unit_test(test_two_hundred_each),
         cmocka_unit_test(test_workers_die_with_supervisor),
+        cmocka_unit_test(test_spawner_gone), /* issue 29 */
         cmocka_unit_test(test_refused_identities),
         cmocka_unit_test(test_shared_user),
         cmocka_unit_test(test_shared_filesystem_reload),
