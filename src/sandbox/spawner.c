@@ -637,7 +637,7 @@ int sandlet_spawn(sandlet_proc *p, const sandlet_spawn_opts *o)
     if (o->nfds > SANDLET_SPAWN_MAX_FDS)
         return -E2BIG;
     r->nfds = (uint32_t)o->nfds;
-    int passed[SANDLET_SPAWN_MAX_FDS];
+    int passed[SANDLET_SPAWN_MAX_FDS] = {0};
     for (size_t i = 0; i < o->nfds; i++) {
         r->fd[i] = -1;
         if (o->fds[i] < 0)
