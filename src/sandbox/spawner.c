@@ -346,7 +346,12 @@ static void serve(void)
             /* Our child, not reaped before its exit callback: the pid is
              * its own, and so is the pidfd. */
             pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
-            if (pidfd < 0) {
+            if (pidfd < 0 && errno == ENOSYS) {
+                /* A kernel before 5.3, or valgrind (3.19 knows no
+                 * pidfd_open): the supervisor signals by pid, which stays
+                 * this child's until we reap it and report its exit. */
+                m.err = 0;
+            } else if (pidfd < 0) {
                 m.err = -errno;
                 sandlet_log_errno(SANDLET_LOG_ERROR, m.err,
                                   "cannot make a pidfd for child %d (Linux 5.3 or later is "
@@ -474,7 +479,7 @@ static _Noreturn void spawner_lost(const char *why)
 
 /* One message from the spawner, waiting or not; false when none is
  * there (only when not waiting).  A pidfd comes only with a SPAWNED
- * that succeeded. */
+ * that succeeded, and not always (no pidfd_open: sandlet_proc_kill). */
 static bool receive(spawn_msg *m, int *pidfd, bool wait)
 {
     struct iovec iov = {.iov_base = m, .iov_len = sizeof(*m)};
@@ -521,7 +526,7 @@ static bool receive(spawn_msg *m, int *pidfd, bool wait)
             memcpy(&fds[nfd++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
     }
     bool ok = n == (ssize_t)sizeof(*m) && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
-              ((m->type == MSG_SPAWNED && nfd == (m->err == 0 ? 1 : 0)) ||
+              ((m->type == MSG_SPAWNED && (m->err == 0 ? nfd <= 1 : nfd == 0)) ||
                (m->type == MSG_EXITED && nfd == 0));
     if (!ok) {
         for (int i = 0; i < nfd; i++)
@@ -549,7 +554,8 @@ static void exited(const spawn_msg *m)
             continue;
         *pp = p->next;
         p->next = NULL;
-        close(p->pidfd);
+        if (p->pidfd >= 0)
+            close(p->pidfd);
         p->pidfd = -1;
         p->exit_cb(p, m->status, m->signal);
         if (cl.closing && cl.watching && !cl.live)
@@ -735,8 +741,16 @@ void sandlet_spawner_log(int fd)
 
 int sandlet_proc_kill(sandlet_proc *p, int sig)
 {
-    if (p->pidfd < 0)
+    /* No pidfd: the spawner could not make one (no pidfd_open: an old
+     * kernel, valgrind).  The pid is the child's until its exit is
+     * reported, but for the moment between the spawner's reaping it and
+     * the report reaching us. */
+    if (p->pidfd < 0) {
+        for (const sandlet_proc *q = cl.live; q; q = q->next)
+            if (q == p)
+                return kill(p->pid, sig) < 0 ? -errno : 0;
         return -ESRCH;
+    }
     if (syscall(SYS_pidfd_send_signal, p->pidfd, sig, NULL, 0) < 0)
         return -errno;
     return 0;
