@@ -198,7 +198,7 @@ struct sandlet_worker {
     sandlet_buf in;  /* frames from the worker, copied out of rx */
     sandlet_buf out; /* frames for it that wait for room in tx */
     /* The requests written to the worker and not yet answered, oldest
-     * first: the one it serves, then those queued in its channel (at most
+     * first: the one it serves, then those queued in its lane (at most
      * the pool's depth, "pipeline"). */
     sandlet_inflight *ring;
     unsigned rfirst, rcount;
@@ -326,8 +326,8 @@ void sandlet_pool_resume(sandlet_conn *c);
 /* c's streamed body got more bytes, or ended (sandlet_conn_body): queue
  * what may go to its worker.  Nothing while c waits in the queue. */
 void sandlet_pool_body_more(sandlet_conn *c);
-/* Bytes of c's body queued for its worker and not yet written to the
- * socketpair (0 when c is at no worker). */
+/* Bytes of c's body queued for its worker and not yet copied into its
+ * lane (0 when c is at no worker). */
 size_t sandlet_pool_body_backlog(const sandlet_conn *c);
 void sandlet_pools_stop(sandlet_server *srv);
 /* A report from the supervisor about one worker. */

@@ -1,9 +1,10 @@
 /*
- * channel.c - a worker's socketpair as the acceptor uses it: the request
- * frames written to it (gathered per loop turn and written in one call,
- * with other sandboxes' session cookies filtered out of the Cookie
- * header), the response frames read from it and handed to the client's
- * connection, and the worker's Set-Cookie headers judged.
+ * channel.c - a worker's channel as the acceptor uses it: the request
+ * frames copied into its lane (lane.h; gathered per loop turn and copied
+ * at once, with other sandboxes' session cookies filtered out of the
+ * Cookie header), the response frames copied out of its other lane and
+ * handed to the client's connection, the doorbells on its socketpair,
+ * and the worker's Set-Cookie headers judged.
  *
  * Workers are untrusted.  Every frame they send is decoded with bounds
  * checks; a frame that is malformed, unexpected or for another request is

@@ -28,8 +28,8 @@ static inline const char *sandbox_name(const sandlet_worker *w)
  * before it has answered the first: all that one loop turn has for it
  * leaves in one write, and it serves them one after the other without
  * sleeping in between, which is what makes a hand-off to another process
- * cheaper than a request.  They wait in its channel, not in its memory
- * (worker.c reads one frame at a time), each with a claim word of its own
+ * cheaper than a request.  They wait in its lane, not in its memory
+ * (worker.c copies one frame at a time), each with a claim word of its own
  * (claim.h): one that waits too long behind a slow request (on_behind) or
  * at a stopped worker (check_claim) is taken back and served elsewhere. */
 _Static_assert(2 * SANDLET_MAX_PIPELINE <= SANDLET_CLAIM_WORDS,

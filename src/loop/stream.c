@@ -234,7 +234,7 @@ void sandlet_body_abort(sandlet_worker *w, sandlet_inflight *f)
     sandlet_mark_dirty(w);
 }
 
-/* Queued bytes went to the worker's socketpair: its client may be read
+/* Queued bytes went into the worker's lane: its client may be read
  * again (below the low-water mark), and once no body streams, buffers
  * that grew for one are given back. */
 void sandlet_body_written(sandlet_worker *w)

@@ -1,7 +1,7 @@
 /*
  * claim.h - the claim word: one 64-bit word of memory shared by the
  * acceptor and one worker, which decides, exactly once, whether a request
- * written to the worker's socketpair is served by that worker or taken
+ * copied into the worker's lane (lane.h) is served by that worker or taken
  * back and handed to another.
  *
  * Why: a request the acceptor has written cannot be unwritten.  A worker

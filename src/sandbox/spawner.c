@@ -110,28 +110,36 @@ static struct {
     spawn_req req;
 } sp;
 
-static void spawner_send(const spawn_msg *m, int fd)
+/* Sends len bytes of p on sock in one message, with the nfd descriptors
+ * of fds (at most SANDLET_SPAWN_MAX_FDS).  Returns what sendmsg did. */
+static ssize_t send_fds(int sock, const void *p, size_t len, const int *fds, size_t nfd)
 {
-    struct iovec iov = {.iov_base = (void *)m, .iov_len = sizeof(*m)};
+    struct iovec iov = {.iov_base = (void *)p, .iov_len = len};
     union {
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(sizeof(int) * SANDLET_SPAWN_MAX_FDS)];
         struct cmsghdr align;
     } u;
     struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (fd >= 0) {
+    if (nfd) {
         memset(&u, 0, sizeof(u));
         mh.msg_control = u.buf;
-        mh.msg_controllen = sizeof(u.buf);
+        mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfd);
         struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+        c->cmsg_len = CMSG_LEN(sizeof(int) * nfd);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * nfd);
     }
     ssize_t n;
     do
-        n = sendmsg(sp.sock, &mh, MSG_NOSIGNAL);
+        n = sendmsg(sock, &mh, MSG_NOSIGNAL);
     while (n < 0 && errno == EINTR);
+    return n;
+}
+
+static void spawner_send(const spawn_msg *m, int fd)
+{
+    ssize_t n = send_fds(sp.sock, m, sizeof(*m), &fd, fd >= 0);
     if (n != (ssize_t)sizeof(*m)) {
         /* The supervisor is gone: so are we (our children with us). */
         _exit(n < 0 && errno == EPIPE ? 0 : 1);
@@ -663,26 +671,7 @@ int sandlet_spawn(sandlet_proc *p, const sandlet_spawn_opts *o)
     for (char *const *e = o->env; e && *e; e++, r->nenv++)
         if (r->nenv == SPAWN_MAX_STRINGS || !put_string(r, *e))
             return -E2BIG;
-    struct iovec iov = {.iov_base = r, .iov_len = offsetof(spawn_req, strings) + r->len};
-    union {
-        char buf[CMSG_SPACE(sizeof(int) * SANDLET_SPAWN_MAX_FDS)];
-        struct cmsghdr align;
-    } u;
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (r->npassed) {
-        memset(&u, 0, sizeof(u));
-        mh.msg_control = u.buf;
-        mh.msg_controllen = CMSG_SPACE(sizeof(int) * r->npassed);
-        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int) * r->npassed);
-        memcpy(CMSG_DATA(c), passed, sizeof(int) * r->npassed);
-    }
-    ssize_t n;
-    do
-        n = sendmsg(cl.sock, &mh, MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR);
+    ssize_t n = send_fds(cl.sock, r, offsetof(spawn_req, strings) + r->len, passed, r->npassed);
     if (n < 0)
         spawner_lost("cannot be written to");
     /* Exits that come first are kept for the loop: the caller is in the
@@ -718,24 +707,7 @@ int sandlet_spawn(sandlet_proc *p, const sandlet_spawn_opts *o)
 void sandlet_spawner_log(int fd)
 {
     note_req f = {.magic = LOG_MAGIC};
-    struct iovec iov = {.iov_base = &f, .iov_len = sizeof(f)};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    memset(&u, 0, sizeof(u));
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    ssize_t n;
-    do
-        n = sendmsg(cl.sock, &mh, MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR);
-    if (n != (ssize_t)sizeof(f))
+    if (send_fds(cl.sock, &f, sizeof(f), &fd, 1) != (ssize_t)sizeof(f))
         spawner_lost("cannot be written to");
 }
 
@@ -768,11 +740,7 @@ void sandlet_proc_forget(sandlet_proc *p)
     p->next = NULL;
     if (live) {
         note_req f = {.magic = FORGET_MAGIC, .pid = p->pid};
-        ssize_t n;
-        do
-            n = send(cl.sock, &f, sizeof(f), MSG_NOSIGNAL);
-        while (n < 0 && errno == EINTR);
-        if (n != (ssize_t)sizeof(f))
+        if (send_fds(cl.sock, &f, sizeof(f), NULL, 0) != (ssize_t)sizeof(f))
             spawner_lost("cannot be written to");
     }
     if (p->pidfd >= 0)

@@ -411,6 +411,24 @@ static void served_by(int pid, int n, const char *when)
     }
 }
 
+/* Starts version 1 in a sandbox of two workers with the given extra
+ * settings, waits for both to be up and names them in workers[0..1]. */
+static void start_two(const char *extra, pid_t workers[4])
+{
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "status-page /status;\n"
+             "sandbox app { workers 2;%s }\n"
+             "servlet /v { library \"%s\"; sandbox app; }\n",
+             extra, lib);
+    install(th_fixture("version1"));
+    assert_int_equal(th_start(&d, text, false), 0);
+    assert_true(workers_up(2));
+    pid_t sup[4];
+    assert_int_equal(th_children_of(d.pid, sup, 4), 1);
+    assert_int_equal(th_children_of(sup[0], workers, 4), 2);
+}
+
 /* CI's sanitizer run before f59445f: one old worker up, the other
  * starting, when a library that does not load was installed; the one
  * starting loaded it and failed, and the one up, past max-requests, was
@@ -423,18 +441,8 @@ static void served_by(int pid, int n, const char *when)
 static void test_lone_old_worker_serves_on(void **state)
 {
     (void)state;
-    char text[1024];
-    snprintf(text, sizeof(text),
-             "status-page /status;\n"
-             "sandbox app { workers 2; max-requests 5; }\n"
-             "servlet /v { library \"%s\"; sandbox app; }\n",
-             lib);
-    install(th_fixture("version1"));
-    assert_int_equal(th_start(&d, text, false), 0);
-    assert_true(workers_up(2));
-    pid_t sup[4], workers[4];
-    assert_int_equal(th_children_of(d.pid, sup, 4), 1);
-    assert_int_equal(th_children_of(sup[0], workers, 4), 2);
+    pid_t workers[4];
+    start_two(" max-requests 5;", workers);
     int lone = answering_pid();
     int other = workers[0] == lone ? workers[1] : workers[0];
     assert_true(other == workers[0] || other == workers[1]);
@@ -468,18 +476,8 @@ static void test_lone_old_worker_serves_on(void **state)
 static void test_max_requests_1_is_kept(void **state)
 {
     (void)state;
-    char text[1024];
-    snprintf(text, sizeof(text),
-             "status-page /status;\n"
-             "sandbox app { workers 2; max-requests 1; }\n"
-             "servlet /v { library \"%s\"; sandbox app; }\n",
-             lib);
-    install(th_fixture("version1"));
-    assert_int_equal(th_start(&d, text, false), 0);
-    assert_true(workers_up(2));
-    pid_t sup[4], workers[4];
-    assert_int_equal(th_children_of(d.pid, sup, 4), 1);
-    assert_int_equal(th_children_of(sup[0], workers, 4), 2);
+    pid_t workers[4];
+    start_two(" max-requests 1;", workers);
     install_text("not a shared object\n");
     assert_int_equal(kill(workers[0], SIGKILL), 0);
     if (!th_log_wait(&d, "cannot load", 5000))
@@ -517,18 +515,8 @@ static int log_count(const char *needle)
 static void test_backing_off_slot_tries_new_code(void **state)
 {
     (void)state;
-    char text[1024];
-    snprintf(text, sizeof(text),
-             "status-page /status;\n"
-             "sandbox app { workers 2; }\n"
-             "servlet /v { library \"%s\"; sandbox app; }\n",
-             lib);
-    install(th_fixture("version1"));
-    assert_int_equal(th_start(&d, text, false), 0);
-    assert_true(workers_up(2));
-    pid_t sup[4], workers[4];
-    assert_int_equal(th_children_of(d.pid, sup, 4), 1);
-    assert_int_equal(th_children_of(sup[0], workers, 4), 2);
+    pid_t workers[4];
+    start_two("", workers);
     install_text("not a shared object\n");
     assert_int_equal(kill(workers[0], SIGKILL), 0);
     /* After the 8th failed start in a row, the slot backs off 6.4 s.
