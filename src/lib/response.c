@@ -64,24 +64,28 @@ void sandlet_lib_response_free(sl_response *rs)
 bool sandlet_lib_header_valid(const char *name, size_t name_len, const char *value,
                               size_t value_len)
 {
-    if (!sandlet_lib_token(name, name_len))
-        return false;
-    for (size_t i = 0; i < value_len; i++) {
-        unsigned char c = (unsigned char)value[i];
-        /* CR, LF and NUL are among the controls. */
-        if ((c < 0x20 && c != '\t') || c == 0x7f)
-            return false;
-    }
-    return true;
+    /* CR, LF and NUL are among the controls a value may not hold. */
+    return sandlet_lib_token(name, name_len) && sandlet_lib_field_value(value, value_len);
 }
 
 bool sandlet_lib_header_reserved(const char *name, size_t name_len)
 {
-    static const char *const reserved[] = {"Content-Length", "Transfer-Encoding", "Connection",
-                                           "Date",           "Keep-Alive",        "Upgrade",
-                                           "Trailer"};
+    /* Lengths beside the names: every header of every response comes
+     * here, in the worker and again in the acceptor. */
+#define RESERVED(s)                                                                                \
+    {                                                                                              \
+        s, sizeof(s) - 1                                                                           \
+    }
+    static const struct {
+        const char *name;
+        size_t len;
+    } reserved[] = {RESERVED("Content-Length"), RESERVED("Transfer-Encoding"),
+                    RESERVED("Connection"),     RESERVED("Date"),
+                    RESERVED("Keep-Alive"),     RESERVED("Upgrade"),
+                    RESERVED("Trailer")};
+#undef RESERVED
     for (size_t i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
-        if (strlen(reserved[i]) == name_len && strncasecmp(reserved[i], name, name_len) == 0)
+        if (reserved[i].len == name_len && strncasecmp(reserved[i].name, name, name_len) == 0)
             return true;
     return false;
 }

@@ -409,6 +409,8 @@ void sandlet_lib_log_to(sandlet_lib_log_fn fn, void *ctx);
 /* RFC 9110 tchar; a token is one or more of them. */
 bool sandlet_lib_tchar(unsigned char c);
 bool sandlet_lib_token(const char *s, size_t len);
+/* A field value's bytes (any length, empty too): no control byte but HTAB. */
+bool sandlet_lib_field_value(const char *s, size_t len);
 /* The value of a hex digit, or -1. */
 int sandlet_lib_hexval(unsigned char c);
 /* t as an IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT", 29 bytes and the

@@ -16,31 +16,35 @@
 #include <string.h>
 #include <time.h>
 
-/* Inline for sandlet_lib_token, which every header name of every
- * response passes through: no call per byte. */
+/* Every header name and value of every request and response is checked
+ * a byte at a time, in the acceptor and in the worker: one table load per
+ * byte, where the ranges and the switch took about twelve instructions.
+ * Bit 1: an RFC 9110 tchar.  Bit 2: allowed in a field value (HTAB, SP,
+ * VCHAR, obs-text; never a control byte, so never CR, LF or NUL). */
+#define SYNTAX_TCHAR 1u
+#define SYNTAX_VALUE 2u
+static const unsigned char syntax_class[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, /* 0x00 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x10 */
+    2, 3, 2, 3, 3, 3, 3, 3, 2, 2, 3, 3, 2, 3, 3, 2, /* 0x20 */
+    3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, /* 0x30 */
+    2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, /* 0x40 */
+    3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 3, 3, /* 0x50 */
+    3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, /* 0x60 */
+    3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 2, 3, 2, 3, 0, /* 0x70 */
+    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, /* 0x80 */
+    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, /* 0x90 */
+    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, /* 0xa0 */
+    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, /* 0xb0 */
+    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, /* 0xc0 */
+    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, /* 0xd0 */
+    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, /* 0xe0 */
+    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, /* 0xf0 */
+};
+
 static inline bool is_tchar(unsigned char c)
 {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
-        return true;
-    /* RFC 9110's other tchars: a switch, not a strchr per byte. */
-    switch (c) {
-    case '!':
-    case '#':
-    case '$':
-    case '%':
-    case '&':
-    case '\'':
-    case '*':
-    case '+':
-    case '-':
-    case '.':
-    case '^':
-    case '_':
-    case '`':
-    case '|':
-    case '~': return true;
-    default: return false;
-    }
+    return syntax_class[c] & SYNTAX_TCHAR;
 }
 
 bool sandlet_lib_tchar(unsigned char c)
@@ -54,6 +58,15 @@ bool sandlet_lib_token(const char *s, size_t len)
         return false;
     for (size_t i = 0; i < len; i++)
         if (!is_tchar((unsigned char)s[i]))
+            return false;
+    return true;
+}
+
+bool sandlet_lib_field_value(const char *s, size_t len)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < len; i++)
+        if (!(syntax_class[u[i]] & SYNTAX_VALUE))
             return false;
     return true;
 }

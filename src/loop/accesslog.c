@@ -148,7 +148,8 @@ void sandlet_access_log(sandlet_conn *c)
     }
     if (len == 0)
         return;
-    uint64_t us = (uv_hrtime() - started) / 1000;
+    uint64_t ended = sandlet_turn_ns(srv);
+    uint64_t us = ended > started ? (ended - started) / 1000 : 0;
     n = snprintf(line + len, sizeof(line) - len, "\" %d %" PRIu64 " ", status, bytes);
     if (n < 0 || (size_t)n >= sizeof(line) - len)
         return;

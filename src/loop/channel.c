@@ -279,12 +279,12 @@ static void not_final(sandlet_worker *w, sandlet_inflight *f, unsigned status)
 const uint64_t sandlet_duration_bounds_us[SANDLET_DURATION_BUCKETS] = {
     1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 10000000};
 
-/* One more request of p, whose head arrived at started (uv_hrtime), is
+/* One more request of p, whose head arrived at started (sandlet_turn_ns), is
  * over: answered, or failed with its worker (a 502 or 504 counts too: the
  * slowest requests are those). */
 void sandlet_pool_observe(sandlet_pool *p, uint64_t started)
 {
-    uint64_t now = uv_hrtime();
+    uint64_t now = sandlet_turn_ns(p->srv);
     uint64_t us = now > started ? (now - started) / 1000 : 0;
     p->duration_sum_us += us;
     p->duration_count++;

@@ -912,6 +912,7 @@ static int run(sandlet_conf *conf, bool *taken)
     uv_signal_start(&m.sighup, on_sighup, SIGHUP);
     sigprocmask(SIG_UNBLOCK, &held, NULL);
     sandlet_access_start(srv);
+    sandlet_http_clock_start(srv);
     uv_poll_init(&m.loop, &srv->ctl_poll, srv->ctl);
     uv_poll_start(&srv->ctl_poll, UV_READABLE, on_ctl);
 

@@ -77,6 +77,11 @@ void sandlet_http_shutdown(sandlet_server *srv);
 void sandlet_http_fail_all(sandlet_server *srv, int status);
 /* Frees what idle connections let go and was kept for reuse. */
 void sandlet_http_spares_free(sandlet_server *srv);
+/* The time of this loop turn (uv_hrtime, read once per turn): what a
+ * request's start and end are stamped with.  Starts the two handles that
+ * end a turn; the loop's end closes them with every other. */
+void sandlet_http_clock_start(sandlet_server *srv);
+uint64_t sandlet_turn_ns(sandlet_server *srv);
 
 /* ---- the server (main.c's) ------------------------------------------- */
 
@@ -122,6 +127,9 @@ struct sandlet_server {
     bool read_busy;
     time_t date_sec;
     char date[40];
+    uint64_t turn_ns; /* sandlet_turn_ns; 0: not read yet this turn */
+    uv_prepare_t turn_before_poll;
+    uv_check_t turn_after_io;
 };
 
 #endif /* SANDLET_LOOP_SERVER_H */

@@ -220,8 +220,8 @@ bool sandlet_wire_headers_next(sandlet_reader *r, uint16_t *left, sandlet_wire_h
 {
     if (*left == 0 || r->bad)
         return false;
-    h->name = sandlet_read_str(r, NULL);
-    h->value = sandlet_read_str(r, NULL);
+    h->name = sandlet_read_str(r, &h->name_len);
+    h->value = sandlet_read_str(r, &h->value_len);
     if (r->bad)
         return false;
     (*left)--;

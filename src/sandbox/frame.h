@@ -183,6 +183,9 @@ const uint8_t *sandlet_read_rest(sandlet_reader *r, size_t *len);
 typedef struct sandlet_wire_header {
     const char *name;
     const char *value;
+    /* Their lengths, as sandlet_wire_headers_next read them; an encoder
+     * (INIT's params) measures the strings itself and ignores these. */
+    size_t name_len, value_len;
 } sandlet_wire_header;
 
 /* A decoded REQUEST.  Header pairs are not copied out: iterate them with

@@ -61,7 +61,7 @@ int sandlet_init_encode(sandlet_buf *b, const sandlet_conf *conf, size_t sandbox
         servlets[n] = (sandlet_wire_servlet){s->path, s->library, p, (uint16_t)s->nparams,
                                              s->timeout ? s->timeout : sb->timeout};
         for (size_t j = 0; j < s->nparams; j++)
-            *p++ = (sandlet_wire_header){s->params[j].name, s->params[j].value};
+            *p++ = (sandlet_wire_header){.name = s->params[j].name, .value = s->params[j].value};
         n++;
     }
     for (size_t i = 0; i < sb->ndatabase_ports; i++)

@@ -185,6 +185,8 @@ static void expect_headers(sandlet_reader r, uint16_t n, const hpair *want, uint
         assert_true(sandlet_wire_headers_next(&r, &left, &h));
         assert_string_equal(h.name, want[i].name);
         assert_string_equal(h.value, want[i].value);
+        assert_int_equal(h.name_len, strlen(want[i].name));
+        assert_int_equal(h.value_len, strlen(want[i].value));
         assert_int_equal(left, nwant - i - 1);
     }
     assert_false(sandlet_wire_headers_next(&r, &left, &h));
@@ -713,7 +715,8 @@ static const uint8_t sample_key[SANDLET_WIRE_KEY_LEN] = {
 
 static sandlet_wire_init sample_init(void)
 {
-    static sandlet_wire_header params[] = {{"greeting", "hi"}, {"empty", ""}};
+    static sandlet_wire_header params[] = {{.name = "greeting", .value = "hi"},
+                                           {.name = "empty", .value = ""}};
     static sandlet_wire_servlet servlets[] = {
         {"/hello", "/usr/lib/sandlet/hello.so", params, 2, 30000},
         {"/x", "x.so", NULL, 0, 0},

@@ -910,6 +910,42 @@ static void test_multipart_spool(void **state)
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* The byte classes of header names and values (syntax.c's table) against
+ * RFC 9110 written out another way: every byte, alone, among others, and
+ * the empty cases. */
+static void test_field_syntax(void **state)
+{
+    (void)state;
+    for (unsigned b = 0; b < 256; b++) {
+        unsigned char c = (unsigned char)b;
+        bool tchar = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                     (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+        bool value = c == '\t' || (c >= 0x20 && c != 0x7f);
+        char s[3] = {'a', (char)c, 'b'};
+        assert_int_equal(sandlet_lib_tchar(c), tchar);
+        assert_int_equal(sandlet_lib_token(s, 3), tchar);
+        assert_int_equal(sandlet_lib_token(s + 1, 1), tchar);
+        assert_int_equal(sandlet_lib_field_value(s, 3), value);
+        assert_int_equal(sandlet_lib_header_valid(s, 1, s, 3), value);
+        assert_int_equal(sandlet_lib_header_valid(s, 3, "v", 1), tchar);
+    }
+    assert_false(sandlet_lib_token("", 0));
+    assert_true(sandlet_lib_field_value("", 0));
+    assert_false(sandlet_lib_header_valid("", 0, "v", 1));
+    assert_false(sandlet_lib_field_value("a\r\nb", 4));
+    /* The names a servlet may not set, whatever their case, and only those. */
+    static const char *const reserved[] = {"Content-Length", "transfer-encoding", "CONNECTION",
+                                           "Date",           "Keep-Alive",        "upgrade",
+                                           "Trailer"};
+    for (size_t i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++) {
+        size_t n = strlen(reserved[i]);
+        assert_true(sandlet_lib_header_reserved(reserved[i], n));
+        assert_false(sandlet_lib_header_reserved(reserved[i], n - 1));
+    }
+    assert_false(sandlet_lib_header_reserved("Dates", 5));
+    assert_false(sandlet_lib_header_reserved("Content-Type", 12));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -931,6 +967,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_redirect, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dispatch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_runnable, setup, teardown),
+        cmocka_unit_test(test_field_syntax),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
