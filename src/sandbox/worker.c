@@ -99,6 +99,8 @@ static struct {
      * stack's hot part were last given back; ok: that worked. */
     long stack_faults;
     bool stack_faults_ok;
+    size_t stack_keep;       /* the top of the window zeroed every time */
+    unsigned stack_wipes;    /* counted up to STACK_SETTLED */
     struct timespec started; /* CLOCK_MONOTONIC at start, for uptime_ms() */
     /* Development mode where the kernel records no Landlock denial: the
      * refused file calls are noted (filehint.c) and explained here, each
@@ -923,11 +925,14 @@ static void destroy_servlets(void)
  *
  * Only what a request touched is wiped, without reading the rest: zeroing
  * the whole window cost about 2 us a request here, a third of a hello
- * request, for a servlet that touches a few KiB.  The top STACK_KEEP
- * bytes, which nearly every request uses, are zeroed each time.  The
- * pages below them are given back to the kernel (MADV_DONTNEED): they
+ * request, for a servlet that touches a few KiB.  The top of the window
+ * that this worker's requests use (stack_keep: 4 KiB at first, a page
+ * more each time a request's frames are found below it, 16 KiB at most)
+ * is zeroed each time: a hello request's frames fit in the first pages,
+ * and zeroing 16 KiB for it was a sixth of the worker's time.  The
+ * pages below are given back to the kernel (MADV_DONTNEED): they
  * read as zeros, and a request that touches one takes a page fault.  So
- * when the process's count of minor faults has not moved since the last
+ * when the thread's count of minor faults has not moved since the last
  * wipe, no page below was touched and there is nothing to do there;
  * when it has (a deep servlet, or a fault anywhere else: the test is
  * conservative), those pages are given back again.  The thread's count,
@@ -937,8 +942,23 @@ static void destroy_servlets(void)
  * pages are off for the window, as khugepaged could otherwise make a page
  * resident without a fault of ours.  Where any of this is refused, the
  * whole window is zeroed every time, as before. */
-#define STACK_WIPE ((size_t)64 * 1024)
-#define STACK_KEEP ((size_t)16 * 1024)
+#define STACK_WIPE     ((size_t)64 * 1024)
+#define STACK_KEEP_MIN ((size_t)4 * 1024)
+#define STACK_KEEP_MAX ((size_t)16 * 1024)
+#define STACK_SETTLED  64u /* wipes before the kept part may grow */
+
+/* Whether the page at p holds a byte that is not zero.  Only to size the
+ * kept part of the window after a fault: what it misses is given back
+ * with the pages below all the same. */
+static bool page_used(uintptr_t p)
+{
+    const unsigned char *b = (const unsigned char *)p;
+    unsigned char any = 0;
+    for (size_t i = 0; i < 4096; i++)
+        any |= b[i];
+    return any != 0;
+}
+
 static __attribute__((noinline)) void wipe_stack(void)
 {
     unsigned char area[STACK_WIPE];
@@ -946,7 +966,9 @@ static __attribute__((noinline)) void wipe_stack(void)
     __asm__ volatile("" : : "r"(area) : "memory");
     const uintptr_t page = 4096;
     uintptr_t lo = ((uintptr_t)area + page - 1) & ~(page - 1), hi = (uintptr_t)area + STACK_WIPE;
-    uintptr_t cut = (hi - STACK_KEEP) & ~(page - 1);
+    if (w.stack_keep < STACK_KEEP_MIN)
+        w.stack_keep = STACK_KEEP_MIN;
+    uintptr_t cut = (hi - w.stack_keep) & ~(page - 1);
     explicit_bzero((void *)cut, hi - cut);
     struct rusage ru;
     if (w.stack_faults_ok && getrusage(RUSAGE_THREAD, &ru) == 0 && ru.ru_minflt == w.stack_faults) {
@@ -954,7 +976,22 @@ static __attribute__((noinline)) void wipe_stack(void)
         return;
     }
     if (!w.stack_faults_ok)
-        w.stack_faults_ok = madvise((void *)lo, cut - lo, MADV_NOHUGEPAGE) == 0;
+        w.stack_faults_ok =
+            madvise((void *)lo, ((hi - STACK_KEEP_MIN) & ~(page - 1)) - lo, MADV_NOHUGEPAGE) == 0;
+    /* This request's frames reached below the kept part when the page
+     * under it holds anything: the next requests would fault there too,
+     * so it is kept (zeroed each time) from now on.  Not during the first
+     * requests: the worker's start left its frames there, and the
+     * dynamic linker's first calls into each library (lazy binding,
+     * which saves the vector registers on the stack) go deep once. */
+    if (w.stack_wipes < STACK_SETTLED)
+        w.stack_wipes++;
+    while (w.stack_faults_ok && w.stack_wipes >= STACK_SETTLED && w.stack_keep < STACK_KEEP_MAX &&
+           cut - page >= lo && page_used(cut - page)) {
+        cut -= page;
+        explicit_bzero((void *)cut, page);
+        w.stack_keep += page;
+    }
     if (!w.stack_faults_ok || madvise((void *)lo, cut - lo, MADV_DONTNEED) < 0 ||
         getrusage(RUSAGE_THREAD, &ru) < 0) {
         w.stack_faults_ok = false;

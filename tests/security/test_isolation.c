@@ -186,13 +186,21 @@ static void test_no_leftovers(void **state)
     th_response_free(&r);
     /* Deep in the stack too, where the worker wipes only what a request
      * touched (worker.c, wipe_stack): each time, and after requests that
-     * did not go there. */
-    for (int round = 0; round < 3; round++) {
+     * did not go there; in the worker's first requests and after them,
+     * once the part it zeroes every time may grow (STACK_SETTLED). */
+    for (int round = 0; round < 6; round++) {
+        if (round == 3)
+            for (int i = 0; i < 70; i++) {
+                get("/iso?do=scan", NULL, &r);
+                assert_int_equal(r.status, 200);
+                assert_string_equal(r.body, "clean\n");
+                th_response_free(&r);
+            }
         get("/iso?do=leavedeep", "X-Secret: SECRET-deep-0123456789\r\n", &r);
         assert_int_equal(r.status, 200);
         assert_string_equal(r.body, "left deep\n");
         th_response_free(&r);
-        for (int i = 0; i <= round; i++) {
+        for (int i = 0; i <= round % 3; i++) {
             get("/iso?do=scandeep", NULL, &r);
             assert_int_equal(r.status, 200);
             assert_string_equal(r.body, "clean\n");
