@@ -90,24 +90,34 @@ bool sandlet_lib_header_reserved(const char *name, size_t name_len)
     return false;
 }
 
-static int check_header(const sl_response *rs, const char *name, const char *value)
+/* Checks a header a servlet sets and measures it: the lengths go with it
+ * into the frame. */
+static int check_header(const sl_response *rs, const char *name, const char *value, size_t *nl,
+                        size_t *vl)
 {
     if (!name || !value)
         return -EINVAL;
     if (rs->head_sent)
         return -EALREADY;
-    size_t nl = strlen(name);
-    if (!sandlet_lib_header_valid(name, nl, value, strlen(value)) ||
-        sandlet_lib_header_reserved(name, nl))
+    *nl = strlen(name);
+    *vl = strlen(value);
+    if (!sandlet_lib_header_valid(name, *nl, value, *vl) || sandlet_lib_header_reserved(name, *nl))
         return -EINVAL;
     return 0;
 }
 
-int sl_add_header(sl_response *rs, const char *name, const char *value)
+static const char *dup_len(sl_request *rq, const char *s, size_t n)
 {
-    int rc = check_header(rs, name, value);
-    if (rc < 0)
-        return rc;
+    char *p = sl_alloc(rq, n + 1);
+    if (p) {
+        memcpy(p, s, n);
+        p[n] = '\0';
+    }
+    return p;
+}
+
+static int add_checked(sl_response *rs, const char *name, size_t nl, const char *value, size_t vl)
+{
     if (rs->nheaders == rs->cap_headers) {
         size_t ncap = rs->cap_headers ? rs->cap_headers * 2 : 8;
         sandlet_lib_header *p = sl_alloc(rs->rq, ncap * sizeof(*p));
@@ -118,19 +128,27 @@ int sl_add_header(sl_response *rs, const char *name, const char *value)
         rs->headers = p;
         rs->cap_headers = ncap;
     }
-    const char *n = sl_strdup(rs->rq, name);
-    const char *v = sl_strdup(rs->rq, value);
+    const char *n = dup_len(rs->rq, name, nl);
+    const char *v = dup_len(rs->rq, value, vl);
     if (!n || !v)
         return -ENOMEM;
-    rs->headers[rs->nheaders].name = n;
-    rs->headers[rs->nheaders].value = v;
+    rs->headers[rs->nheaders] =
+        (sandlet_lib_header){.name = n, .value = v, .name_len = nl, .value_len = vl};
     rs->nheaders++;
     return 0;
 }
 
+int sl_add_header(sl_response *rs, const char *name, const char *value)
+{
+    size_t nl, vl;
+    int rc = check_header(rs, name, value, &nl, &vl);
+    return rc < 0 ? rc : add_checked(rs, name, nl, value, vl);
+}
+
 int sl_set_header(sl_response *rs, const char *name, const char *value)
 {
-    int rc = check_header(rs, name, value);
+    size_t nl, vl;
+    int rc = check_header(rs, name, value, &nl, &vl);
     if (rc < 0)
         return rc;
     /* Drop earlier values of the same header, keeping the order of the
@@ -140,7 +158,7 @@ int sl_set_header(sl_response *rs, const char *name, const char *value)
         if (strcasecmp(rs->headers[i].name, name) != 0)
             rs->headers[o++] = rs->headers[i];
     rs->nheaders = o;
-    return sl_add_header(rs, name, value);
+    return add_checked(rs, name, nl, value, vl);
 }
 
 int sl_set_content_type(sl_response *rs, const char *type)
@@ -310,7 +328,8 @@ int sl_redirect(sl_response *rs, int status, const char *location)
         return -EINVAL;
     if (!location || !*location)
         return -EINVAL;
-    int rc = check_header(rs, "Location", location);
+    size_t nl, vl;
+    int rc = check_header(rs, "Location", location, &nl, &vl);
     if (rc < 0)
         return rc;
     /* Escape before changing anything, so that a failure leaves the

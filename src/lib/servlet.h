@@ -45,6 +45,10 @@ typedef int (*sandlet_lib_body_pull)(void *ctx, const void **data, size_t *len);
 typedef struct sandlet_lib_header {
     const char *name;
     const char *value;
+    /* A response header's lengths, measured once by sl_add_header for
+     * the frame; zero in the other lists (request headers, cookies,
+     * parameters), which are read as C strings. */
+    size_t name_len, value_len;
 } sandlet_lib_header;
 
 /* A parameter: values may hold NUL bytes (%00, multipart parts). */

@@ -233,8 +233,8 @@ static int sink(void *ctx, const sandlet_lib_output *out)
         };
         sandlet_wire_response_begin(&w.head, w.id, &rs);
         for (size_t i = 0; i < out->nheaders; i++)
-            sandlet_wire_header_put(&w.head, out->headers[i].name, strlen(out->headers[i].name),
-                                    out->headers[i].value, strlen(out->headers[i].value));
+            sandlet_wire_header_put(&w.head, out->headers[i].name, out->headers[i].name_len,
+                                    out->headers[i].value, out->headers[i].value_len);
         if (w.head.error)
             return w.head.error;
         if (w.head.len - SANDLET_FRAME_HEADER > SANDLET_FRAME_MAX)
