@@ -106,24 +106,7 @@ int sandlet_ctl_recv(int sock, sandlet_ctl *m, int *fds, size_t maxfd)
      * the message. */
     bool bad = n != (ssize_t)sizeof(*m) || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
                m->page[sizeof(m->page) - 1] != '\0';
-    size_t got = 0;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
-            bad = true; /* credentials or anything else: not ours */
-            continue;
-        }
-        size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < nfd; i++) {
-            int fd;
-            memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-            if (got < maxfd)
-                fds[got++] = fd;
-            else {
-                sandlet_ctl_discard_fd(fd);
-                bad = true;
-            }
-        }
-    }
+    size_t got = sandlet_ctl_take_fds(&msg, fds, maxfd, &bad);
     if (n == 0 && got == 0 && !(msg.msg_flags & MSG_CTRUNC) && peer_closed(sock))
         return 0;
     if (bad) {
@@ -134,6 +117,30 @@ int sandlet_ctl_recv(int sock, sandlet_ctl *m, int *fds, size_t maxfd)
         return -EPROTO;
     }
     return 1;
+}
+
+size_t sandlet_ctl_take_fds(struct msghdr *mh, int *fds, size_t max, bool *bad)
+{
+    size_t got = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+            c->cmsg_len < CMSG_LEN(0)) {
+            *bad = true;
+            continue;
+        }
+        size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < nfd; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+            if (got < max) {
+                fds[got++] = fd;
+            } else {
+                sandlet_ctl_discard_fd(fd);
+                *bad = true;
+            }
+        }
+    }
+    return got;
 }
 
 static void close_fds(const int *fds, size_t nfd)

@@ -34,6 +34,7 @@
 #ifndef SANDLET_CONTROL_H
 #define SANDLET_CONTROL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -107,6 +108,12 @@ int sandlet_ctl_send(int sock, const sandlet_ctl *m, const int *fds, size_t nfd)
 /* Closes a descriptor someone else attached, without ever waiting on it
  * (a socket's SO_LINGER is turned off first). */
 void sandlet_ctl_discard_fd(int fd);
+/* The descriptors a received message carries (SCM_RIGHTS) go into fds,
+ * at most max of them: how many.  Those past max are discarded, and *bad
+ * is set then and for any other kind of control message (credentials,
+ * or anything else: not ours). */
+struct msghdr;
+size_t sandlet_ctl_take_fds(struct msghdr *mh, int *fds, size_t max, bool *bad);
 /* Receives one message; fds[0..maxfd) get attached descriptors or -1.
  * Returns 1 for a message, 0 at end of stream (the peer closed: an empty
  * message is not the end), -EAGAIN when none is waiting, -EPROTO for a

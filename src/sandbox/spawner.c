@@ -31,6 +31,7 @@
 
 #include "sandbox/spawner.h"
 #include "common/log.h"
+#include "sandbox/control.h"
 #include "sandbox/harden.h"
 #include "sandbox/upgrade.h"
 
@@ -256,26 +257,8 @@ static void serve(void)
     if (n <= 0)
         _exit(0); /* the supervisor is gone */
     int passed[SANDLET_SPAWN_MAX_FDS];
-    size_t npassed = 0;
     bool extra = false;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
-            c->cmsg_len < CMSG_LEN(0)) {
-            extra = true;
-            continue;
-        }
-        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < k; i++) {
-            int fd;
-            memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-            if (npassed < SANDLET_SPAWN_MAX_FDS)
-                passed[npassed++] = fd;
-            else {
-                close(fd);
-                extra = true;
-            }
-        }
-    }
+    size_t npassed = sandlet_ctl_take_fds(&mh, passed, SANDLET_SPAWN_MAX_FDS, &extra);
     if (n == (ssize_t)sizeof(note_req) && r->magic == LOG_MAGIC) {
         if (npassed != 1 || extra)
             sandlet_error("the supervisor sent a new error log without exactly one descriptor; "

@@ -66,6 +66,9 @@ static void worker_view(const sandlet_wire_request *wr)
     sandlet_wire_header h;
     unsigned n = 0;
     while (rc == 0 && sandlet_wire_headers_next(&it, &left, &h)) {
+        /* The acceptor writes the worker's headers by these lengths. */
+        invariant(h.name_len == strlen(h.name) && h.value_len == strlen(h.value),
+                  "a header's decoded length is not its string's");
         rc = sandlet_lib_request_add_header(&rq, h.name, h.value);
         n++;
     }
@@ -99,7 +102,7 @@ static void check_request_roundtrip(const sandlet_wire_request *wr)
     uint16_t left = wr->nheaders;
     sandlet_wire_header h;
     while (sandlet_wire_headers_next(&it, &left, &h))
-        sandlet_wire_header_put(&b, h.name, strlen(h.name), h.value, strlen(h.value));
+        sandlet_wire_header_put(&b, h.name, h.name_len, h.value, h.value_len);
     if (sandlet_wire_request_finish(&b, start, 7, wr->body, wr->body_len) == 0) {
         sandlet_frame_hdr fh;
         invariant(sandlet_frame_header_decode(b.data, b.len, &fh) == 0,
