@@ -3,7 +3,7 @@
  * frames copied into its lane (lane.h; gathered per loop turn and copied
  * at once, with other sandboxes' session cookies filtered out of the
  * Cookie header), the response frames copied out of its other lane and
- * handed to the client's connection, the doorbells on its socketpair,
+ * handed to the client's connection, the doorbells (lane.h),
  * and the worker's Set-Cookie headers judged.
  *
  * Workers are untrusted.  Every frame they send is decoded with bounds
@@ -27,15 +27,10 @@
 
 static void violation(sandlet_worker *w, const char *why);
 
-/* Rings the worker: a byte on its socketpair (lane.h).  When its socket
- * buffer is full it holds doorbells the worker has not read yet, and an
- * error means the worker is gone, which its end of file says: neither
- * needs more. */
+/* Rings the worker: a futex wake in its lane's control (lane.h). */
 static void ring_worker(sandlet_worker *w)
 {
-    static char bell = 0;
-    uv_buf_t b = uv_buf_init(&bell, 1);
-    (void)uv_try_write((uv_stream_t *)&w->pipe, &b, 1);
+    sandlet_lane_bell_ring(&w->tx);
 }
 
 /* Copies what has gathered in w->out into the worker's lane, as much as
@@ -539,8 +534,8 @@ static void worker_rung(sandlet_worker *w)
     drain(w);
 }
 
-/* The socketpair carries doorbells only (lane.h): the bytes go here,
- * their count is what matters. */
+/* The socketpair carries the worker's doorbells only (lane.h): the bytes
+ * go here, their count is what matters. */
 void sandlet_worker_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)h;

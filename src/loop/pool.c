@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "loop/pool_private.h"
 #include "sandbox/control.h"
+#include "sandbox/lane.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -364,6 +365,8 @@ void sandlet_close_pipe(sandlet_worker *w)
     w->spool_len = 0;
     if (!w->pipe_open)
         return;
+    /* The worker sleeps on its lane's doorbell, not on the socketpair. */
+    sandlet_lane_bell_close(&w->tx);
     w->pipe_open = false;
     w->reading = false;
     w->pipe_closing = true;

@@ -105,7 +105,7 @@ static const rule allowlist[] = {
     {"exit", BASE, ANY},                /* end of a thread */
     {"exit_group", BASE, ANY},          /* exit(), _exit(): the worker's end */
     {"fcntl", BASE, FCNTL_FLAGS},       /* O_NONBLOCK and FD_CLOEXEC on existing descriptors */
-    {"futex", BASE, ANY},               /* glibc locks (stdio, malloc) under contention */
+    {"futex", BASE, ANY},               /* the acceptor's doorbell (lane.h); glibc locks */
     {"getegid", BASE, ANY},             /* identity query, harmless */
     {"geteuid", BASE, ANY},             /* identity query, harmless */
     {"getgid", BASE, ANY},              /* identity query, harmless */
@@ -125,7 +125,7 @@ static const rule allowlist[] = {
     {"nanosleep", BASE, ANY},           /* nanosleep() in code built against older libcs */
     {"newfstatat", BASE, FD_ONLY},      /* fstat(): stdio sizes its buffers; paths: files group */
     {"prlimit64", BASE, READ_LIMITS},   /* getrlimit(); setting limits is refused */
-    {"read", BASE, ANY},                /* request frames on the socketpair */
+    {"read", BASE, ANY},                /* INIT, then the acceptor's end, on the socketpair */
     {"readv", BASE, ANY},               /* scatter reads on descriptors it has */
     {"restart_syscall", BASE, ANY},     /* resumes a sleep interrupted by a signal */
     {"rseq", BASE, ANY},                /* a thread init started registers itself (glibc) */

@@ -9,7 +9,11 @@
 #include "sandbox/lane.h"
 
 #include <errno.h>
+#include <linux/futex.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 _Static_assert((SANDLET_LANE_SIZE & (SANDLET_LANE_SIZE - 1)) == 0,
                "a lane's size is a power of two: positions are masked");
@@ -117,4 +121,42 @@ bool sandlet_lane_ring_consumer(sandlet_lane *l)
 bool sandlet_lane_ring_producer(sandlet_lane *l)
 {
     return take_wish(&l->ctl->wants_room);
+}
+
+uint32_t sandlet_lane_bell_count(sandlet_lane *l)
+{
+    /* Before the look that follows: acquire keeps the look after it. */
+    return atomic_load_explicit(&l->ctl->bell, memory_order_acquire);
+}
+
+/* Not FUTEX_PRIVATE_FLAG: the word is in a mapping two processes share.
+ * A wake that fails wakes nobody, which the worker's timed sleep covers. */
+void sandlet_lane_bell_ring(sandlet_lane *l)
+{
+    atomic_fetch_add_explicit(&l->ctl->bell, 1, memory_order_seq_cst);
+    (void)syscall(SYS_futex, (uint32_t *)&l->ctl->bell, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+void sandlet_lane_bell_close(sandlet_lane *l)
+{
+    atomic_store_explicit(&l->ctl->closed, 1, memory_order_seq_cst);
+    sandlet_lane_bell_ring(l);
+}
+
+int sandlet_lane_bell_wait(sandlet_lane *l, uint32_t count, int timeout_ms)
+{
+    if (atomic_load_explicit(&l->ctl->closed, memory_order_acquire))
+        return 0;
+    struct timespec ts = {.tv_sec = timeout_ms / 1000,
+                          .tv_nsec = (long)(timeout_ms % 1000) * 1000000};
+    if (syscall(SYS_futex, (uint32_t *)&l->ctl->bell, FUTEX_WAIT, count, &ts, NULL, 0) < 0 &&
+        errno != EAGAIN && errno != EINTR && errno != ETIMEDOUT)
+        return -errno;
+    if (atomic_load_explicit(&l->ctl->closed, memory_order_acquire))
+        return 0;
+    if (atomic_load_explicit(&l->ctl->bell, memory_order_acquire) != count)
+        return 1;
+    /* Woken with the count unchanged (a signal, a spurious wake) or timed
+     * out: the caller looks again, or for the acceptor's end. */
+    return -ETIMEDOUT;
 }

@@ -2,9 +2,19 @@
  * lane.h - the shared-memory lanes between the acceptor and one worker:
  * two byte streams in the pages after the claim words (claim.h), one for
  * the frames the acceptor sends (requests, bodies), one for the frames
- * the worker sends back.  The worker's socketpair carries no frame any
- * more, only doorbells: a byte that says "look at your lane", written
- * only when the other side said it is going to sleep.
+ * the worker sends back.  A doorbell says "look at your lane", and is
+ * rung only when the other side said it is going to sleep.  The worker's
+ * doorbells are a byte on its socketpair, which the acceptor's loop
+ * polls with its clients; the acceptor's are a futex wake on a counter
+ * in the control page, which the worker sleeps on.
+ *
+ * Why a futex that way: the worker sleeps on nothing else, and a
+ * hand-off between two processes on one core costs 1.3 us through a
+ * futex against 2.5 us through a unix socketpair (make bench-floor).  The
+ * socketpair stays for the worker's doorbells and for ends: the acceptor
+ * sees the worker's end of file, and the worker looks for the
+ * acceptor's (SANDLET_LANE_LOOK_MS) should the acceptor's process end
+ * without saying so in the control page.
  *
  * Why: a frame through a socket costs both sides a system call, a copy
  * into the kernel and out, and a wake-up, per request.  Through a lane it
@@ -49,6 +59,10 @@ typedef struct sandlet_lane_ctl {
     _Alignas(64) _Atomic uint32_t tail;       /* bytes ever consumed (consumer) */
     _Alignas(64) _Atomic uint32_t wants_data; /* consumer: ring me once you publish */
     _Alignas(64) _Atomic uint32_t wants_room; /* producer: ring me once you consume */
+    /* The acceptor's doorbells to the worker, in the worker's lane's
+     * control only: rings counted (the futex word) and its end. */
+    _Alignas(64) _Atomic uint32_t bell;
+    _Atomic uint32_t closed;
 } sandlet_lane_ctl;
 
 /* One side's end of one lane. */
@@ -84,5 +98,18 @@ void sandlet_lane_awake(sandlet_lane *l);
  * request is taken, so one doorbell answers it. */
 bool sandlet_lane_ring_consumer(sandlet_lane *l);
 bool sandlet_lane_ring_producer(sandlet_lane *l);
+
+/* The acceptor's doorbells, on the lane to the worker (tx for the
+ * acceptor, rx for the worker).  The worker reads the count before its
+ * last look (sandlet_lane_wait_data or _room), then sleeps while it has
+ * not moved: a ring between the look and the sleep is never missed. */
+#define SANDLET_LANE_LOOK_MS 1000 /* the worker's sleep between looks for the acceptor's end */
+uint32_t sandlet_lane_bell_count(sandlet_lane *l);
+void sandlet_lane_bell_ring(sandlet_lane *l);
+/* The acceptor is done with the worker: its wait says so (once rung). */
+void sandlet_lane_bell_close(sandlet_lane *l);
+/* Sleeps while the count is still count, for timeout_ms at most.
+ * Returns 1 when rung, 0 when closed, -ETIMEDOUT, or another -errno. */
+int sandlet_lane_bell_wait(sandlet_lane *l, uint32_t count, int timeout_ms);
 
 #endif /* SANDLET_LANE_H */

@@ -124,20 +124,26 @@ static long long uptime_ms(void)
            (now.tv_nsec - w.started.tv_nsec) / 1000000;
 }
 
-/* Sleeps until the acceptor rings (a byte on the socketpair: lane.h) or
- * closes it.  Returns 1 when rung, 0 when closed, or -errno.  A close
+/* Sleeps until the acceptor rings (the futex in our lane's control,
+ * lane.h; count is what it read before its last look) or says it is
+ * done with us.  Returns 1 when rung, 0 when done, or -errno.
+ *
+ * Now and then it also looks at the socketpair, which the acceptor
+ * writes nothing to after INIT (non-blocking since then): its end of
+ * file says that the acceptor's process ended without a word.  A close
  * reads as a reset when a doorbell of ours was still unread in the
- * acceptor's end (it read our answer by itself): closed all the same. */
-static int wait_bell(void)
+ * acceptor's end: ended all the same. */
+static int wait_bell(uint32_t count)
 {
-    char bell[64];
     for (;;) {
-        ssize_t n = read(w.fd, bell, sizeof(bell));
-        if (n > 0)
-            return 1;
+        int rc = sandlet_lane_bell_wait(&w.rx, count, SANDLET_LANE_LOOK_MS);
+        if (rc != -ETIMEDOUT)
+            return rc;
+        char b;
+        ssize_t n = read(w.fd, &b, 1);
         if (n == 0 || (n < 0 && errno == ECONNRESET))
             return 0;
-        if (errno != EINTR)
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
             return -errno;
     }
 }
@@ -155,7 +161,8 @@ static int ring_acceptor(bool asked)
     for (;;) {
         if (write(w.fd, &bell, 1) == 1)
             return 0;
-        if (errno == EPIPE || errno == ECONNRESET)
+        /* Full: the acceptor has doorbells of ours it has not read yet. */
+        if (errno == EPIPE || errno == ECONNRESET || errno == EAGAIN || errno == EWOULDBLOCK)
             return 0;
         if (errno != EINTR)
             return -errno;
@@ -181,9 +188,10 @@ static int write_all(const struct iovec *iov, int n)
             int rc = ring_acceptor(sandlet_lane_ring_consumer(&w.tx));
             if (rc < 0)
                 return rc;
+            uint32_t bells = sandlet_lane_bell_count(&w.rx);
             if (sandlet_lane_wait_room(&w.tx))
                 continue;
-            rc = wait_bell();
+            rc = wait_bell(bells);
             if (rc <= 0)
                 return rc ? rc : -EPIPE;
         }
@@ -400,9 +408,10 @@ static int read_frame(sandlet_frame_hdr *h)
             return (int)n;
         if (n == 0) {
             /* Nothing queued: sleep until the acceptor rings. */
+            uint32_t bells = sandlet_lane_bell_count(&w.rx);
             if (sandlet_lane_wait_data(&w.rx))
                 continue;
-            rc = wait_bell();
+            rc = wait_bell(bells);
             sandlet_lane_awake(&w.rx);
             if (rc < 0)
                 return rc;
@@ -722,6 +731,12 @@ static void load_servlets(const char *sandbox, bool write_blocked)
     sodium_memzero(w.in.data, SANDLET_FRAME_HEADER + h.length);
     sandlet_buf_consume(&w.in, SANDLET_FRAME_HEADER + h.length);
     w.on_lanes = true;
+    /* From now on the socketpair carries our doorbells out and, inward,
+     * only its end, which wait_bell looks for without blocking. */
+    int fl = fcntl(w.fd, F_GETFL);
+    if (fl < 0 || fcntl(w.fd, F_SETFL, fl | O_NONBLOCK) < 0)
+        fail("cannot make the acceptor's socketpair (descriptor %d) non-blocking: %s", w.fd,
+             strerror(errno));
 
     /* The whole frame is read before anything is loaded: the libraries
      * are opened only once the worker is confined.  The decoded message

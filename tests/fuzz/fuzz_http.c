@@ -78,6 +78,8 @@ static struct {
     sandlet_buf win;
     sandlet_buf wout; /* frames for the acceptor that wait for room in tx */
     sandlet_lane tx, rx;
+    uv_prepare_t bells;  /* looks for the acceptor's doorbells (on_bells) */
+    uint32_t bells_seen; /* their count when last looked at */
     bool gathering;
     uint32_t gather_id;
     sandlet_buf reqhead, reqbody;
@@ -148,6 +150,7 @@ static void start_worker(sandlet_server *srv)
     sandlet_claim_unmap(g.claim);
     invariant(sandlet_claim_map(claim, &g.claim) == 0, "cannot map the claim word");
     sandlet_lanes_open(sandlet_claim_lanes(g.claim), false, &g.tx, &g.rx);
+    g.bells_seen = sandlet_lane_bell_count(&g.rx);
     /* It sleeps until the first request: the acceptor rings for it. */
     (void)sandlet_lane_wait_data(&g.rx);
     sandlet_buf b;
@@ -348,25 +351,49 @@ static void worker_frames(void)
     sandlet_buf_consume(&g.win, off);
 }
 
-/* The acceptor rang: its frames are in the lane, or there is room for
- * ours.  Reads the lane dry, then asks for the next doorbell. */
+static void worker_run(void);
+
+/* The acceptor writes nothing to the worker's socket after INIT (its
+ * doorbells are futex wakes, lane.h): what wakes this is its end. */
 static void on_worker(uv_poll_t *h, int status, int events)
 {
     (void)h, (void)events;
     invariant(status == 0, "polling the worker's socket failed");
     for (;;) {
-        char bells[256];
-        ssize_t n = recv(g.wfd, bells, sizeof(bells), MSG_DONTWAIT);
+        char bytes[256];
+        ssize_t n = recv(g.wfd, bytes, sizeof(bytes), MSG_DONTWAIT);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             break;
-        if (n <= 0) {
-            /* The acceptor closed the worker's socket: not expected
-             * while it runs (it does so only to stop or recycle). */
-            invariant(false, "the acceptor dropped a worker that behaved");
-        }
+        /* The acceptor closed the worker's socket: not expected while it
+         * runs (it does so only to stop or recycle). */
+        invariant(n > 0, "the acceptor dropped a worker that behaved");
+        invariant(false, "the acceptor wrote to the worker's socket after INIT");
     }
+}
+
+/* The acceptor rings by a futex wake, which this thread (the acceptor's
+ * own) cannot sleep on.  So it looks at the count before each poll:
+ * started before the acceptor's handles, this runs after all of theirs,
+ * so a doorbell rung anywhere in a loop turn is seen before the loop
+ * sleeps. */
+static void on_bells(uv_prepare_t *h)
+{
+    (void)h;
+    if (!g.claim)
+        return;
+    uint32_t n = sandlet_lane_bell_count(&g.rx);
+    if (n == g.bells_seen)
+        return;
+    g.bells_seen = n;
+    worker_run();
+}
+
+/* The acceptor rang: its frames are in the lane, or there is room for
+ * ours.  Reads the lane dry, then asks for the next doorbell. */
+static void worker_run(void)
+{
     for (;;) {
         worker_flush();
         if (sandlet_buf_reserve(&g.win, 64 * 1024) < 0)
@@ -688,6 +715,10 @@ static void setup(void)
         abort();
     }
     invariant(uv_loop_init(&g.loop) == 0, "no loop");
+    /* First of the prepare handles: the last to run (on_bells). */
+    uv_prepare_init(&g.loop, &g.bells);
+    uv_prepare_start(&g.bells, on_bells);
+    uv_unref((uv_handle_t *)&g.bells);
     sandlet_server *srv = &g.srv;
     static const sandlet_server_hooks hooks = SANDLET_SERVER_HOOKS(sandlet_server_check_stopped);
     srv->loop = &g.loop;

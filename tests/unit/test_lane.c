@@ -4,7 +4,8 @@
  * wrap, in one process and between two racing ones; a position the
  * other side could not have written is refused, never used; the doorbell
  * wishes are taken exactly once, so a sleeper is rung and nobody else;
- * guard pages fence the mapping.
+ * the acceptor's futex doorbell wakes a sleeper in another process, and
+ * its end is seen; guard pages fence the mapping.
  */
 #include "config.h"
 
@@ -21,6 +22,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Both sides' ends in two mappings of one memfd, as the acceptor and a
@@ -166,16 +168,16 @@ static void test_doorbell_wishes(void **state)
     ends_close(&e);
 }
 
-/* Two processes, each side sleeping on a pipe as the real ones sleep on
- * their socketpair: 64 MiB through in pieces of odd sizes, in order, with
- * no doorbell lost (a lost one hangs the test, which alarm() ends). */
+/* Two processes, each side sleeping as the real ones do: the worker on
+ * the futex doorbell, the acceptor on a pipe (its socketpair): 64 MiB
+ * through in pieces of odd sizes, in order, with no doorbell lost (a lost
+ * one hangs the test, which alarm() ends). */
 static void test_two_processes(void **state)
 {
     (void)state;
     ends e;
     ends_open(&e);
-    int to_w[2], to_a[2];
-    assert_int_equal(pipe(to_w), 0);
+    int to_a[2];
     assert_int_equal(pipe(to_a), 0);
     const uint64_t total = (uint64_t)64 << 20;
     pid_t pid = fork();
@@ -189,10 +191,13 @@ static void test_two_processes(void **state)
             if (n < 0)
                 _exit(2);
             if (n == 0) {
+                uint32_t bells = sandlet_lane_bell_count(&e.w_rx);
                 if (sandlet_lane_wait_data(&e.w_rx))
                     continue;
-                char b;
-                if (read(to_w[0], &b, 1) != 1)
+                int rc;
+                while ((rc = sandlet_lane_bell_wait(&e.w_rx, bells, 1000)) == -ETIMEDOUT) {
+                }
+                if (rc != 1)
                     _exit(3);
                 sandlet_lane_awake(&e.w_rx);
                 continue;
@@ -220,7 +225,7 @@ static void test_two_processes(void **state)
             off += (size_t)k;
             if (k > 0) {
                 if (sandlet_lane_ring_consumer(&e.a_tx))
-                    assert_int_equal(write(to_w[1], "", 1), 1);
+                    sandlet_lane_bell_ring(&e.a_tx);
                 continue;
             }
             if (sandlet_lane_wait_room(&e.a_tx))
@@ -235,6 +240,67 @@ static void test_two_processes(void **state)
     alarm(0);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
+    ends_close(&e);
+}
+
+static long long now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* The acceptor's doorbell: a count that has not moved sleeps until the
+ * timeout; one that moved before the sleep, or moves during it, returns
+ * at once; the acceptor's end wins over a ring.  Across processes, as the
+ * acceptor and a worker share the page: a sleeper is woken by the ring,
+ * not by its timeout. */
+static void test_bell(void **state)
+{
+    (void)state;
+    ends e;
+    ends_open(&e);
+    uint32_t c = sandlet_lane_bell_count(&e.w_rx);
+    long long t0 = now_ms();
+    assert_int_equal(sandlet_lane_bell_wait(&e.w_rx, c, 50), -ETIMEDOUT);
+    assert_true(now_ms() - t0 >= 40);
+    sandlet_lane_bell_ring(&e.a_tx);
+    assert_int_equal(sandlet_lane_bell_wait(&e.w_rx, c, 5000), 1);
+    c = sandlet_lane_bell_count(&e.w_rx);
+    assert_int_equal(sandlet_lane_bell_wait(&e.w_rx, c, 10), -ETIMEDOUT);
+
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(30);
+        long long start = now_ms();
+        int rc = sandlet_lane_bell_wait(&e.w_rx, c, 20000);
+        long long took = now_ms() - start;
+        /* Rung after 200 ms: it slept, and the ring, not the timeout,
+         * woke it. */
+        _exit(rc == 1 && took >= 100 && took < 10000 ? 0 : 1);
+    }
+    usleep(200 * 1000);
+    sandlet_lane_bell_ring(&e.a_tx);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+
+    /* The end, in another process too: the sleeper learns it. */
+    c = sandlet_lane_bell_count(&e.w_rx);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(30);
+        _exit(sandlet_lane_bell_wait(&e.w_rx, c, 20000) == 0 ? 0 : 1);
+    }
+    usleep(100 * 1000);
+    sandlet_lane_bell_close(&e.a_tx);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(sandlet_lane_bell_wait(&e.w_rx, sandlet_lane_bell_count(&e.w_rx), 10), 0);
     ends_close(&e);
 }
 
@@ -279,6 +345,7 @@ int main(void)
         cmocka_unit_test(test_impossible_positions_refused),
         cmocka_unit_test(test_doorbell_wishes),
         cmocka_unit_test(test_two_processes),
+        cmocka_unit_test(test_bell),
         cmocka_unit_test(test_guard_pages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
