@@ -491,6 +491,21 @@ static void worker_process(sandlet_worker *w)
  * the lane is empty or the first request's client must catch up.  The
  * bytes are the worker's: copied before they are decoded, and decoded
  * with every bound checked (worker_process). */
+/* The worker counts the requests whose servlet blocked (lane.h): for a
+ * while after one did, the pool spreads requests over its workers (pick.h).
+ * Long enough to span a loop turn's batches, short enough that a pool
+ * whose servlets stopped blocking soon packs again. */
+#define BLOCKING_SPREAD_NS ((uint64_t)100 * 1000 * 1000)
+
+static void note_blocking(sandlet_worker *w)
+{
+    uint32_t n = atomic_load_explicit(&w->rx.ctl->blocked, memory_order_relaxed);
+    if (n == w->blocked_seen)
+        return;
+    w->blocked_seen = n;
+    w->pool->blocking_until = sandlet_turn_ns(w->pool->srv) + BLOCKING_SPREAD_NS;
+}
+
 static void drain(sandlet_worker *w)
 {
     if (w->processing)
@@ -516,6 +531,7 @@ static void drain(sandlet_worker *w)
         if (n == 0)
             return;
         w->in.len += (size_t)n;
+        note_blocking(w);
         /* It waits for room to say more (a long answer). */
         if (sandlet_lane_ring_producer(&w->rx))
             ring_worker(w);

@@ -29,6 +29,7 @@
 #include <malloc.h>
 #include <netinet/in.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -913,6 +914,12 @@ static int run(sandlet_conf *conf, bool *taken)
     sigprocmask(SIG_UNBLOCK, &held, NULL);
     sandlet_access_start(srv);
     sandlet_http_clock_start(srv);
+    /* The workers inherit this process's CPUs: no more of them run at
+     * once than those allow, which the choice of worker heeds (pick.h).
+     * Unknown (a host of more CPUs than a cpu_set_t holds): 0. */
+    cpu_set_t cpus;
+    if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0)
+        srv->cpus = (unsigned)CPU_COUNT(&cpus);
     uv_poll_init(&m.loop, &srv->ctl_poll, srv->ctl);
     uv_poll_start(&srv->ctl_poll, UV_READABLE, on_ctl);
 

@@ -15,10 +15,12 @@
 unsigned sandlet_pick(unsigned n, sandlet_pick_view *view, const void *ctx,
                       const sandlet_pick_ask *a)
 {
-    unsigned best = n, best_held = 0;
+    unsigned idle = n, busy = n, busy_held = 0, holding = 0;
     for (unsigned i = 0; i < n; i++) {
         sandlet_pick_worker w;
         view(ctx, i, &w);
+        if (w.up && w.held)
+            holding++;
         if (!w.up || w.held_back)
             continue;
         if (w.pages_gen < a->needs)
@@ -41,14 +43,17 @@ unsigned sandlet_pick(unsigned n, sandlet_pick_view *view, const void *ctx,
         if (a->max_requests && w.served + w.held >= a->max_requests &&
             (w.pages_gen >= a->pages_gen || a->fresh_up) && !a->recycle_waits)
             continue;
-        if (best == n || w.held < best_held) {
-            best = i;
-            best_held = w.held;
+        if (w.held == 0) {
+            if (idle == n)
+                idle = i;
+        } else if (busy == n || w.held < busy_held) {
+            busy = i;
+            busy_held = w.held;
         }
-        if (best_held == 0)
-            break;
     }
-    return best;
+    if (busy < n && (idle == n || (a->cpus && holding >= a->cpus && !a->blocking)))
+        return busy;
+    return idle;
 }
 
 static sandlet_inflight *at(const sandlet_held *h, unsigned i)

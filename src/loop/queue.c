@@ -511,7 +511,11 @@ static sandlet_worker *pick_worker(sandlet_pool *p, const sandlet_request_view *
          * page's new version is being rolled out). */
         .fresh_up = stale_any(p) && sandlet_fresh_up(p),
         .recycle_waits = max && !sandlet_may_recycle(p),
+        .cpus = p->srv->cpus,
     };
+    /* Read only when it can matter: the clock once a loop turn at most. */
+    if (a.cpus && p->blocking_until)
+        a.blocking = sandlet_turn_ns(p->srv) < p->blocking_until;
     unsigned i = sandlet_pick(p->nworkers, view_worker, p, &a);
     return i < p->nworkers ? &p->workers[i] : NULL;
 }

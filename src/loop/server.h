@@ -128,6 +128,7 @@ struct sandlet_server {
     time_t date_sec;
     char date[40];
     uint64_t turn_ns; /* sandlet_turn_ns; 0: not read yet this turn */
+    unsigned cpus;    /* CPUs this process may run on (its affinity); 0: unknown */
     uv_prepare_t turn_before_poll;
     uv_check_t turn_after_io;
 };

@@ -102,6 +102,11 @@ static struct {
     size_t stack_keep;       /* the top of the window zeroed every time */
     unsigned stack_wipes;    /* counted up to STACK_SETTLED */
     struct timespec started; /* CLOCK_MONOTONIC at start, for uptime_ms() */
+    /* The thread's voluntary context switches at the last wipe, and our
+     * own sleeps for a doorbell since: a request that switched more often
+     * than we slept blocked in its servlet (count_blocked). */
+    long nvcsw;
+    unsigned bell_sleeps;
     /* Development mode where the kernel records no Landlock denial: the
      * refused file calls are noted (filehint.c) and explained here, each
      * (call, path) once; hint_ctx holds the paths they are judged by. */
@@ -136,6 +141,7 @@ static long long uptime_ms(void)
 static int wait_bell(uint32_t count)
 {
     for (;;) {
+        w.bell_sleeps++;
         int rc = sandlet_lane_bell_wait(&w.rx, count, SANDLET_LANE_LOOK_MS);
         if (rc != -ETIMEDOUT)
             return rc;
@@ -974,6 +980,18 @@ static bool page_used(uintptr_t p)
     return any != 0;
 }
 
+/* Tells the acceptor when the request that just ended blocked (lane.h):
+ * it then spreads its sandbox's requests over idle workers rather than
+ * queueing them behind busy ones, which only pays when servlets do not
+ * block (pick.h).  ru is the thread's usage after the request. */
+static void count_blocked(const struct rusage *ru)
+{
+    if (ru->ru_nvcsw - w.nvcsw > (long)w.bell_sleeps)
+        atomic_fetch_add_explicit(&w.tx.ctl->blocked, 1, memory_order_relaxed);
+    w.nvcsw = ru->ru_nvcsw;
+    w.bell_sleeps = 0;
+}
+
 static __attribute__((noinline)) void wipe_stack(void)
 {
     unsigned char area[STACK_WIPE];
@@ -986,7 +1004,10 @@ static __attribute__((noinline)) void wipe_stack(void)
     uintptr_t cut = (hi - w.stack_keep) & ~(page - 1);
     explicit_bzero((void *)cut, hi - cut);
     struct rusage ru;
-    if (w.stack_faults_ok && getrusage(RUSAGE_THREAD, &ru) == 0 && ru.ru_minflt == w.stack_faults) {
+    bool have = w.stack_faults_ok && getrusage(RUSAGE_THREAD, &ru) == 0;
+    if (have)
+        count_blocked(&ru);
+    if (have && ru.ru_minflt == w.stack_faults) {
         __asm__ volatile("" : : "r"(area) : "memory");
         return;
     }
@@ -1013,6 +1034,8 @@ static __attribute__((noinline)) void wipe_stack(void)
         explicit_bzero((void *)lo, cut - lo);
     } else {
         w.stack_faults = ru.ru_minflt;
+        w.nvcsw = ru.ru_nvcsw;
+        w.bell_sleeps = 0;
     }
     __asm__ volatile("" : : "r"(area) : "memory");
 }

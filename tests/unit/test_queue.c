@@ -48,9 +48,49 @@ static void test_pick_fewest(void **state)
     assert_int_equal(pick(ws, 4, &servlet), 1);
     ws[2].held = 0;
     assert_int_equal(pick(ws, 4, &servlet), 2);
-    /* An idle worker is taken at once: none after it is looked at. */
+    /* The first idle worker, whatever comes after it. */
     ws[3].held = 0;
     assert_int_equal(pick(ws, 4, &servlet), 2);
+}
+
+/* As many workers holding requests as CPUs: the next request goes behind
+ * the one of them holding fewest, not to an idle worker that would have
+ * to be woken for it; but to the idle one when the servlets block, when
+ * fewer hold requests than there are CPUs, when none of those may take
+ * it (full, slow, streaming), and when the CPUs are unknown. */
+static void test_pick_packs_on_cpus(void **state)
+{
+    (void)state;
+    sandlet_pick_worker ws[] = {UP(0), UP(3), UP(0), UP(2)};
+    sandlet_pick_ask one = {.depth = 4, .cpus = 1};
+    assert_int_equal(pick(ws, 4, &one), 3);
+    sandlet_pick_ask two = {.depth = 4, .cpus = 2};
+    assert_int_equal(pick(ws, 4, &two), 3);
+    sandlet_pick_ask three = {.depth = 4, .cpus = 3};
+    assert_int_equal(pick(ws, 4, &three), 0);
+    assert_int_equal(pick(ws, 4, &servlet), 0);
+    sandlet_pick_ask blocking = {.depth = 4, .cpus = 1, .blocking = true};
+    assert_int_equal(pick(ws, 4, &blocking), 0);
+    /* One worker holding, one CPU: it takes the next too, until full. */
+    sandlet_pick_worker lone[] = {UP(0), UP(1)};
+    assert_int_equal(pick(lone, 2, &one), 1);
+    lone[1].held = 4;
+    assert_int_equal(pick(lone, 2, &one), 0);
+    /* A worker that may take no more still counts as running: a slow
+     * servlet's worker sends the next request to the idle one, which
+     * then counts as the one to fill. */
+    lone[1].held = 1;
+    lone[1].last_slow = true;
+    assert_int_equal(pick(lone, 2, &one), 0);
+    sandlet_pick_worker slow[] = {UP(1), UP(1), UP(0)};
+    slow[0].last_slow = true;
+    assert_int_equal(pick(slow, 3, &one), 1);
+    sandlet_pick_worker streaming[] = {UP(1), UP(0)};
+    streaming[0].last_streams = true;
+    assert_int_equal(pick(streaming, 2, &one), 1);
+    /* Nobody up but busy ones: the fewest held, as ever. */
+    sandlet_pick_worker busy[] = {UP(3), UP(2)};
+    assert_int_equal(pick(busy, 2, &three), 1);
 }
 
 static void test_pick_not_up(void **state)
@@ -378,6 +418,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pick_fewest),
+        cmocka_unit_test(test_pick_packs_on_cpus),
         cmocka_unit_test(test_pick_not_up),
         cmocka_unit_test(test_pick_depth),
         cmocka_unit_test(test_pick_streamed_body),
