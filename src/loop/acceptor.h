@@ -168,7 +168,6 @@ struct sandlet_worker {
     bool reading;                              /* off while the first request's client catches up */
     bool processing;                           /* worker_process is on the stack */
     bool dirty;                                /* out holds frames for the end of this loop turn */
-    uint32_t blocked_seen;                     /* its lane's count of blocked requests, last read */
     bool exited;                               /* the supervisor reported its exit */
     sandlet_claim *next_claim;
     /* Shared with the worker (claim.h): decides whether a request written
@@ -253,10 +252,6 @@ struct sandlet_pool {
     uv_timer_t qtimer;  /* expires requests that waited too long */
     uint16_t nservlets; /* configured servlets: pages' indexes follow them */
     unsigned depth;     /* "pipeline": ring size of each worker, fixed */
-    /* Until this sandlet_turn_ns, its servlets count as ones that block
-     * (a worker said one did): requests are spread over idle workers
-     * rather than queued behind busy ones (pick.h). */
-    uint64_t blocking_until;
     /* The newest code generation (pages, or servlets after a reload)
      * the supervisor announced: workers with an older one are replaced,
      * one first, then the others once a new one has said READY, so that

@@ -491,19 +491,31 @@ static void worker_process(sandlet_worker *w)
  * the lane is empty or the first request's client must catch up.  The
  * bytes are the worker's: copied before they are decoded, and decoded
  * with every bound checked (worker_process). */
-/* The worker counts the requests whose servlet blocked (lane.h): for a
- * while after one did, the pool spreads requests over its workers (pick.h).
- * Long enough to span a loop turn's batches, short enough that a pool
- * whose servlets stopped blocking soon packs again. */
-#define BLOCKING_SPREAD_NS ((uint64_t)100 * 1000 * 1000)
+/* A worker notes when a request whose servlet blocked ended (lane.h): for
+ * a second after that, the pool spreads requests over its workers
+ * (pick.h).  Far longer than a request, so that a servlet that
+ * blocks now and then keeps its sandbox spreading while it is used, and
+ * short enough that a sandbox whose servlets stopped blocking soon
+ * packs again. */
+#define BLOCKING_SPREAD_NS ((uint64_t)1000 * 1000 * 1000)
 
-static void note_blocking(sandlet_worker *w)
+bool sandlet_pool_blocks(sandlet_pool *p)
 {
-    uint32_t n = atomic_load_explicit(&w->rx.ctl->blocked, memory_order_relaxed);
-    if (n == w->blocked_seen)
-        return;
-    w->blocked_seen = n;
-    w->pool->blocking_until = sandlet_turn_ns(w->pool->srv) + BLOCKING_SPREAD_NS;
+    uint64_t now = 0;
+    for (unsigned i = 0; i < p->nworkers; i++) {
+        sandlet_worker *w = &p->workers[i];
+        if (!w->pipe_open)
+            continue;
+        uint64_t at = atomic_load_explicit(&w->rx.ctl->blocked_at, memory_order_relaxed);
+        if (!at)
+            continue;
+        if (!now)
+            now = sandlet_turn_ns(p->srv);
+        /* Later than this turn's clock: it ended during the turn. */
+        if (at > now || now - at < BLOCKING_SPREAD_NS)
+            return true;
+    }
+    return false;
 }
 
 static void drain(sandlet_worker *w)
@@ -531,7 +543,6 @@ static void drain(sandlet_worker *w)
         if (n == 0)
             return;
         w->in.len += (size_t)n;
-        note_blocking(w);
         /* It waits for room to say more (a long answer). */
         if (sandlet_lane_ring_producer(&w->rx))
             ring_worker(w);

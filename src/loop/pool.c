@@ -549,7 +549,6 @@ static void take_worker(sandlet_worker *w, const sandlet_ctl *m, int channel, in
     w->nrevoked = 0;
     w->slow = false;
     w->next_id = 0;
-    w->blocked_seen = 0;
     sandlet_claim_unmap(w->claim);
     w->claim = claim;
     sandlet_lanes_open(sandlet_claim_lanes(claim), true, &w->tx, &w->rx);

@@ -100,6 +100,9 @@ void sandlet_worker_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 void sandlet_worker_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 void sandlet_worker_resume(sandlet_worker *w);
 void sandlet_lanes_watch(sandlet_worker *w);
+/* Whether p's servlets count as ones that block (pick.h): a worker noted
+ * one in the last second (lane.h).  Reads every worker's note. */
+bool sandlet_pool_blocks(sandlet_pool *p);
 void sandlet_lanes_look(uv_idle_t *h);
 void sandlet_lanes_asleep(uv_prepare_t *h);
 void sandlet_lanes_awake(uv_check_t *h);

@@ -513,9 +513,9 @@ static sandlet_worker *pick_worker(sandlet_pool *p, const sandlet_request_view *
         .recycle_waits = max && !sandlet_may_recycle(p),
         .cpus = p->srv->cpus,
     };
-    /* Read only when it can matter: the clock once a loop turn at most. */
-    if (a.cpus && p->blocking_until)
-        a.blocking = sandlet_turn_ns(p->srv) < p->blocking_until;
+    /* Only when it can matter: a few loads, the clock once a turn. */
+    if (a.cpus)
+        a.blocking = sandlet_pool_blocks(p);
     unsigned i = sandlet_pick(p->nworkers, view_worker, p, &a);
     return i < p->nworkers ? &p->workers[i] : NULL;
 }

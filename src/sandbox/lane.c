@@ -19,7 +19,8 @@ _Static_assert((SANDLET_LANE_SIZE & (SANDLET_LANE_SIZE - 1)) == 0,
                "a lane's size is a power of two: positions are masked");
 _Static_assert(SANDLET_LANE_SIZE <= (size_t)1 << 30, "positions are 32-bit counters");
 _Static_assert(2 * sizeof(sandlet_lane_ctl) <= 4096, "both lanes' control fits one page");
-_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "shared words need lock-free atomics");
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2 && ATOMIC_LLONG_LOCK_FREE == 2,
+               "shared words need lock-free atomics");
 
 #define MASK ((uint32_t)(SANDLET_LANE_SIZE - 1))
 

@@ -63,11 +63,12 @@ typedef struct sandlet_lane_ctl {
      * control only: rings counted (the futex word) and its end. */
     _Alignas(64) _Atomic uint32_t bell;
     _Atomic uint32_t closed;
-    /* Requests whose servlet blocked (slept in the kernel: a database,
-     * a file, a sleep), counted by the worker in its own lane's control
-     * only.  A hint for the acceptor's choice of worker (pick.h), which a
-     * worker that lies about it can only spoil for its own sandbox. */
-    _Alignas(64) _Atomic uint32_t blocked;
+    /* When a request whose servlet blocked (slept in the kernel: a
+     * database, a file, a sleep) last ended, CLOCK_MONOTONIC ns, 0 for
+     * never: written by the worker in its own lane's control only.  A
+     * hint for the acceptor's choice of worker (pick.h), which a worker
+     * that lies about it can only spoil for its own sandbox. */
+    _Alignas(64) _Atomic uint64_t blocked_at;
 } sandlet_lane_ctl;
 
 /* One side's end of one lane. */

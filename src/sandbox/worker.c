@@ -986,8 +986,11 @@ static bool page_used(uintptr_t p)
  * block (pick.h).  ru is the thread's usage after the request. */
 static void count_blocked(const struct rusage *ru)
 {
-    if (ru->ru_nvcsw - w.nvcsw > (long)w.bell_sleeps)
-        atomic_fetch_add_explicit(&w.tx.ctl->blocked, 1, memory_order_relaxed);
+    struct timespec now;
+    if (ru->ru_nvcsw - w.nvcsw > (long)w.bell_sleeps && clock_gettime(CLOCK_MONOTONIC, &now) == 0)
+        atomic_store_explicit(&w.tx.ctl->blocked_at,
+                              (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec,
+                              memory_order_relaxed);
     w.nvcsw = ru->ru_nvcsw;
     w.bell_sleeps = 0;
 }

@@ -2,7 +2,9 @@
  * test_handoff.c - no request waits behind a worker that cannot run
  * (issue 20): a request written to a stopped worker is taken back and
  * served by another worker of the sandbox, never twice; a stopped
- * worker's own request is answered when it resumes.
+ * worker's own request is answered when it resumes.  On one CPU, a
+ * sandbox's requests go to one worker while its servlets do not block,
+ * and to both once one did.
  */
 #include "config.h"
 
@@ -14,6 +16,7 @@
 
 #include "harness.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -506,6 +509,92 @@ static void test_timer_hands_over_at_once(void **state)
     assert_false(th_log_contains(&daemon_, "sandbox 'qb' did not start"));
 }
 
+/* The pids that answered n requests sent to d together (d's acceptor
+ * stopped meanwhile, so that one loop turn hands them all out). */
+static void pids_together(const th_daemon *d, int n, const char *target, pid_t *pid)
+{
+    char req[256];
+    snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", target);
+    th_conn *c[16];
+    assert_true(n <= 16);
+    assert_int_equal(kill(d->pid, SIGSTOP), 0);
+    for (int i = 0; i < n; i++) {
+        c[i] = th_connect(d->port, false);
+        assert_non_null(c[i]);
+        assert_int_equal(th_send_str(c[i], req), 0);
+    }
+    assert_int_equal(kill(d->pid, SIGCONT), 0);
+    for (int i = 0; i < n; i++) {
+        th_response r;
+        assert_int_equal(th_read(c[i], &r, false), 0);
+        assert_int_equal(r.status, 200);
+        pid[i] = (pid_t)atol(r.body);
+        th_response_free(&r);
+        th_close(c[i]);
+    }
+}
+
+/* A daemon on one CPU: two workers would only take turns on it, so a
+ * sandbox's requests all go to one while its servlets do not block (with
+ * the rule gone, a turn's requests are shared between both), and to both
+ * while one blocks (with that signal gone, they all queue on one worker).
+ * The sleeps are 0.2 ms, short of what makes a servlet "slow" (2 ms),
+ * whose requests never have others queued behind them anyway. */
+static void test_one_cpu_packs_until_blocking(void **state)
+{
+    (void)state;
+    cpu_set_t all, one;
+    assert_int_equal(sched_getaffinity(0, sizeof(all), &all), 0);
+    int cpu = 0;
+    while (!CPU_ISSET(cpu, &all))
+        cpu++;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    assert_int_equal(sched_setaffinity(0, sizeof(one), &one), 0);
+    static char conf[512];
+    snprintf(conf, sizeof(conf),
+             "sandbox p { workers 2; }\n"
+             "servlet /p/* { library \"%s\"; sandbox p; }\n"
+             "servlet /s/* { library \"%s\"; sandbox p; }\n",
+             th_fixture("probe"), th_fixture("probe"));
+    th_daemon d;
+    int rc = th_start(&d, conf, false);
+    assert_int_equal(sched_setaffinity(0, sizeof(all), &all), 0);
+    assert_int_equal(rc, 0);
+
+    /* A servlet that sleeps: its worker notes it once it answered (from
+     * its second request on: the first sets its counts), and four of
+     * them handed out together then go to both workers (retried while
+     * the second worker starts). */
+    pid_t pid[8];
+    bool apart = false;
+    for (int attempt = 0; attempt < 20 && !apart; attempt++) {
+        for (int i = 0; i < 3; i++) {
+            th_response r;
+            assert_int_equal(th_request(d.port, "GET", "/s/sleep?us=200", NULL, NULL, 0, &r), 0);
+            assert_int_equal(r.status, 200);
+            th_response_free(&r);
+        }
+        usleep(20 * 1000); /* its note follows its answer */
+        pids_together(&d, 4, "/s/sleep?us=200", pid);
+        for (int i = 1; i < 4; i++)
+            apart = apart || pid[i] != pid[0];
+        if (!apart)
+            usleep(100 * 1000);
+    }
+    assert_true(apart);
+
+    /* Nothing blocked for a second and more: requests handed out in one
+     * loop turn all go to one worker, round after round. */
+    usleep(1500 * 1000);
+    for (int round = 0; round < 10; round++) {
+        pids_together(&d, 8, "/p/pid", pid);
+        for (int i = 1; i < 8; i++)
+            assert_int_equal(pid[i], pid[0]);
+    }
+    assert_int_equal(th_stop(&d), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -517,6 +606,7 @@ int main(void)
         cmocka_unit_test(test_stalled_queue_moves_once),
         cmocka_unit_test(test_fast_behind_slow_moves),
         cmocka_unit_test(test_timer_hands_over_at_once),
+        cmocka_unit_test(test_one_cpu_packs_until_blocking),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

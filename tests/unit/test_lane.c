@@ -269,17 +269,27 @@ static void test_bell(void **state)
     c = sandlet_lane_bell_count(&e.w_rx);
     assert_int_equal(sandlet_lane_bell_wait(&e.w_rx, c, 10), -ETIMEDOUT);
 
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
         alarm(30);
         long long start = now_ms();
+        if (write(ready[1], "r", 1) != 1)
+            _exit(2);
         int rc = sandlet_lane_bell_wait(&e.w_rx, c, 20000);
         long long took = now_ms() - start;
         /* Rung after 200 ms: it slept, and the ring, not the timeout,
          * woke it. */
         _exit(rc == 1 && took >= 100 && took < 10000 ? 0 : 1);
     }
+    /* Rung well after the child said it is about to sleep, even under
+     * valgrind. */
+    char b;
+    assert_int_equal(read(ready[0], &b, 1), 1);
+    close(ready[0]);
+    close(ready[1]);
     usleep(200 * 1000);
     sandlet_lane_bell_ring(&e.a_tx);
     int status = 0;
