@@ -727,6 +727,9 @@ static void setup(void)
     srv->gen = sandlet_confgen_new(conf);
     invariant(srv->gen != NULL, "out of memory");
     srv->ctl = -1;
+    /* One CPU, as the bench gives the server: the choice of worker packs
+     * requests (pick.h), and reads the played worker's notes. */
+    srv->cpus = 1;
     invariant(sandlet_files_open(srv) == 0, "cannot open the docroot");
     srv->access_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
     sandlet_access_start(srv);
