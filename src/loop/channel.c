@@ -487,10 +487,6 @@ static void worker_process(sandlet_worker *w)
     sandlet_buf_consume(&w->in, off);
 }
 
-/* Copies what the worker's lane holds into w->in and handles it, until
- * the lane is empty or the first request's client must catch up.  The
- * bytes are the worker's: copied before they are decoded, and decoded
- * with every bound checked (worker_process). */
 /* A worker notes when a request whose servlet blocked ended (lane.h): for
  * a second after that, the pool spreads requests over its workers
  * (pick.h).  Far longer than a request, so that a servlet that
@@ -518,6 +514,10 @@ bool sandlet_pool_blocks(sandlet_pool *p)
     return false;
 }
 
+/* Copies what the worker's lane holds into w->in and handles it, until
+ * the lane is empty or the first request's client must catch up.  The
+ * bytes are the worker's: copied before they are decoded, and decoded
+ * with every bound checked (worker_process). */
 static void drain(sandlet_worker *w)
 {
     if (w->processing)
