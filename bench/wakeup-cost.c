@@ -37,7 +37,6 @@
 
 static int pipe_fds[2];
 static int sleeper_cpu;
-static bool polling;
 
 static int pin(int cpu)
 {
@@ -75,8 +74,7 @@ static double run(bool poll_mode, int waker_cpu, long rounds)
 {
     if (pipe(pipe_fds) < 0)
         return -1;
-    polling = poll_mode;
-    if (polling && fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK) < 0)
+    if (poll_mode && fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK) < 0)
         return -1;
     pthread_t t;
     if (pthread_create(&t, NULL, reader, NULL) != 0)

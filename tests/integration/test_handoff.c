@@ -298,20 +298,25 @@ static void test_stopped_worker_replaced(void **state)
                      timeouts_before);
 }
 
-/* Sends target on n fresh connections while the acceptor is stopped, so
+/* Sends target on n fresh connections while d's acceptor is stopped, so
  * that it reads them all and hands them out in one loop turn: requests
  * for a busy or stopped worker then queue in its channel. */
-static void send_together(th_conn **c, int n, const char *target)
+static void send_together_to(const th_daemon *d, th_conn **c, int n, const char *target)
 {
     char req[256];
     snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", target);
-    assert_int_equal(kill(daemon_.pid, SIGSTOP), 0);
+    assert_int_equal(kill(d->pid, SIGSTOP), 0);
     for (int i = 0; i < n; i++) {
-        c[i] = th_connect(daemon_.port, false);
+        c[i] = th_connect(d->port, false);
         assert_non_null(c[i]);
         assert_int_equal(th_send_str(c[i], req), 0);
     }
-    assert_int_equal(kill(daemon_.pid, SIGCONT), 0);
+    assert_int_equal(kill(d->pid, SIGCONT), 0);
+}
+
+static void send_together(th_conn **c, int n, const char *target)
+{
+    send_together_to(&daemon_, c, n, target);
 }
 
 /* Requests queued in a stopped worker's channel (pipeline) are taken back
@@ -509,21 +514,13 @@ static void test_timer_hands_over_at_once(void **state)
     assert_false(th_log_contains(&daemon_, "sandbox 'qb' did not start"));
 }
 
-/* The pids that answered n requests sent to d together (d's acceptor
- * stopped meanwhile, so that one loop turn hands them all out). */
+/* The pids that answered n requests sent to d together (one loop turn
+ * hands them all out: send_together_to). */
 static void pids_together(const th_daemon *d, int n, const char *target, pid_t *pid)
 {
-    char req[256];
-    snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", target);
     th_conn *c[16];
     assert_true(n <= 16);
-    assert_int_equal(kill(d->pid, SIGSTOP), 0);
-    for (int i = 0; i < n; i++) {
-        c[i] = th_connect(d->port, false);
-        assert_non_null(c[i]);
-        assert_int_equal(th_send_str(c[i], req), 0);
-    }
-    assert_int_equal(kill(d->pid, SIGCONT), 0);
+    send_together_to(d, c, n, target);
     for (int i = 0; i < n; i++) {
         th_response r;
         assert_int_equal(th_read(c[i], &r, false), 0);
@@ -534,12 +531,6 @@ static void pids_together(const th_daemon *d, int n, const char *target, pid_t *
     }
 }
 
-/* A daemon on one CPU: two workers would only take turns on it, so a
- * sandbox's requests all go to one while its servlets do not block (with
- * the rule gone, a turn's requests are shared between both), and to both
- * while one blocks (with that signal gone, they all queue on one worker).
- * The sleeps are 0.2 ms, short of what makes a servlet "slow" (2 ms),
- * whose requests never have others queued behind them anyway. */
 static th_daemon one_cpu_;
 static bool one_cpu_up;
 
@@ -553,6 +544,12 @@ static int one_cpu_teardown(void **state)
     return th_stop(&one_cpu_) == 0 ? 0 : -1;
 }
 
+/* A daemon on one CPU: two workers would only take turns on it, so a
+ * sandbox's requests all go to one while its servlets do not block (with
+ * the rule gone, a turn's requests are shared between both), and to both
+ * while one blocks (with that signal gone, they all queue on one worker).
+ * The sleeps are 0.2 ms, short of what makes a servlet "slow" (2 ms),
+ * whose requests never have others queued behind them anyway. */
 static void test_one_cpu_packs_until_blocking(void **state)
 {
     (void)state;
