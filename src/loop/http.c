@@ -31,6 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -594,9 +596,51 @@ bool sandlet_conn_job_done(sandlet_conn *c)
     return true;
 }
 
+/* Pieces this small are gathered into one buffer and sent with send(2):
+ * copying a hello's head and body costs less than a second iovec. */
+#define SEND_GATHER 1024
+
+/* Hands the pieces to the socket while nothing is queued: what it took,
+ * 0 when it would block, or a negative errno.  send/sendmsg rather than
+ * libuv's writev, whose path through the file layer cost 2% of a hello
+ * request here.  No queue is bypassed: libuv only writes on its own when
+ * its queue holds something, and ours is empty. */
+static ssize_t send_now(sandlet_conn *c, const uint8_t *piece[3], const size_t plen[3], size_t len)
+{
+    uv_os_fd_t fd;
+    if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) < 0)
+        return -EBADF;
+    struct iovec iov[3];
+    int n = 0;
+    for (int i = 0; i < 3; i++)
+        if (plen[i])
+            iov[n++] = (struct iovec){.iov_base = (void *)(uintptr_t)piece[i], .iov_len = plen[i]};
+    uint8_t gather[SEND_GATHER];
+    if (n > 1 && len <= sizeof(gather)) {
+        size_t at = 0;
+        for (int i = 0; i < n; i++) {
+            memcpy(gather + at, iov[i].iov_base, iov[i].iov_len);
+            at += iov[i].iov_len;
+        }
+        iov[0] = (struct iovec){.iov_base = gather, .iov_len = len};
+        n = 1;
+    }
+    ssize_t rc;
+    do {
+        if (n == 1)
+            rc = send(fd, iov[0].iov_base, iov[0].iov_len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        else
+            rc = sendmsg(fd, &(struct msghdr){.msg_iov = iov, .msg_iovlen = (size_t)n},
+                         MSG_DONTWAIT | MSG_NOSIGNAL);
+    } while (rc < 0 && errno == EINTR);
+    if (rc < 0)
+        return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+    return rc;
+}
+
 /* Sends the concatenation of up to three pieces.  When nothing is queued
- * the socket takes them straight from the caller's buffers (one writev,
- * no copy, no allocation: the common case of a small response); only what
+ * the socket takes them straight from the caller's buffers (one system
+ * call, no allocation: the common case of a small response); only what
  * the kernel did not take is copied and queued. */
 int sandlet_conn_write(sandlet_conn *c, const void *a, size_t alen, const void *b, size_t blen,
                        const void *d, size_t dlen)
@@ -612,16 +656,10 @@ int sandlet_conn_write(sandlet_conn *c, const void *a, size_t alen, const void *
     size_t plen[3] = {alen, blen, dlen};
     size_t done = 0;
     if (c->pending_writes == 0) {
-        uv_buf_t bufs[3];
-        unsigned n = 0;
-        for (int i = 0; i < 3; i++)
-            if (plen[i])
-                bufs[n++] = uv_buf_init((char *)(uintptr_t)piece[i], (unsigned)plen[i]);
-        int rc = uv_try_write((uv_stream_t *)&c->tcp, bufs, n);
-        if (rc < 0 && rc != UV_EAGAIN)
-            return rc;
-        if (rc > 0)
-            done = (size_t)rc;
+        ssize_t rc = send_now(c, piece, plen, len);
+        if (rc < 0)
+            return (int)rc;
+        done = (size_t)rc;
         if (done == len)
             return 0;
     }
