@@ -477,6 +477,40 @@ static void test_streaming(void **state)
     th_response_free(&r);
 }
 
+/* Answers of every size around the point where the acceptor stops
+ * gathering head and body into one buffer for send(2) and hands the
+ * kernel both pieces instead (http.c, SEND_GATHER), pipelined on one
+ * connection so that a piece of one answer out of place shows in the
+ * next: each arrives whole and byte-exact. */
+static void test_answer_sizes_byte_exact(void **state)
+{
+    (void)state;
+    th_conn *c = th_connect(daemon_.port, false);
+    assert_non_null(c);
+    char reqs[64 * 1024];
+    size_t at = 0;
+    int count = 0;
+    for (long n = 1; n <= 1400; n += 13, count++) {
+        int k = snprintf(reqs + at, sizeof(reqs) - at,
+                         "GET /probe/big?n=%ld HTTP/1.1\r\nHost: t\r\n\r\n", n);
+        assert_true(k > 0 && (size_t)k < sizeof(reqs) - at);
+        at += (size_t)k;
+    }
+    assert_int_equal(th_send(c, reqs, at), 0);
+    long n = 1;
+    for (int i = 0; i < count; i++, n += 13) {
+        th_response r;
+        assert_int_equal(th_read(c, &r, false), 0);
+        assert_int_equal(r.status, 200);
+        assert_int_equal(r.body_len, (size_t)n);
+        for (size_t j = 0; j < r.body_len; j++)
+            if (r.body[j] != (char)('a' + (j % 4096) % 26))
+                fail_msg("answer of %ld bytes: byte %zu is %d", n, j, r.body[j]);
+        th_response_free(&r);
+    }
+    th_close(c);
+}
+
 static void test_http10_closes(void **state)
 {
     (void)state;
@@ -1051,6 +1085,7 @@ int main(void)
         cmocka_unit_test(test_header_injection_refused),
         cmocka_unit_test(test_status_and_head),
         cmocka_unit_test(test_streaming),
+        cmocka_unit_test(test_answer_sizes_byte_exact),
         cmocka_unit_test(test_http10_closes),
         cmocka_unit_test(test_crash_is_contained),
         cmocka_unit_test(test_sandbox_that_cannot_start),
